@@ -1,0 +1,1 @@
+//! Benchmarks that measure cv against a baseline in the same run

@@ -1,0 +1,1 @@
+//! cv client SDK

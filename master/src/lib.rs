@@ -1,0 +1,1 @@
+//! cv master: namespace, journal, tail cache, placement.

@@ -1,0 +1,1 @@
+//! QUIC and mutual-TLS configuration shared by client, master and worker

@@ -1,0 +1,1 @@
+//! cvctl: run servers, manage certificates, file commands, benchmarks

@@ -1,0 +1,1 @@
+//! File-format tail sizing (Parquet, ORC, StarRocks segments).

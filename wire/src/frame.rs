@@ -1,0 +1,318 @@
+//! Frame header, encoding and validated decoding. Layout: `wire/FORMAT.md`.
+
+use crate::PROTOCOL_VERSION;
+use crate::error::{WireError, WireErrorKind};
+use crate::kinds::{Kind, Message};
+use crate::limits::Limits;
+use rkyv::util::AlignedVec;
+
+/// First four bytes of every frame.
+pub const MAGIC: [u8; 4] = *b"CVWF";
+/// Fixed header length. A multiple of 16, so a body archived right after the
+/// header in one buffer keeps the alignment it has when received on its own.
+pub const HEADER_LEN: usize = 32;
+/// Bytes of the header covered by the crc (all but the crc field itself).
+const CRC_COVERED: usize = 28;
+
+/// Header flag bits. None are defined in version 1; any set bit is refused so
+/// that a later version can give them meaning safely.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Flags(pub u16);
+
+impl Flags {
+    /// Bits this version understands.
+    pub const KNOWN: u16 = 0;
+}
+
+/// The fixed 32-byte frame header, decoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FrameHeader {
+    /// Protocol version of the frame.
+    pub version: u16,
+    /// Which message the body holds.
+    pub kind: Kind,
+    /// Flag bits.
+    pub flags: Flags,
+    /// Length of the rkyv body.
+    pub body_len: u32,
+    /// Length of the raw payload after the body.
+    pub payload_len: u32,
+    /// Chosen by the requester, echoed in the reply; for tracing.
+    pub request_id: u64,
+    /// crc32 (IEEE) over header bytes 0..28, the body and the payload.
+    pub crc32: u32,
+}
+
+impl FrameHeader {
+    /// Parses and checks a header: magic, version, reserved bits, kind, and the
+    /// declared lengths against `limits` — before anything is allocated.
+    pub fn parse(bytes: &[u8], limits: &Limits) -> Result<FrameHeader, WireError> {
+        let Some(h) = bytes.get(..HEADER_LEN) else {
+            return Err(WireError::new(
+                WireErrorKind::Truncated,
+                format!("header needs {HEADER_LEN} bytes, got {}", bytes.len()),
+            ));
+        };
+        if h[0..4] != MAGIC {
+            return Err(WireError::new(WireErrorKind::BadMagic, "not a cv frame"));
+        }
+        let u16_at = |i: usize| u16::from_le_bytes([h[i], h[i + 1]]);
+        let u32_at = |i: usize| u32::from_le_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]);
+        let version = u16_at(4);
+        if version != PROTOCOL_VERSION {
+            return Err(WireError::new(
+                WireErrorKind::UnsupportedVersion,
+                format!("frame version {version}, this build speaks {PROTOCOL_VERSION}"),
+            ));
+        }
+        let flags = u16_at(8);
+        if flags & !Flags::KNOWN != 0 || u16_at(10) != 0 {
+            return Err(WireError::new(
+                WireErrorKind::BadHeader,
+                "reserved header bits set",
+            ));
+        }
+        let kind = Kind::from_u16(u16_at(6))?;
+        let body_len = u32_at(12);
+        let payload_len = u32_at(16);
+        if body_len > limits.max_body {
+            return Err(WireError::new(
+                WireErrorKind::LimitExceeded,
+                format!("body {body_len} > limit {}", limits.max_body),
+            ));
+        }
+        if payload_len > limits.max_payload {
+            return Err(WireError::new(
+                WireErrorKind::LimitExceeded,
+                format!("payload {payload_len} > limit {}", limits.max_payload),
+            ));
+        }
+        let mut id = [0u8; 8];
+        id.copy_from_slice(&h[20..28]);
+        Ok(FrameHeader {
+            version,
+            kind,
+            flags: Flags(flags),
+            body_len,
+            payload_len,
+            request_id: u64::from_le_bytes(id),
+            crc32: u32_at(28),
+        })
+    }
+
+    fn write(&self, out: &mut [u8]) {
+        out[0..4].copy_from_slice(&MAGIC);
+        out[4..6].copy_from_slice(&self.version.to_le_bytes());
+        out[6..8].copy_from_slice(&(self.kind as u16).to_le_bytes());
+        out[8..10].copy_from_slice(&self.flags.0.to_le_bytes());
+        out[10..12].copy_from_slice(&0u16.to_le_bytes());
+        out[12..16].copy_from_slice(&self.body_len.to_le_bytes());
+        out[16..20].copy_from_slice(&self.payload_len.to_le_bytes());
+        out[20..28].copy_from_slice(&self.request_id.to_le_bytes());
+        out[28..32].copy_from_slice(&self.crc32.to_le_bytes());
+    }
+
+    /// Total bytes of the frame on the wire.
+    pub fn frame_len(&self) -> usize {
+        HEADER_LEN + self.body_len as usize + self.payload_len as usize
+    }
+}
+
+/// An encoded frame's header and body in one aligned buffer. The payload is
+/// not copied: send [`EncodedFrame::head`] and then the payload slices.
+#[derive(Debug)]
+pub struct EncodedFrame {
+    head: AlignedVec,
+    header: FrameHeader,
+}
+
+impl EncodedFrame {
+    /// Header followed by body: the bytes to send before the payload.
+    pub fn head(&self) -> &[u8] {
+        &self.head
+    }
+
+    /// The header that was written.
+    pub fn header(&self) -> &FrameHeader {
+        &self.header
+    }
+
+    /// Header and body as an owned aligned buffer.
+    pub fn into_head(self) -> AlignedVec {
+        self.head
+    }
+}
+
+/// Encodes `msg` with a payload held in one slice.
+pub fn encode<M: Message>(
+    msg: &M,
+    request_id: u64,
+    payload: &[u8],
+) -> Result<EncodedFrame, WireError> {
+    encode_with(msg, request_id, &[payload])
+}
+
+/// Encodes `msg` with a payload held in several slices (e.g. DMA chunks),
+/// which are checksummed in place and never copied.
+pub fn encode_with<M: Message>(
+    msg: &M,
+    request_id: u64,
+    payload: &[&[u8]],
+) -> Result<EncodedFrame, WireError> {
+    let mut head = AlignedVec::with_capacity(256);
+    head.extend_from_slice(&[0u8; HEADER_LEN]);
+    let mut head = msg.archive_into(head)?;
+    let body_len = u32::try_from(head.len() - HEADER_LEN)
+        .map_err(|_| WireError::new(WireErrorKind::Encode, "body over 4 GiB"))?;
+    let payload_len: usize = payload.iter().map(|p| p.len()).sum();
+    let payload_len = u32::try_from(payload_len)
+        .map_err(|_| WireError::new(WireErrorKind::Encode, "payload over 4 GiB"))?;
+    let mut header = FrameHeader {
+        version: PROTOCOL_VERSION,
+        kind: M::KIND,
+        flags: Flags::default(),
+        body_len,
+        payload_len,
+        request_id,
+        crc32: 0,
+    };
+    header.write(&mut head[..HEADER_LEN]);
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&head[..CRC_COVERED]);
+    crc.update(&head[HEADER_LEN..]);
+    payload.iter().for_each(|p| crc.update(p));
+    header.crc32 = crc.finalize();
+    head[CRC_COVERED..HEADER_LEN].copy_from_slice(&header.crc32.to_le_bytes());
+    Ok(EncodedFrame { head, header })
+}
+
+/// A received frame whose header and checksum have been verified. Its body is
+/// only readable through [`Frame::access`], which validates the archive.
+#[derive(Debug)]
+pub struct Frame {
+    header: FrameHeader,
+    raw_header: [u8; HEADER_LEN],
+    body: AlignedVec,
+    payload: Vec<u8>,
+    limits: Limits,
+}
+
+impl Frame {
+    /// Decodes a frame held in one contiguous buffer of exactly its length.
+    pub fn decode(bytes: &[u8], limits: &Limits) -> Result<Frame, WireError> {
+        let header = FrameHeader::parse(bytes, limits)?;
+        if bytes.len() != header.frame_len() {
+            let kind = if bytes.len() < header.frame_len() {
+                WireErrorKind::Truncated
+            } else {
+                WireErrorKind::BadHeader
+            };
+            return Err(WireError::new(
+                kind,
+                format!(
+                    "frame declares {} bytes, got {}",
+                    header.frame_len(),
+                    bytes.len()
+                ),
+            ));
+        }
+        let body_end = HEADER_LEN + header.body_len as usize;
+        let mut body = AlignedVec::with_capacity(header.body_len as usize);
+        body.extend_from_slice(&bytes[HEADER_LEN..body_end]);
+        let mut raw = [0u8; HEADER_LEN];
+        raw.copy_from_slice(&bytes[..HEADER_LEN]);
+        Frame::from_parts(raw, body, bytes[body_end..].to_vec(), limits)
+    }
+
+    /// Assembles a frame read in parts from a stream (header, then exactly
+    /// `body_len` body bytes, then `payload_len` payload bytes) and verifies
+    /// the checksum.
+    pub fn from_parts(
+        raw_header: [u8; HEADER_LEN],
+        body: AlignedVec,
+        payload: Vec<u8>,
+        limits: &Limits,
+    ) -> Result<Frame, WireError> {
+        let header = FrameHeader::parse(&raw_header, limits)?;
+        if body.len() != header.body_len as usize || payload.len() != header.payload_len as usize {
+            return Err(WireError::new(
+                WireErrorKind::Truncated,
+                "body or payload length differs from header",
+            ));
+        }
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(&raw_header[..CRC_COVERED]);
+        crc.update(&body);
+        crc.update(&payload);
+        let got = crc.finalize();
+        if got != header.crc32 {
+            return Err(WireError::new(
+                WireErrorKind::Checksum,
+                format!("crc32 {got:08x}, header says {:08x}", header.crc32),
+            ));
+        }
+        Ok(Frame {
+            header,
+            raw_header,
+            body,
+            payload,
+            limits: *limits,
+        })
+    }
+
+    /// The verified header.
+    pub fn header(&self) -> &FrameHeader {
+        &self.header
+    }
+
+    /// The frame kind.
+    pub fn kind(&self) -> Kind {
+        self.header.kind
+    }
+
+    /// The raw payload (block bytes, tail bytes).
+    pub fn payload(&self) -> &[u8] {
+        &self.payload
+    }
+
+    /// Takes the payload without copying.
+    pub fn into_payload(self) -> Vec<u8> {
+        self.payload
+    }
+
+    /// Validates the body as an `M` and checks its semantic limits.
+    pub fn access<M: Message>(&self) -> Result<&M::Archived, WireError> {
+        if self.header.kind != M::KIND {
+            return Err(WireError::new(
+                WireErrorKind::UnexpectedKind,
+                format!(
+                    "expected {}, got {}",
+                    M::KIND.name(),
+                    self.header.kind.name()
+                ),
+            ));
+        }
+        let archived = M::access(&self.body)?;
+        M::check(archived, &self.limits)?;
+        Ok(archived)
+    }
+
+    /// Validates the body as whatever message its kind names.
+    pub fn validate(&self) -> Result<(), WireError> {
+        self.header.kind.validate_body(&self.body, &self.limits)
+    }
+
+    /// Validates the body and copies it into an owned `M`.
+    pub fn decode_body<M: Message>(&self) -> Result<M, WireError> {
+        M::to_owned(self.access::<M>()?)
+    }
+
+    /// The whole frame as bytes (header, body, payload), e.g. to forward it.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.header.frame_len());
+        out.extend_from_slice(&self.raw_header);
+        out.extend_from_slice(&self.body);
+        out.extend_from_slice(&self.payload);
+        out
+    }
+}

@@ -1,0 +1,34 @@
+//! cv wire protocol: the frame format, the message catalogue and the error codes.
+//!
+//! This crate has no async runtime and does no I/O: it turns messages into bytes
+//! and validated bytes back into messages. Transports (tokio/quinn in the client
+//! and master, quinn-proto on glommio in the worker) move the bytes.
+//!
+//! A frame is a fixed 32-byte [`FrameHeader`], an rkyv-archived body and an
+//! optional raw payload (block bytes, tails) that travels outside rkyv so it can
+//! go from an aligned disk buffer to the socket without a copy. The layout is
+//! written down byte by byte in `wire/FORMAT.md`.
+//!
+//! Network bytes are only ever read through [`Frame::access`], which validates
+//! the archive with rkyv's checked access and then checks semantic limits.
+
+mod codes;
+mod error;
+pub mod footer;
+mod frame;
+mod kinds;
+mod limits;
+pub mod msg;
+
+pub use codes::ErrorCode;
+pub use error::{WireError, WireErrorKind};
+pub use frame::{EncodedFrame, Flags, Frame, FrameHeader, HEADER_LEN, MAGIC, encode, encode_with};
+pub use kinds::{Kind, Message};
+pub use limits::Limits;
+
+/// The protocol version this build speaks. Frames carrying any other version
+/// are refused with [`WireErrorKind::UnsupportedVersion`].
+pub const PROTOCOL_VERSION: u16 = 1;
+
+/// ALPN token negotiated by every cv QUIC connection.
+pub const ALPN: &[u8] = b"cv/1";

@@ -1,0 +1,64 @@
+//! Cluster administration: the report behind `cvctl report`.
+
+use super::{check_count, check_str, no_limits};
+use crate::error::WireError;
+use crate::kinds::CheckLimits;
+use crate::limits::Limits;
+use rkyv::{Archive, Deserialize, Serialize};
+
+/// Ask the master for the cluster report.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+pub struct Report {}
+
+/// One worker as the master sees it.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+pub struct WorkerInfo {
+    /// Worker id.
+    pub worker_id: u64,
+    /// Host.
+    pub host: String,
+    /// Shard ports.
+    pub shard_ports: Vec<u16>,
+    /// Capacity in bytes.
+    pub capacity: u64,
+    /// Bytes in use.
+    pub used: u64,
+    /// False once heartbeats stopped for longer than the timeout.
+    pub live: bool,
+    /// Milliseconds since its last heartbeat.
+    pub last_heartbeat_age_ms: u64,
+}
+
+/// Reply to [`Report`].
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+pub struct ReportOk {
+    /// Registered workers.
+    pub workers: Vec<WorkerInfo>,
+    /// Files and directories in the namespace.
+    pub inodes: u64,
+    /// Blocks in the block map.
+    pub blocks: u64,
+    /// Tail cache bytes in use and budget.
+    pub tail_bytes: u64,
+    /// Tail cache budget.
+    pub tail_budget: u64,
+    /// Tail cache hits.
+    pub tail_hits: u64,
+    /// Tail cache misses.
+    pub tail_misses: u64,
+}
+
+impl CheckLimits for ArchivedReportOk {
+    fn check_limits(&self, l: &Limits) -> Result<(), WireError> {
+        check_count(self.workers.len(), l, "report.workers")?;
+        self.workers.iter().try_for_each(|w| {
+            check_str(&w.host, l, "worker.host")?;
+            check_count(w.shard_ports.len(), l, "worker.shard_ports")
+        })
+    }
+}
+
+no_limits!(ArchivedReport);

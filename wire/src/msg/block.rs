@@ -1,0 +1,90 @@
+//! Block requests to a worker shard. Block bytes travel in the frame payload.
+
+use super::check_count;
+use crate::error::WireError;
+use crate::kinds::CheckLimits;
+use crate::limits::Limits;
+use rkyv::{Archive, Deserialize, Serialize};
+
+/// Read `len` bytes at `offset` of a block. The reply's payload holds them.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+pub struct ReadBlock {
+    /// Block id; must belong to the shard the request is sent to.
+    pub block_id: u64,
+    /// Offset inside the block.
+    pub offset: u64,
+    /// Bytes wanted; the reply may be shorter at the block's end.
+    pub len: u64,
+}
+
+/// Reply to [`ReadBlock`]; the payload holds the bytes.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+pub struct ReadBlockOk {
+    /// Total length of the block (so the reader knows where it ends).
+    pub block_len: u64,
+}
+
+/// Store a whole block; the payload holds its bytes. Committed atomically.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+pub struct WriteBlock {
+    /// Block id allocated by the master.
+    pub block_id: u64,
+    /// Keep the block until the master unpins it (fs mode, not yet exported).
+    pub pinned: bool,
+}
+
+/// Reply to [`WriteBlock`].
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+pub struct WriteBlockOk {
+    /// Bytes stored.
+    pub len: u64,
+    /// crc32 of the stored bytes, for the writer to compare.
+    pub crc32: u32,
+}
+
+/// Drop blocks (answered by `Done`).
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+pub struct DeleteBlocks {
+    /// Blocks to drop; unknown ids are ignored.
+    pub block_ids: Vec<u64>,
+}
+
+/// Ask about one block.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+pub struct StatBlock {
+    /// Block id.
+    pub block_id: u64,
+}
+
+/// Reply to [`StatBlock`].
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+pub struct StatBlockOk {
+    /// Bytes stored.
+    pub len: u64,
+    /// Whether eviction may drop it.
+    pub pinned: bool,
+    /// Whether some of it is in the memory tier.
+    pub in_memory: bool,
+}
+
+impl CheckLimits for ArchivedDeleteBlocks {
+    fn check_limits(&self, l: &Limits) -> Result<(), WireError> {
+        check_count(self.block_ids.len(), l, "delete_blocks.block_ids")
+    }
+}
+
+super::no_limits!(
+    ArchivedReadBlock,
+    ArchivedReadBlockOk,
+    ArchivedWriteBlock,
+    ArchivedWriteBlockOk,
+    ArchivedStatBlock,
+    ArchivedStatBlockOk
+);

@@ -1,0 +1,163 @@
+//! The message catalogue. Each message is a plain struct; [`crate::Kind`]
+//! assigns it a frame kind. Replies that carry bytes (an open reply's tail, a
+//! block read) put them in the frame's raw payload, not in the body.
+
+mod admin;
+mod block;
+mod conn;
+mod mount;
+mod namespace;
+mod registry;
+
+pub use admin::*;
+pub use block::*;
+pub use conn::*;
+pub use mount::*;
+pub use namespace::*;
+pub use registry::*;
+
+use crate::error::{WireError, WireErrorKind};
+use crate::limits::Limits;
+use rkyv::{Archive, Deserialize, Serialize};
+
+/// What the peer on the other end of a connection is.
+#[derive(Archive, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[rkyv(derive(Debug, PartialEq, Eq, Clone, Copy))]
+pub enum Role {
+    /// An application through the SDK, the C ABI or FUSE.
+    Client,
+    /// The metadata service.
+    Master,
+    /// A storage worker (registering, or one shard).
+    Worker,
+    /// An operator tool (`cvctl`) allowed administrative calls.
+    Admin,
+}
+
+/// A directory or a file.
+#[derive(Archive, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[rkyv(derive(Debug, PartialEq, Eq, Clone, Copy))]
+pub enum FileKind {
+    /// A regular file made of blocks.
+    File,
+    /// A directory.
+    Dir,
+}
+
+/// Metadata of one namespace entry.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+pub struct FileStatus {
+    /// Inode id, stable across renames.
+    pub id: u64,
+    /// Absolute normalized path.
+    pub path: String,
+    /// File or directory.
+    pub kind: FileKind,
+    /// Length in bytes (0 for directories).
+    pub length: u64,
+    /// Last modification, milliseconds since the Unix epoch.
+    pub mtime_ms: u64,
+    /// Changes whenever the content changes; part of every cache key.
+    pub version: u64,
+    /// POSIX permission bits.
+    pub mode: u32,
+    /// False while a file is being written.
+    pub complete: bool,
+    /// Block size the file was written with (0 for directories).
+    pub block_size: u64,
+}
+
+/// Where one block of a file lives.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+pub struct BlockLoc {
+    /// Cluster-unique block id.
+    pub block_id: u64,
+    /// Offset of the block's first byte in the file.
+    pub offset: u64,
+    /// Length of the block in bytes.
+    pub len: u64,
+    /// Owning worker.
+    pub worker_id: u64,
+    /// Owning shard on that worker.
+    pub shard: u16,
+    /// `host:port` of the owning shard's QUIC endpoint.
+    pub addr: String,
+}
+
+/// One `key=value` option (mount options).
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+pub struct KeyValue {
+    /// Option name.
+    pub key: String,
+    /// Option value.
+    pub value: String,
+}
+
+pub(crate) fn check_path(
+    p: &rkyv::string::ArchivedString,
+    l: &Limits,
+    field: &str,
+) -> Result<(), WireError> {
+    if p.len() > l.max_path as usize {
+        return Err(limit(field, p.len(), l.max_path));
+    }
+    Ok(())
+}
+
+pub(crate) fn check_str(
+    s: &rkyv::string::ArchivedString,
+    l: &Limits,
+    field: &str,
+) -> Result<(), WireError> {
+    if s.len() > l.max_string as usize {
+        return Err(limit(field, s.len(), l.max_string));
+    }
+    Ok(())
+}
+
+pub(crate) fn check_count(n: usize, l: &Limits, field: &str) -> Result<(), WireError> {
+    if n > l.max_list as usize {
+        return Err(limit(field, n, l.max_list));
+    }
+    Ok(())
+}
+
+fn limit(field: &str, got: usize, max: u32) -> WireError {
+    WireError::new(
+        WireErrorKind::LimitExceeded,
+        format!("{field}: {got} > limit {max}"),
+    )
+}
+
+impl ArchivedFileStatus {
+    pub(crate) fn check(&self, l: &Limits) -> Result<(), WireError> {
+        check_path(&self.path, l, "status.path")
+    }
+}
+
+impl ArchivedBlockLoc {
+    pub(crate) fn check(&self, l: &Limits) -> Result<(), WireError> {
+        check_str(&self.addr, l, "block.addr")
+    }
+}
+
+impl ArchivedKeyValue {
+    pub(crate) fn check(&self, l: &Limits) -> Result<(), WireError> {
+        check_str(&self.key, l, "option.key")?;
+        check_str(&self.value, l, "option.value")
+    }
+}
+
+/// Implements `CheckLimits` for archived messages with nothing to bound
+/// beyond the frame size.
+macro_rules! no_limits {
+    ($($ty:ty),*) => {
+        $(impl $crate::kinds::CheckLimits for $ty {
+            fn check_limits(&self, _: &$crate::Limits) -> Result<(), $crate::WireError> { Ok(()) }
+        })*
+    };
+}
+pub(crate) use no_limits;

@@ -1,0 +1,105 @@
+//! Worker registration and heartbeats, worker → master.
+
+use super::{check_count, check_str};
+use crate::error::WireError;
+use crate::kinds::CheckLimits;
+use crate::limits::Limits;
+use rkyv::{Archive, Deserialize, Serialize};
+
+/// A worker announces itself and its shards.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+pub struct RegisterWorker {
+    /// Id from an earlier registration (a restart keeps its id), or `None`.
+    pub worker_id: Option<u64>,
+    /// Host clients reach the shards at.
+    pub host: String,
+    /// One UDP port per shard, indexed by shard number.
+    pub shard_ports: Vec<u16>,
+    /// Storage capacity in bytes.
+    pub capacity: u64,
+    /// Bytes in use.
+    pub used: u64,
+}
+
+/// Reply to [`RegisterWorker`].
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+pub struct RegisterOk {
+    /// The worker's id from now on.
+    pub worker_id: u64,
+    /// How often to send heartbeats, in milliseconds.
+    pub heartbeat_ms: u64,
+}
+
+/// A block a worker holds.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+pub struct BlockReport {
+    /// Block id.
+    pub block_id: u64,
+    /// Bytes stored.
+    pub len: u64,
+    /// Shard holding it.
+    pub shard: u16,
+}
+
+/// Periodic liveness report with block-report deltas since the last one.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+pub struct Heartbeat {
+    /// Registered id.
+    pub worker_id: u64,
+    /// Storage capacity in bytes.
+    pub capacity: u64,
+    /// Bytes in use.
+    pub used: u64,
+    /// Blocks stored since the previous heartbeat.
+    pub added: Vec<BlockReport>,
+    /// Blocks dropped (evicted, deleted, corrupt) since the previous heartbeat.
+    pub removed: Vec<u64>,
+}
+
+/// Something the master asks a worker to do.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+pub enum WorkerCommand {
+    /// Drop these blocks (their files were deleted).
+    DeleteBlocks(Vec<u64>),
+    /// The master does not know this worker (it restarted): register again.
+    Reregister,
+}
+
+/// Reply to [`Heartbeat`].
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+pub struct HeartbeatOk {
+    /// Commands to execute, in order.
+    pub commands: Vec<WorkerCommand>,
+}
+
+impl CheckLimits for ArchivedRegisterWorker {
+    fn check_limits(&self, l: &Limits) -> Result<(), WireError> {
+        check_str(&self.host, l, "register.host")?;
+        check_count(self.shard_ports.len(), l, "register.shard_ports")
+    }
+}
+
+impl CheckLimits for ArchivedHeartbeat {
+    fn check_limits(&self, l: &Limits) -> Result<(), WireError> {
+        check_count(self.added.len(), l, "heartbeat.added")?;
+        check_count(self.removed.len(), l, "heartbeat.removed")
+    }
+}
+
+impl CheckLimits for ArchivedHeartbeatOk {
+    fn check_limits(&self, l: &Limits) -> Result<(), WireError> {
+        check_count(self.commands.len(), l, "heartbeat_ok.commands")?;
+        self.commands.iter().try_for_each(|c| match c {
+            ArchivedWorkerCommand::DeleteBlocks(ids) => check_count(ids.len(), l, "delete_blocks"),
+            ArchivedWorkerCommand::Reregister => Ok(()),
+        })
+    }
+}
+
+super::no_limits!(ArchivedRegisterOk);

@@ -1,0 +1,1 @@
+//! QUIC endpoint driven from a glommio executor (quinn-proto + quinn-udp).
