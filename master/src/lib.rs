@@ -1,1 +1,25 @@
 //! cv master: namespace, journal, tail cache, placement.
+//!
+//! [`state::State`] is a pure state machine changed only by [`state::Mutation`] values;
+//! [`journal`] makes those values durable (group commit) and recovers them; [`core::MasterCore`]
+//! ties state, journal, placement and the tail cache together for the server.
+
+pub mod config;
+pub mod core;
+pub mod error;
+pub mod journal;
+pub mod path;
+pub mod placement;
+pub mod state;
+pub mod tail_cache;
+
+/// The tail-sizing rules live in cv-wire (shared with the client); compiled here from the same
+/// file until `cv_wire::footer` is exported.
+#[allow(dead_code)]
+#[path = "../../wire/src/footer.rs"]
+pub mod footer;
+
+pub use config::MasterConfig;
+pub use core::{MasterCore, OpenInfo, Tail};
+pub use error::{Error, ErrorKind, Result};
+pub use path::{CvPath, PathError};

@@ -1,0 +1,110 @@
+//! Block placement: consistent hashing over (worker, shard) with virtual nodes.
+//!
+//! Each live shard owns `vnodes` points on a 64-bit ring; a block goes to the first point at or
+//! after the hash of its id. Adding a worker takes over only the arcs its new points claim, so
+//! about 1/(n+1) of blocks move, all of them to the new worker.
+
+use crate::state::{BlockId, WorkerId};
+
+#[derive(Debug, Clone, Default)]
+pub struct Ring {
+    /// (point, worker, shard), sorted by point.
+    points: Vec<(u64, WorkerId, u16)>,
+}
+
+impl Ring {
+    pub fn build(shards: &[(WorkerId, u16)], vnodes: u32) -> Self {
+        let mut points = Vec::with_capacity(shards.len() * vnodes as usize);
+        for &(w, s) in shards {
+            for v in 0..vnodes {
+                let key = mix(mix(w) ^ (u64::from(s) << 32 | u64::from(v)));
+                points.push((key, w, s));
+            }
+        }
+        points.sort_unstable();
+        Self { points }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.points.is_empty()
+    }
+
+    /// The shard owning `block`, or `None` when no shard is live.
+    pub fn place(&self, block: BlockId) -> Option<(WorkerId, u16)> {
+        let h = mix(block ^ 0x5851_F42D_4C95_7F2D);
+        let i = self.points.partition_point(|p| p.0 < h);
+        let p = self.points.get(i).or_else(|| self.points.first())?;
+        Some((p.1, p.2))
+    }
+}
+
+/// splitmix64's finalizer: a fixed, well-mixed hash (std's hasher is not promised stable).
+fn mix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shards(workers: u64, per: u16) -> Vec<(WorkerId, u16)> {
+        (1..=workers)
+            .flat_map(|w| (0..per).map(move |s| (w, s)))
+            .collect()
+    }
+
+    #[test]
+    fn empty_ring_places_nothing() {
+        assert_eq!(Ring::build(&[], 64).place(7), None);
+    }
+
+    #[test]
+    fn spreads_blocks_evenly() {
+        let ring = Ring::build(&shards(4, 2), 128);
+        let mut counts = std::collections::HashMap::new();
+        for b in 0..80_000u64 {
+            *counts.entry(ring.place(b).unwrap()).or_insert(0u32) += 1;
+        }
+        assert_eq!(counts.len(), 8);
+        for (&shard, &n) in &counts {
+            // 10k expected per shard; vnodes keep each within ±35 %.
+            assert!((6_500..13_500).contains(&n), "{shard:?} got {n}");
+        }
+    }
+
+    #[test]
+    fn adding_a_worker_moves_few_blocks() {
+        let before = Ring::build(&shards(4, 2), 128);
+        let after = Ring::build(&shards(5, 2), 128);
+        let n = 50_000u64;
+        let mut moved = 0;
+        for b in 0..n {
+            let (old, new) = (before.place(b).unwrap(), after.place(b).unwrap());
+            if old != new {
+                assert_eq!(new.0, 5, "a moved block must move to the new worker");
+                moved += 1;
+            }
+        }
+        let fraction = moved as f64 / n as f64;
+        // Ideal is 1/5 = 0.2; modulo hashing would move ~0.8.
+        assert!(
+            (0.12..0.30).contains(&fraction),
+            "moved fraction {fraction}"
+        );
+    }
+
+    #[test]
+    fn removing_a_worker_only_moves_its_blocks() {
+        let before = Ring::build(&shards(5, 2), 64);
+        let after = Ring::build(&shards(4, 2), 64);
+        for b in 0..20_000u64 {
+            let old = before.place(b).unwrap();
+            if old.0 != 5 {
+                assert_eq!(after.place(b).unwrap(), old);
+            }
+        }
+    }
+}

@@ -1,0 +1,166 @@
+//! File contents: adding blocks, completing a file, dropping blocks, the block map for `open`.
+
+use super::types::{BlockId, BlockInfo, FileBody, FileState, InodeBody, InodeId};
+use super::view::{BlockLoc, OpenFile};
+use super::{Applied, State, err};
+use crate::error::{ErrorKind, Result};
+use crate::path::CvPath;
+
+impl State {
+    pub(super) fn file(&self, id: InodeId) -> Result<&FileBody> {
+        match &self.inode(id)?.body {
+            InodeBody::File(f) => Ok(f),
+            InodeBody::Dir { .. } => err(ErrorKind::IsADirectory, format!("inode {id}")),
+        }
+    }
+
+    fn file_mut(&mut self, id: InodeId) -> Result<&mut FileBody> {
+        match self.data.inodes.get_mut(&id).map(|i| &mut i.body) {
+            Some(InodeBody::File(f)) => Ok(f),
+            Some(InodeBody::Dir { .. }) => err(ErrorKind::IsADirectory, format!("inode {id}")),
+            None => err(ErrorKind::NotFound, format!("file {id}")),
+        }
+    }
+
+    fn writable(&self, id: InodeId) -> Result<&FileBody> {
+        let f = self.file(id)?;
+        if f.state != FileState::Writing {
+            return err(ErrorKind::FileNotWritable, format!("file {id} is complete"));
+        }
+        Ok(f)
+    }
+
+    pub(super) fn add_block(
+        &mut self,
+        file_id: InodeId,
+        block_id: BlockId,
+        worker: u64,
+        shard: u16,
+    ) -> Result<Applied> {
+        let index = self.writable(file_id)?.blocks.len();
+        let index = u32::try_from(index)
+            .map_err(|_| crate::Error::new(ErrorKind::InvalidArgument, "too many blocks"))?;
+        if block_id < self.data.next_block || self.data.blocks.contains_key(&block_id) {
+            return err(
+                ErrorKind::InvalidArgument,
+                format!("block id {block_id} already used"),
+            );
+        }
+        match self.data.workers.get(&worker) {
+            Some(w) if w.live && usize::from(shard) < w.shard_ports.len() => {}
+            Some(_) => {
+                return err(
+                    ErrorKind::NoWorkers,
+                    format!("worker {worker} shard {shard}"),
+                );
+            }
+            None => return err(ErrorKind::UnknownWorker, format!("worker {worker}")),
+        }
+        self.data.next_block = block_id + 1;
+        self.file_mut(file_id)?.blocks.push(block_id);
+        let info = BlockInfo {
+            file: file_id,
+            index,
+            len: 0,
+            worker,
+            shard,
+            reported: false,
+        };
+        self.data.blocks.insert(block_id, info);
+        Ok(Applied::BlockAdded { block_id, index })
+    }
+
+    pub(super) fn complete(
+        &mut self,
+        file_id: InodeId,
+        length: u64,
+        block_lens: &[u64],
+        mtime: u64,
+    ) -> Result<Applied> {
+        let f = self.writable(file_id)?;
+        if block_lens.len() != f.blocks.len() {
+            return err(
+                ErrorKind::InvalidArgument,
+                format!(
+                    "{} block lengths for {} blocks",
+                    block_lens.len(),
+                    f.blocks.len()
+                ),
+            );
+        }
+        let sum = block_lens.iter().try_fold(0u64, |a, &b| a.checked_add(b));
+        if sum != Some(length) {
+            return err(
+                ErrorKind::InvalidArgument,
+                "block lengths do not add up to the length",
+            );
+        }
+        let blocks = f.blocks.clone();
+        for (b, &len) in blocks.iter().zip(block_lens) {
+            if let Some(info) = self.data.blocks.get_mut(b) {
+                info.len = len;
+            }
+        }
+        let f = self.file_mut(file_id)?;
+        f.length = length;
+        f.state = FileState::Complete;
+        if let Some(i) = self.data.inodes.get_mut(&file_id) {
+            i.mtime = mtime;
+        }
+        Ok(Applied::Done)
+    }
+
+    /// Forgets blocks and queues a delete for each on its worker. Returns how many were queued.
+    pub(super) fn drop_blocks(&mut self, blocks: &[BlockId]) -> usize {
+        let mut queued = 0;
+        for b in blocks {
+            if let Some(info) = self.data.blocks.remove(b) {
+                self.data
+                    .pending_deletes
+                    .entry(info.worker)
+                    .or_default()
+                    .insert(*b);
+                queued += 1;
+            }
+        }
+        queued
+    }
+
+    /// The block map of a complete file, with each block's shard address.
+    pub fn open_file(&self, path: &CvPath) -> Result<OpenFile> {
+        let id = self.lookup(path)?;
+        let inode = self.inode(id)?;
+        let f = self.file(id)?;
+        if f.state != FileState::Complete {
+            return err(ErrorKind::FileIncomplete, path.as_str());
+        }
+        let mut offset = 0;
+        let mut blocks = Vec::with_capacity(f.blocks.len());
+        for b in &f.blocks {
+            let Some(info) = self.data.blocks.get(b) else {
+                return err(ErrorKind::NotFound, format!("block {b} of {path}"));
+            };
+            let worker = self.data.workers.get(&info.worker);
+            blocks.push(BlockLoc {
+                block_id: *b,
+                offset_in_file: offset,
+                len: info.len,
+                worker_id: info.worker,
+                shard: info.shard,
+                host: worker.map(|w| w.host.clone()).unwrap_or_default(),
+                port: worker
+                    .and_then(|w| w.shard_ports.get(usize::from(info.shard)).copied())
+                    .unwrap_or(0),
+                worker_live: worker.is_some_and(|w| w.live),
+            });
+            offset += info.len;
+        }
+        Ok(OpenFile {
+            file_id: id,
+            length: f.length,
+            version: f.version,
+            mtime: inode.mtime,
+            blocks,
+        })
+    }
+}

@@ -1,0 +1,139 @@
+//! The master's state machine: no I/O, no clock. `apply` is the only way to change it, and it
+//! either changes nothing (returning an error) or applies the whole mutation.
+
+mod blocks;
+mod mounts;
+mod mutation;
+mod namespace;
+mod types;
+mod view;
+mod workers;
+
+pub use mutation::{Applied, Mutation};
+pub use types::{
+    BlockId, BlockInfo, FileBody, FileState, Inode, InodeBody, InodeId, Mount, MountMode, ROOT_ID,
+    StateData, Worker, WorkerId,
+};
+pub use view::{BlockLoc, DirEntry, EntryKind, ListPage, OpenFile, Stat};
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::path::CvPath;
+
+/// The master's in-memory state: the durable [`StateData`] plus derived, rebuildable values.
+#[derive(Debug, Clone, Default)]
+pub struct State {
+    data: StateData,
+    /// Bumped whenever the set of live worker shards changes, so placement knows to rebuild.
+    live_epoch: u64,
+}
+
+impl State {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Rebuilds a state from snapshot data.
+    pub fn from_data(data: StateData) -> Self {
+        Self {
+            data,
+            live_epoch: 1,
+        }
+    }
+
+    pub fn data(&self) -> &StateData {
+        &self.data
+    }
+
+    pub fn live_epoch(&self) -> u64 {
+        self.live_epoch
+    }
+
+    /// The id the next created file should take.
+    pub fn next_inode_id(&self) -> InodeId {
+        self.data.next_inode
+    }
+
+    pub fn next_block_id(&self) -> BlockId {
+        self.data.next_block
+    }
+
+    pub fn next_worker_id(&self) -> WorkerId {
+        self.data.next_worker
+    }
+
+    pub fn next_version(&self) -> u64 {
+        self.data.next_version
+    }
+
+    /// Applies one mutation atomically: on error the state is unchanged.
+    pub fn apply(&mut self, m: &Mutation) -> Result<Applied> {
+        match m {
+            Mutation::Mkdir {
+                path,
+                parents,
+                mode,
+                mtime,
+            } => self.mkdir(&parse(path)?, *parents, *mode, *mtime),
+            Mutation::Create {
+                path,
+                overwrite,
+                file_id,
+                version,
+                mode,
+                mtime,
+            } => self.create(&parse(path)?, *overwrite, *file_id, *version, *mode, *mtime),
+            Mutation::AddBlock {
+                file_id,
+                block_id,
+                worker,
+                shard,
+            } => self.add_block(*file_id, *block_id, *worker, *shard),
+            Mutation::Complete {
+                file_id,
+                length,
+                block_lens,
+                mtime,
+            } => self.complete(*file_id, *length, block_lens, *mtime),
+            Mutation::Rename { src, dst, mtime } => self.rename(&parse(src)?, &parse(dst)?, *mtime),
+            Mutation::Delete {
+                path,
+                recursive,
+                mtime,
+            } => self.delete(&parse(path)?, *recursive, *mtime),
+            Mutation::Mount {
+                path,
+                ufs_url,
+                mode,
+                options,
+            } => self.mount(&parse(path)?, ufs_url, *mode, options),
+            Mutation::Unmount { path } => self.unmount(&parse(path)?),
+            Mutation::RegisterWorker {
+                worker_id,
+                host,
+                shard_ports,
+                capacity,
+                now,
+            } => self.register_worker(*worker_id, host, shard_ports, *capacity, *now),
+            Mutation::Heartbeat {
+                worker_id,
+                now,
+                capacity,
+                used,
+                added,
+                removed,
+            } => self.heartbeat(*worker_id, *now, *capacity, *used, added, removed),
+            Mutation::WorkersLost { worker_ids, now } => self.workers_lost(worker_ids, *now),
+        }
+    }
+}
+
+fn parse(raw: &str) -> Result<CvPath> {
+    Ok(CvPath::parse(raw)?)
+}
+
+fn err<T>(kind: ErrorKind, context: impl Into<String>) -> Result<T> {
+    Err(Error::new(kind, context))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,53 @@
+//! The mount table: cv path → object-storage URL, mode and options. Stored only; the UFS
+//! behaviour behind a mount comes later.
+
+use super::types::{Mount, MountMode};
+use super::{Applied, State, err};
+use crate::error::{ErrorKind, Result};
+use crate::path::CvPath;
+
+impl State {
+    pub(super) fn mount(
+        &mut self,
+        path: &CvPath,
+        ufs_url: &str,
+        mode: MountMode,
+        options: &[(String, String)],
+    ) -> Result<Applied> {
+        if ufs_url.is_empty() || !ufs_url.contains("://") {
+            return err(ErrorKind::InvalidArgument, format!("ufs url {ufs_url:?}"));
+        }
+        if self.data.mounts.contains_key(path.as_str()) {
+            return err(ErrorKind::AlreadyExists, format!("mount at {path}"));
+        }
+        let mount = Mount {
+            path: path.as_str().to_owned(),
+            ufs_url: ufs_url.to_owned(),
+            mode,
+            options: options.to_vec(),
+        };
+        self.data.mounts.insert(mount.path.clone(), mount);
+        Ok(Applied::Done)
+    }
+
+    pub(super) fn unmount(&mut self, path: &CvPath) -> Result<Applied> {
+        match self.data.mounts.remove(path.as_str()) {
+            Some(_) => Ok(Applied::Done),
+            None => err(ErrorKind::NotFound, format!("mount at {path}")),
+        }
+    }
+
+    /// All mounts, sorted by path.
+    pub fn mounts(&self) -> Vec<Mount> {
+        self.data.mounts.values().cloned().collect()
+    }
+
+    /// The mount whose path is the longest prefix of `path`, if any.
+    pub fn mount_for(&self, path: &CvPath) -> Option<&Mount> {
+        self.data
+            .mounts
+            .values()
+            .filter(|m| CvPath::parse(&m.path).is_ok_and(|mp| path.is_under(&mp)))
+            .max_by_key(|m| m.path.len())
+    }
+}

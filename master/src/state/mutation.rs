@@ -1,0 +1,127 @@
+//! Mutations: every change to the master's state is one of these values. Anything that is not a
+//! pure function of the prior state (clock readings, placement, new ids) is chosen by the caller
+//! and carried in the value, so replaying the journal rebuilds exactly the same state.
+
+use super::types::{BlockId, InodeId, MountMode, WorkerId};
+
+#[derive(Debug, Clone, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+pub enum Mutation {
+    /// Creates a directory; with `parents`, also missing ancestors (ids from the state counter).
+    Mkdir {
+        path: String,
+        parents: bool,
+        mode: u32,
+        mtime: u64,
+    },
+    /// Creates an empty file in state Writing; `overwrite` replaces an existing file.
+    Create {
+        path: String,
+        overwrite: bool,
+        file_id: InodeId,
+        version: u64,
+        mode: u32,
+        mtime: u64,
+    },
+    /// Appends a block, already placed on (worker, shard).
+    AddBlock {
+        file_id: InodeId,
+        block_id: BlockId,
+        worker: WorkerId,
+        shard: u16,
+    },
+    /// Fixes the file's length and its blocks' lengths; the file becomes readable.
+    Complete {
+        file_id: InodeId,
+        length: u64,
+        block_lens: Vec<u64>,
+        mtime: u64,
+    },
+    Rename {
+        src: String,
+        dst: String,
+        mtime: u64,
+    },
+    Delete {
+        path: String,
+        recursive: bool,
+        mtime: u64,
+    },
+    Mount {
+        path: String,
+        ufs_url: String,
+        mode: MountMode,
+        options: Vec<(String, String)>,
+    },
+    Unmount {
+        path: String,
+    },
+    /// Registers a new worker or re-registers a known one (same id): it becomes live.
+    RegisterWorker {
+        worker_id: WorkerId,
+        host: String,
+        shard_ports: Vec<u16>,
+        capacity: u64,
+        now: u64,
+    },
+    Heartbeat {
+        worker_id: WorkerId,
+        now: u64,
+        capacity: u64,
+        used: u64,
+        added: Vec<BlockId>,
+        removed: Vec<BlockId>,
+    },
+    /// Marks workers lost (their heartbeats stopped).
+    WorkersLost {
+        worker_ids: Vec<WorkerId>,
+        now: u64,
+    },
+}
+
+impl Mutation {
+    /// A short name for logs and metrics.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Mutation::Mkdir { .. } => "mkdir",
+            Mutation::Create { .. } => "create",
+            Mutation::AddBlock { .. } => "add_block",
+            Mutation::Complete { .. } => "complete",
+            Mutation::Rename { .. } => "rename",
+            Mutation::Delete { .. } => "delete",
+            Mutation::Mount { .. } => "mount",
+            Mutation::Unmount { .. } => "unmount",
+            Mutation::RegisterWorker { .. } => "register_worker",
+            Mutation::Heartbeat { .. } => "heartbeat",
+            Mutation::WorkersLost { .. } => "workers_lost",
+        }
+    }
+}
+
+/// What applying a mutation produced, for the reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Applied {
+    Done,
+    Created {
+        file_id: InodeId,
+        version: u64,
+    },
+    BlockAdded {
+        block_id: BlockId,
+        index: u32,
+    },
+    /// Blocks queued for deletion on their workers.
+    Deleted {
+        blocks: usize,
+    },
+    WorkerRegistered {
+        worker_id: WorkerId,
+    },
+    /// Block deletes handed to the worker in this heartbeat's reply.
+    Heartbeat {
+        delete_blocks: Vec<BlockId>,
+    },
+    /// Blocks whose owner was just marked lost.
+    WorkersLost {
+        missing_blocks: Vec<BlockId>,
+    },
+}

@@ -1,0 +1,123 @@
+//! The durable data of the master: everything a snapshot holds. Plain values, no behaviour.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+pub type InodeId = u64;
+pub type BlockId = u64;
+pub type WorkerId = u64;
+
+/// The root directory's inode id.
+pub const ROOT_ID: InodeId = 1;
+
+#[derive(Debug, Clone, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+pub struct Inode {
+    pub id: InodeId,
+    pub parent: InodeId,
+    pub name: String,
+    pub mtime: u64,
+    pub mode: u32,
+    pub body: InodeBody,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+pub enum InodeBody {
+    Dir { children: BTreeMap<String, InodeId> },
+    File(FileBody),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+pub enum FileState {
+    /// Created; blocks may be added; not visible to `open`.
+    Writing,
+    /// Length and block lengths fixed; readable.
+    Complete,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+pub struct FileBody {
+    pub length: u64,
+    pub version: u64,
+    pub state: FileState,
+    pub blocks: Vec<BlockId>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+pub struct BlockInfo {
+    pub file: InodeId,
+    pub index: u32,
+    /// 0 until the file is completed.
+    pub len: u64,
+    pub worker: WorkerId,
+    pub shard: u16,
+    /// The owning worker reported holding it (block report delta "added").
+    pub reported: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+pub enum MountMode {
+    /// Object storage is the truth; cv caches reads.
+    Cache,
+    /// cv is the truth; object storage gets an eventual copy.
+    Fs,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+pub struct Mount {
+    pub path: String,
+    pub ufs_url: String,
+    pub mode: MountMode,
+    pub options: Vec<(String, String)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+pub struct Worker {
+    pub id: WorkerId,
+    pub host: String,
+    /// One UDP port per shard; the shard number is the index.
+    pub shard_ports: Vec<u16>,
+    pub capacity: u64,
+    pub used: u64,
+    pub last_heartbeat: u64,
+    pub live: bool,
+}
+
+/// Everything durable. Maps are ordered so that equal histories give equal (and comparable) data.
+#[derive(Debug, Clone, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+pub struct StateData {
+    pub inodes: BTreeMap<InodeId, Inode>,
+    pub blocks: BTreeMap<BlockId, BlockInfo>,
+    pub mounts: BTreeMap<String, Mount>,
+    pub workers: BTreeMap<WorkerId, Worker>,
+    /// Block deletes not yet handed to their worker in a heartbeat reply.
+    pub pending_deletes: BTreeMap<WorkerId, BTreeSet<BlockId>>,
+    pub next_inode: InodeId,
+    pub next_block: BlockId,
+    pub next_worker: WorkerId,
+    pub next_version: u64,
+}
+
+impl Default for StateData {
+    fn default() -> Self {
+        let root = Inode {
+            id: ROOT_ID,
+            parent: ROOT_ID,
+            name: String::new(),
+            mtime: 0,
+            mode: 0o755,
+            body: InodeBody::Dir {
+                children: BTreeMap::new(),
+            },
+        };
+        Self {
+            inodes: BTreeMap::from([(ROOT_ID, root)]),
+            blocks: BTreeMap::new(),
+            mounts: BTreeMap::new(),
+            workers: BTreeMap::new(),
+            pending_deletes: BTreeMap::new(),
+            next_inode: ROOT_ID + 1,
+            next_block: 1,
+            next_worker: 1,
+            next_version: 1,
+        }
+    }
+}

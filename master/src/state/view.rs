@@ -1,0 +1,60 @@
+//! Read-only answers built from the state: stat, listings, the block map of an open file.
+
+use super::types::{BlockId, FileState, InodeId, WorkerId};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryKind {
+    Dir,
+    File,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stat {
+    pub id: InodeId,
+    pub kind: EntryKind,
+    /// Bytes for a file, number of entries for a directory.
+    pub length: u64,
+    pub mtime: u64,
+    pub version: u64,
+    pub mode: u32,
+    /// `None` for directories.
+    pub state: Option<FileState>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirEntry {
+    pub name: String,
+    pub stat: Stat,
+}
+
+/// One page of a directory listing, sorted by name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListPage {
+    pub entries: Vec<DirEntry>,
+    /// More entries follow the last one returned.
+    pub more: bool,
+}
+
+/// Where one block of a file lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlockLoc {
+    pub block_id: BlockId,
+    pub offset_in_file: u64,
+    pub len: u64,
+    pub worker_id: WorkerId,
+    pub shard: u16,
+    pub host: String,
+    pub port: u16,
+    /// False when the owner is lost: the client reads around it (e.g. from object storage).
+    pub worker_live: bool,
+}
+
+/// A complete file as `open` sees it (the tail comes from the tail cache, not the state).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenFile {
+    pub file_id: InodeId,
+    pub length: u64,
+    pub version: u64,
+    pub mtime: u64,
+    pub blocks: Vec<BlockLoc>,
+}

@@ -1,0 +1,162 @@
+//! The worker registry: registration, heartbeats with block-report deltas, loss.
+
+use super::types::{BlockId, Worker, WorkerId};
+use super::{Applied, State, err};
+use crate::error::{ErrorKind, Result};
+
+/// Most shards one worker may announce.
+pub const MAX_SHARDS: usize = 1024;
+
+impl State {
+    pub(super) fn register_worker(
+        &mut self,
+        worker_id: WorkerId,
+        host: &str,
+        shard_ports: &[u16],
+        capacity: u64,
+        now: u64,
+    ) -> Result<Applied> {
+        if host.is_empty() || shard_ports.is_empty() || shard_ports.len() > MAX_SHARDS {
+            return err(
+                ErrorKind::InvalidArgument,
+                "worker needs a host and 1..=1024 shard ports",
+            );
+        }
+        if !self.data.workers.contains_key(&worker_id) && worker_id < self.data.next_worker {
+            return err(
+                ErrorKind::InvalidArgument,
+                format!("worker id {worker_id} not issued"),
+            );
+        }
+        self.data.next_worker = self.data.next_worker.max(worker_id + 1);
+        let w = self
+            .data
+            .workers
+            .entry(worker_id)
+            .or_insert_with(|| Worker {
+                id: worker_id,
+                host: String::new(),
+                shard_ports: Vec::new(),
+                capacity: 0,
+                used: 0,
+                last_heartbeat: now,
+                live: false,
+            });
+        w.host = host.to_owned();
+        w.shard_ports = shard_ports.to_vec();
+        w.capacity = capacity;
+        w.last_heartbeat = now;
+        w.live = true;
+        self.live_epoch += 1;
+        Ok(Applied::WorkerRegistered { worker_id })
+    }
+
+    pub(super) fn heartbeat(
+        &mut self,
+        worker_id: WorkerId,
+        now: u64,
+        capacity: u64,
+        used: u64,
+        added: &[BlockId],
+        removed: &[BlockId],
+    ) -> Result<Applied> {
+        let Some(w) = self.data.workers.get_mut(&worker_id) else {
+            return err(ErrorKind::UnknownWorker, format!("worker {worker_id}"));
+        };
+        w.capacity = capacity;
+        w.used = used;
+        w.last_heartbeat = w.last_heartbeat.max(now);
+        if !w.live {
+            w.live = true;
+            self.live_epoch += 1;
+        }
+        for b in added {
+            match self.data.blocks.get_mut(b) {
+                Some(info) if info.worker == worker_id => info.reported = true,
+                // A block the master does not place here (e.g. its file was deleted while a
+                // heartbeat reply was lost): tell the worker to drop it.
+                _ => {
+                    self.data
+                        .pending_deletes
+                        .entry(worker_id)
+                        .or_default()
+                        .insert(*b);
+                }
+            }
+        }
+        for b in removed {
+            if let Some(info) = self.data.blocks.get_mut(b)
+                && info.worker == worker_id
+            {
+                info.reported = false;
+            }
+        }
+        let delete_blocks = self
+            .data
+            .pending_deletes
+            .remove(&worker_id)
+            .map(|s| s.into_iter().collect())
+            .unwrap_or_default();
+        Ok(Applied::Heartbeat { delete_blocks })
+    }
+
+    pub(super) fn workers_lost(&mut self, ids: &[WorkerId], _now: u64) -> Result<Applied> {
+        if let Some(id) = ids.iter().find(|id| !self.data.workers.contains_key(id)) {
+            return err(ErrorKind::UnknownWorker, format!("worker {id}"));
+        }
+        let mut missing = Vec::new();
+        for id in ids {
+            if let Some(w) = self.data.workers.get_mut(id)
+                && w.live
+            {
+                w.live = false;
+                self.live_epoch += 1;
+                missing.extend(
+                    self.data
+                        .blocks
+                        .iter()
+                        .filter(|(_, b)| b.worker == *id)
+                        .map(|(id, _)| *id),
+                );
+            }
+        }
+        missing.sort_unstable();
+        Ok(Applied::WorkersLost {
+            missing_blocks: missing,
+        })
+    }
+
+    /// Live workers whose last heartbeat is older than `timeout_ms` at `now`.
+    pub fn expired_workers(&self, now: u64, timeout_ms: u64) -> Vec<WorkerId> {
+        self.data
+            .workers
+            .values()
+            .filter(|w| w.live && now.saturating_sub(w.last_heartbeat) > timeout_ms)
+            .map(|w| w.id)
+            .collect()
+    }
+
+    /// Every (worker, shard) that can take new blocks.
+    pub fn live_shards(&self) -> Vec<(WorkerId, u16)> {
+        let mut out = Vec::new();
+        for w in self.data.workers.values().filter(|w| w.live) {
+            for shard in 0..w.shard_ports.len() {
+                out.push((w.id, shard as u16));
+            }
+        }
+        out
+    }
+
+    pub fn worker(&self, id: WorkerId) -> Option<&Worker> {
+        self.data.workers.get(&id)
+    }
+
+    /// Block deletes queued for a worker (handed out by its next heartbeat).
+    pub fn pending_deletes(&self, id: WorkerId) -> Vec<BlockId> {
+        self.data
+            .pending_deletes
+            .get(&id)
+            .map(|s| s.iter().copied().collect())
+            .unwrap_or_default()
+    }
+}
