@@ -7,14 +7,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use crate::config::{Clock, MasterConfig};
 use crate::error::{Error, ErrorKind, Result};
 use crate::footer;
-use crate::journal::{
-    FileStorage, Journal, Storage, Ticket, WriterStats, encode_record, encode_snapshot,
-};
+use crate::journal::{FileStorage, Journal, Storage, Ticket, WriterStats, encode_record, encode_snapshot};
 use crate::path::CvPath;
 use crate::placement::Ring;
 use crate::state::{
-    Applied, BlockId, BlockLoc, EntryKind, InodeId, ListPage, Mount, MountMode, Mutation, Stat,
-    State, StateData, WorkerId,
+    Applied, BlockId, BlockLoc, EntryKind, InodeId, ListPage, Mount, MountMode, Mutation, Stat, State, StateData,
+    WorkerId,
 };
 use crate::tail_cache::{TailCache, TailStats};
 
@@ -136,8 +134,7 @@ fn cv(raw: &str) -> Result<CvPath> {
 impl MasterCore {
     /// Opens with real files `journal` and `snapshot` in `config.journal_dir`.
     pub fn start_dir(config: MasterConfig, clock: Arc<dyn Clock>) -> Result<Self> {
-        std::fs::create_dir_all(&config.journal_dir)
-            .map_err(|e| Error::io("create journal dir", &e))?;
+        std::fs::create_dir_all(&config.journal_dir).map_err(|e| Error::io("create journal dir", &e))?;
         let storages = Storages {
             journal: Box::new(FileStorage::new(config.journal_dir.join("journal"))),
             snapshot: Box::new(FileStorage::new(config.journal_dir.join("snapshot"))),
@@ -148,16 +145,9 @@ impl MasterCore {
     /// Recovers from the given storages and starts the journal writer.
     pub fn start(config: MasterConfig, storages: Storages, clock: Arc<dyn Clock>) -> Result<Self> {
         if config.block_size == 0 || config.group_commit_max_bytes == 0 {
-            return Err(Error::new(
-                ErrorKind::InvalidArgument,
-                "block size and batch size must be > 0",
-            ));
+            return Err(Error::new(ErrorKind::InvalidArgument, "block size and batch size must be > 0"));
         }
-        let (journal, rec) = Journal::open(
-            storages.journal,
-            storages.snapshot,
-            config.group_commit_max_bytes,
-        )?;
+        let (journal, rec) = Journal::open(storages.journal, storages.snapshot, config.group_commit_max_bytes)?;
         let recovery = RecoveryInfo {
             last_seq: rec.last_seq,
             snapshot_seq: rec.snapshot_seq,
@@ -209,20 +199,14 @@ impl MasterCore {
 
     fn healthy(&self) -> Result<()> {
         if self.journal.is_failed() {
-            return Err(Error::new(
-                ErrorKind::Poisoned,
-                "journal failed; restart the master",
-            ));
+            return Err(Error::new(ErrorKind::Poisoned, "journal failed; restart the master"));
         }
         Ok(())
     }
 
     /// Builds a mutation from the current state (ids, time, placement), applies it, queues
     /// it to the journal in sequence order, and returns what it did plus its durability ticket.
-    fn submit(
-        &self,
-        build: impl FnOnce(&mut Inner, u64) -> Result<Mutation>,
-    ) -> Result<(Applied, Ticket)> {
+    fn submit(&self, build: impl FnOnce(&mut Inner, u64) -> Result<Mutation>) -> Result<(Applied, Ticket)> {
         let mut g = lock(&self.inner);
         self.healthy()?;
         let m = build(&mut g, self.clock.now_ms())?;
@@ -283,12 +267,7 @@ impl MasterCore {
     pub fn begin_mkdir(&self, path: &str, parents: bool) -> Result<Pending<()>> {
         let path = cv(path)?;
         let (_, t) = self.submit(|_, now| {
-            Ok(Mutation::Mkdir {
-                path: path.as_str().to_owned(),
-                parents,
-                mode: 0o755,
-                mtime: now,
-            })
+            Ok(Mutation::Mkdir { path: path.as_str().to_owned(), parents, mode: 0o755, mtime: now })
         })?;
         Ok(Self::done((), t))
     }
@@ -301,12 +280,7 @@ impl MasterCore {
         let path = cv(path)?;
         let mut replaced = None;
         let (applied, t) = self.submit(|g, now| {
-            replaced = g
-                .state
-                .stat(&path)
-                .ok()
-                .filter(|s| s.kind == EntryKind::File)
-                .map(|s| s.id);
+            replaced = g.state.stat(&path).ok().filter(|s| s.kind == EntryKind::File).map(|s| s.id);
             Ok(Mutation::Create {
                 path: path.as_str().to_owned(),
                 overwrite,
@@ -317,10 +291,7 @@ impl MasterCore {
             })
         })?;
         let Applied::Created { file_id, version } = applied else {
-            return Err(Error::new(
-                ErrorKind::InvalidArgument,
-                "create did not create",
-            ));
+            return Err(Error::new(ErrorKind::InvalidArgument, "create did not create"));
         };
         if let Some(old) = replaced {
             lock(&self.tails).remove(old);
@@ -348,38 +319,16 @@ impl MasterCore {
                 };
                 let w = g.state.worker(worker);
                 let host = w.map(|w| w.host.clone()).unwrap_or_default();
-                let port = w
-                    .and_then(|w| w.shard_ports.get(usize::from(shard)).copied())
-                    .unwrap_or(0);
+                let port = w.and_then(|w| w.shard_ports.get(usize::from(shard)).copied()).unwrap_or(0);
                 placed = Some((worker, shard, host, port));
-                Ok(Mutation::AddBlock {
-                    file_id,
-                    block_id,
-                    worker,
-                    shard,
-                })
+                Ok(Mutation::AddBlock { file_id, block_id, worker, shard })
             })?;
             (applied, t, placed)
         };
-        let (Applied::BlockAdded { block_id, index }, Some((worker_id, shard, host, port))) =
-            (applied, worker)
-        else {
-            return Err(Error::new(
-                ErrorKind::InvalidArgument,
-                "add_block did not add",
-            ));
+        let (Applied::BlockAdded { block_id, index }, Some((worker_id, shard, host, port))) = (applied, worker) else {
+            return Err(Error::new(ErrorKind::InvalidArgument, "add_block did not add"));
         };
-        Ok(Self::done(
-            NewBlock {
-                block_id,
-                index,
-                worker_id,
-                shard,
-                host,
-                port,
-            },
-            t,
-        ))
+        Ok(Self::done(NewBlock { block_id, index, worker_id, shard, host, port }, t))
     }
 
     pub fn add_block(&self, file_id: InodeId) -> Result<NewBlock> {
@@ -396,36 +345,20 @@ impl MasterCore {
         tail: Option<(u64, Vec<u8>)>,
     ) -> Result<Pending<()>> {
         if let Some(big) = block_lens.iter().find(|&&l| l > self.config.block_size) {
-            return Err(Error::new(
-                ErrorKind::InvalidArgument,
-                format!("block of {big} bytes"),
-            ));
+            return Err(Error::new(ErrorKind::InvalidArgument, format!("block of {big} bytes")));
         }
         if let Some((offset, bytes)) = &tail
             && offset.checked_add(bytes.len() as u64) != Some(length)
         {
-            return Err(Error::new(
-                ErrorKind::InvalidArgument,
-                "tail does not end at the file's end",
-            ));
+            return Err(Error::new(ErrorKind::InvalidArgument, "tail does not end at the file's end"));
         }
         let mut version = 0;
         let (_, t) = self.submit(|g, now| {
-            version = g
-                .state
-                .data()
-                .inodes
-                .get(&file_id)
-                .map_or(0, |i| match &i.body {
-                    crate::state::InodeBody::File(f) => f.version,
-                    crate::state::InodeBody::Dir { .. } => 0,
-                });
-            Ok(Mutation::Complete {
-                file_id,
-                length,
-                block_lens,
-                mtime: now,
-            })
+            version = g.state.data().inodes.get(&file_id).map_or(0, |i| match &i.body {
+                crate::state::InodeBody::File(f) => f.version,
+                crate::state::InodeBody::Dir { .. } => 0,
+            });
+            Ok(Mutation::Complete { file_id, length, block_lens, mtime: now })
         })?;
         if let Some((_, bytes)) = tail {
             let need = footer::tail_len(length, &bytes, self.config.default_tail_bytes);
@@ -443,18 +376,13 @@ impl MasterCore {
         block_lens: Vec<u64>,
         tail: Option<(u64, Vec<u8>)>,
     ) -> Result<()> {
-        self.begin_complete(file_id, length, block_lens, tail)?
-            .wait()
+        self.begin_complete(file_id, length, block_lens, tail)?.wait()
     }
 
     pub fn begin_rename(&self, src: &str, dst: &str) -> Result<Pending<()>> {
         let (src, dst) = (cv(src)?, cv(dst)?);
         let (_, t) = self.submit(|_, now| {
-            Ok(Mutation::Rename {
-                src: src.as_str().to_owned(),
-                dst: dst.as_str().to_owned(),
-                mtime: now,
-            })
+            Ok(Mutation::Rename { src: src.as_str().to_owned(), dst: dst.as_str().to_owned(), mtime: now })
         })?;
         Ok(Self::done((), t))
     }
@@ -468,17 +396,8 @@ impl MasterCore {
         let path = cv(path)?;
         let mut file = None;
         let (applied, t) = self.submit(|g, now| {
-            file = g
-                .state
-                .stat(&path)
-                .ok()
-                .filter(|s| s.kind == EntryKind::File)
-                .map(|s| s.id);
-            Ok(Mutation::Delete {
-                path: path.as_str().to_owned(),
-                recursive,
-                mtime: now,
-            })
+            file = g.state.stat(&path).ok().filter(|s| s.kind == EntryKind::File).map(|s| s.id);
+            Ok(Mutation::Delete { path: path.as_str().to_owned(), recursive, mtime: now })
         })?;
         if let Some(f) = file {
             lock(&self.tails).remove(f);
@@ -499,16 +418,10 @@ impl MasterCore {
         let pending = self.read(|st| st.open_file(&path))?;
         let f = &pending.value;
         let tail = if f.length == 0 {
-            Tail::Cached {
-                offset: 0,
-                bytes: Arc::from(&[][..]),
-            }
+            Tail::Cached { offset: 0, bytes: Arc::from(&[][..]) }
         } else {
             match lock(&self.tails).get(f.file_id, f.version) {
-                Some(t) => Tail::Cached {
-                    offset: t.offset,
-                    bytes: t.bytes,
-                },
+                Some(t) => Tail::Cached { offset: t.offset, bytes: t.bytes },
                 None => Tail::Evicted,
             }
         };
@@ -521,10 +434,7 @@ impl MasterCore {
             blocks: f.blocks,
             tail,
         };
-        Ok(Pending {
-            value: info,
-            ticket,
-        })
+        Ok(Pending { value: info, ticket })
     }
 
     pub fn open(&self, path: &str) -> Result<OpenInfo> {
@@ -544,12 +454,7 @@ impl MasterCore {
         self.begin_stat(path)?.wait()
     }
 
-    pub fn begin_list(
-        &self,
-        path: &str,
-        start_after: Option<&str>,
-        limit: usize,
-    ) -> Result<Pending<ListPage>> {
+    pub fn begin_list(&self, path: &str, start_after: Option<&str>, limit: usize) -> Result<Pending<ListPage>> {
         let path = cv(path)?;
         self.read(|st| st.list(&path, start_after, limit))
     }
@@ -569,33 +474,18 @@ impl MasterCore {
     ) -> Result<Pending<()>> {
         let path = cv(path)?;
         let (_, t) = self.submit(|_, _| {
-            Ok(Mutation::Mount {
-                path: path.as_str().to_owned(),
-                ufs_url: ufs_url.to_owned(),
-                mode,
-                options,
-            })
+            Ok(Mutation::Mount { path: path.as_str().to_owned(), ufs_url: ufs_url.to_owned(), mode, options })
         })?;
         Ok(Self::done((), t))
     }
 
-    pub fn mount(
-        &self,
-        path: &str,
-        ufs_url: &str,
-        mode: MountMode,
-        options: Vec<(String, String)>,
-    ) -> Result<()> {
+    pub fn mount(&self, path: &str, ufs_url: &str, mode: MountMode, options: Vec<(String, String)>) -> Result<()> {
         self.begin_mount(path, ufs_url, mode, options)?.wait()
     }
 
     pub fn begin_unmount(&self, path: &str) -> Result<Pending<()>> {
         let path = cv(path)?;
-        let (_, t) = self.submit(|_, _| {
-            Ok(Mutation::Unmount {
-                path: path.as_str().to_owned(),
-            })
-        })?;
+        let (_, t) = self.submit(|_, _| Ok(Mutation::Unmount { path: path.as_str().to_owned() }))?;
         Ok(Self::done((), t))
     }
 
@@ -622,19 +512,10 @@ impl MasterCore {
                 Some(id) if g.state.worker(id).is_some() => id,
                 _ => g.state.next_worker_id(),
             };
-            Ok(Mutation::RegisterWorker {
-                worker_id,
-                host: host.to_owned(),
-                shard_ports,
-                capacity,
-                now,
-            })
+            Ok(Mutation::RegisterWorker { worker_id, host: host.to_owned(), shard_ports, capacity, now })
         })?;
         let Applied::WorkerRegistered { worker_id } = applied else {
-            return Err(Error::new(
-                ErrorKind::InvalidArgument,
-                "register did not register",
-            ));
+            return Err(Error::new(ErrorKind::InvalidArgument, "register did not register"));
         };
         Ok(Self::done(worker_id, t))
     }
@@ -646,8 +527,7 @@ impl MasterCore {
         shard_ports: Vec<u16>,
         capacity: u64,
     ) -> Result<WorkerId> {
-        self.begin_register_worker(previous, host, shard_ports, capacity)?
-            .wait()
+        self.begin_register_worker(previous, host, shard_ports, capacity)?.wait()
     }
 
     pub fn begin_heartbeat(
@@ -658,16 +538,8 @@ impl MasterCore {
         added: Vec<BlockId>,
         removed: Vec<BlockId>,
     ) -> Result<Pending<HeartbeatReply>> {
-        let (applied, t) = self.submit(|_, now| {
-            Ok(Mutation::Heartbeat {
-                worker_id,
-                now,
-                capacity,
-                used,
-                added,
-                removed,
-            })
-        })?;
+        let (applied, t) =
+            self.submit(|_, now| Ok(Mutation::Heartbeat { worker_id, now, capacity, used, added, removed }))?;
         let delete_blocks = match applied {
             Applied::Heartbeat { delete_blocks } => delete_blocks,
             _ => Vec::new(),
@@ -683,8 +555,7 @@ impl MasterCore {
         added: Vec<BlockId>,
         removed: Vec<BlockId>,
     ) -> Result<HeartbeatReply> {
-        self.begin_heartbeat(worker_id, capacity, used, added, removed)?
-            .wait()
+        self.begin_heartbeat(worker_id, capacity, used, added, removed)?.wait()
     }
 
     /// Marks workers silent for longer than the heartbeat timeout as lost.
@@ -697,26 +568,18 @@ impl MasterCore {
                 // Nothing to journal: signal "no mutation" through a typed error caught below.
                 return Err(Error::new(ErrorKind::NotFound, "no expired workers"));
             }
-            Ok(Mutation::WorkersLost {
-                worker_ids: lost.clone(),
-                now,
-            })
+            Ok(Mutation::WorkersLost { worker_ids: lost.clone(), now })
         });
         match result {
             Ok((Applied::WorkersLost { missing_blocks }, t)) => {
                 t.wait()?;
-                Ok(TickReport {
-                    lost_workers: lost,
-                    missing_blocks,
-                })
+                Ok(TickReport { lost_workers: lost, missing_blocks })
             }
             Ok((_, t)) => {
                 t.wait()?;
                 Ok(TickReport::default())
             }
-            Err(e) if e.kind() == ErrorKind::NotFound && lost.is_empty() => {
-                Ok(TickReport::default())
-            }
+            Err(e) if e.kind() == ErrorKind::NotFound && lost.is_empty() => Ok(TickReport::default()),
             Err(e) => Err(e),
         }
     }

@@ -46,10 +46,7 @@ pub struct Error {
 
 impl Error {
     pub fn new(kind: ErrorKind, context: impl Into<String>) -> Self {
-        Self {
-            kind,
-            context: context.into(),
-        }
+        Self { kind, context: context.into() }
     }
 
     pub fn kind(&self) -> ErrorKind {

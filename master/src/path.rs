@@ -107,11 +107,7 @@ impl CvPath {
 
     /// The last component; `None` for the root.
     pub fn name(&self) -> Option<&str> {
-        if self.is_root() {
-            None
-        } else {
-            self.0.rsplit('/').next()
-        }
+        if self.is_root() { None } else { self.0.rsplit('/').next() }
     }
 
     /// The parent directory; `None` for the root.
@@ -120,11 +116,7 @@ impl CvPath {
             return None;
         }
         let cut = self.0.rfind('/').unwrap_or(0);
-        Some(if cut == 0 {
-            Self::root()
-        } else {
-            Self(self.0[..cut].to_owned())
-        })
+        Some(if cut == 0 { Self::root() } else { Self(self.0[..cut].to_owned()) })
     }
 
     /// Whether `self` is `ancestor` or lies below it (component-wise, so "/ab" is not under "/a").
@@ -132,8 +124,7 @@ impl CvPath {
         if ancestor.is_root() {
             return true;
         }
-        self.0 == ancestor.0
-            || (self.0.starts_with(&ancestor.0) && self.0.as_bytes()[ancestor.0.len()] == b'/')
+        self.0 == ancestor.0 || (self.0.starts_with(&ancestor.0) && self.0.as_bytes()[ancestor.0.len()] == b'/')
     }
 
     /// Appends one component, checking the limits again.
@@ -141,11 +132,7 @@ impl CvPath {
         if name.is_empty() || name == "." || name == ".." || name.contains('/') {
             return Err(PathError::NotAbsolute(name.chars().take(64).collect()));
         }
-        let joined = if self.is_root() {
-            format!("/{name}")
-        } else {
-            format!("{}/{name}", self.0)
-        };
+        let joined = if self.is_root() { format!("/{name}") } else { format!("{}/{name}", self.0) };
         Self::parse(&joined)
     }
 }
@@ -183,10 +170,7 @@ mod tests {
     #[test]
     fn refuses_bad_input() {
         assert_eq!(CvPath::parse(""), Err(PathError::Empty));
-        assert!(matches!(
-            CvPath::parse("a/b"),
-            Err(PathError::NotAbsolute(_))
-        ));
+        assert!(matches!(CvPath::parse("a/b"), Err(PathError::NotAbsolute(_))));
         assert_eq!(CvPath::parse("/.."), Err(PathError::EscapesRoot));
         assert_eq!(CvPath::parse("/a/../../b"), Err(PathError::EscapesRoot));
         assert_eq!(CvPath::parse("/a\0b"), Err(PathError::Nul));
@@ -209,11 +193,7 @@ mod tests {
         assert_eq!(CvPath::root().parent(), None);
         assert!(a.is_under(&CvPath::parse("/a").unwrap()));
         assert!(a.is_under(&a));
-        assert!(
-            !CvPath::parse("/ab")
-                .unwrap()
-                .is_under(&CvPath::parse("/a").unwrap())
-        );
+        assert!(!CvPath::parse("/ab").unwrap().is_under(&CvPath::parse("/a").unwrap()));
         assert_eq!(a.depth(), 3);
         assert_eq!(a.child("d").unwrap().as_str(), "/a/b/c/d");
         assert!(a.child("..").is_err());

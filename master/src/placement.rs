@@ -51,9 +51,7 @@ mod tests {
     use super::*;
 
     fn shards(workers: u64, per: u16) -> Vec<(WorkerId, u16)> {
-        (1..=workers)
-            .flat_map(|w| (0..per).map(move |s| (w, s)))
-            .collect()
+        (1..=workers).flat_map(|w| (0..per).map(move |s| (w, s))).collect()
     }
 
     #[test]
@@ -90,10 +88,7 @@ mod tests {
         }
         let fraction = moved as f64 / n as f64;
         // Ideal is 1/5 = 0.2; modulo hashing would move ~0.8.
-        assert!(
-            (0.12..0.30).contains(&fraction),
-            "moved fraction {fraction}"
-        );
+        assert!((0.12..0.30).contains(&fraction), "moved fraction {fraction}");
     }
 
     #[test]

@@ -89,11 +89,7 @@ impl TailCache {
     }
 
     pub fn stats(&self) -> TailStats {
-        TailStats {
-            bytes: self.small_bytes + self.main_bytes,
-            entries: self.entries.len() as u64,
-            ..self.stats
-        }
+        TailStats { bytes: self.small_bytes + self.main_bytes, entries: self.entries.len() as u64, ..self.stats }
     }
 
     /// The tail of `file` at `version`, counting a hit or a miss.
@@ -102,10 +98,7 @@ impl TailCache {
             Some(e) if e.version == version => {
                 e.freq = (e.freq + 1).min(MAX_FREQ);
                 self.stats.hits += 1;
-                Some(CachedTail {
-                    offset: e.offset,
-                    bytes: e.bytes.clone(),
-                })
+                Some(CachedTail { offset: e.offset, bytes: e.bytes.clone() })
             }
             _ => {
                 self.stats.misses += 1;
@@ -126,23 +119,9 @@ impl TailCache {
         if charge > self.budget {
             return;
         }
-        let queue = if self.ghost_set.remove(&file).is_some() {
-            Queue::Main
-        } else {
-            Queue::Small
-        };
+        let queue = if self.ghost_set.remove(&file).is_some() { Queue::Main } else { Queue::Small };
         let seq = self.bump();
-        self.entries.insert(
-            file,
-            Entry {
-                version,
-                offset,
-                bytes,
-                freq: 0,
-                queue,
-                seq,
-            },
-        );
+        self.entries.insert(file, Entry { version, offset, bytes, freq: 0, queue, seq });
         match queue {
             Queue::Small => {
                 self.small.push_back((file, seq));
@@ -183,11 +162,7 @@ impl TailCache {
                 return false;
             }
             let from_small = self.small_bytes > self.small_target || self.main_bytes == 0;
-            let popped = if from_small {
-                self.small.pop_front()
-            } else {
-                self.main.pop_front()
-            };
+            let popped = if from_small { self.small.pop_front() } else { self.main.pop_front() };
             let Some((key, seq)) = popped else {
                 // Only stale slots were left in that queue; the byte counts say the other has data.
                 continue;
@@ -324,10 +299,7 @@ mod tests {
         }
         let after = c.stats();
         let hot_misses = (after.misses - before.misses) - 20_000; // every scan read misses
-        assert!(
-            hot_misses * 100 < hot_reads,
-            "hot set flushed: {hot_misses}/{hot_reads} missed"
-        );
+        assert!(hot_misses * 100 < hot_reads, "hot set flushed: {hot_misses}/{hot_reads} missed");
         for f in hot {
             assert!(c.contains(f), "hot tail {f} was evicted by the scan");
         }

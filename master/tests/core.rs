@@ -12,10 +12,7 @@ use cv_master::journal::MemStorage;
 use cv_master::{ErrorKind, MasterConfig, MasterCore};
 
 fn mem_core(j: &MemStorage, s: &MemStorage, clock: &ManualClock, cfg: MasterConfig) -> MasterCore {
-    let storages = Storages {
-        journal: Box::new(j.clone()),
-        snapshot: Box::new(s.clone()),
-    };
+    let storages = Storages { journal: Box::new(j.clone()), snapshot: Box::new(s.clone()) };
     MasterCore::start(cfg, storages, Arc::new(clock.clone())).unwrap()
 }
 
@@ -37,34 +34,19 @@ fn write_file(core: &MasterCore, path: &str, bytes: &[u8], block: usize) -> u64 
         lens.push(chunk.len() as u64);
     }
     let probe = bytes.len().min(64 * 1024);
-    let tail = (
-        bytes.len() as u64 - probe as u64,
-        bytes[bytes.len() - probe..].to_vec(),
-    );
-    core.complete(c.file_id, bytes.len() as u64, lens, Some(tail))
-        .unwrap();
+    let tail = (bytes.len() as u64 - probe as u64, bytes[bytes.len() - probe..].to_vec());
+    core.complete(c.file_id, bytes.len() as u64, lens, Some(tail)).unwrap();
     c.file_id
 }
 
 #[test]
 fn open_returns_blocks_and_footer_in_one_call() {
-    let (j, s, clock) = (
-        MemStorage::new(),
-        MemStorage::new(),
-        ManualClock::new(1_000),
-    );
-    let cfg = MasterConfig {
-        block_size: 64 * 1024,
-        ..MasterConfig::default()
-    };
+    let (j, s, clock) = (MemStorage::new(), MemStorage::new(), ManualClock::new(1_000));
+    let cfg = MasterConfig { block_size: 64 * 1024, ..MasterConfig::default() };
     let core = mem_core(&j, &s, &clock, cfg);
     assert_eq!(core.add_block(99).unwrap_err().kind(), ErrorKind::NoWorkers);
-    let w1 = core
-        .register_worker(None, "127.0.0.1", vec![9001, 9002], 1 << 30)
-        .unwrap();
-    let w2 = core
-        .register_worker(None, "127.0.0.2", vec![9101, 9102], 1 << 30)
-        .unwrap();
+    let w1 = core.register_worker(None, "127.0.0.1", vec![9001, 9002], 1 << 30).unwrap();
+    let w2 = core.register_worker(None, "127.0.0.2", vec![9101, 9102], 1 << 30).unwrap();
     core.mkdir("/t", false).unwrap();
     let bytes = parquet_bytes(200_000, 3_000);
     let id = write_file(&core, "/t/a.parquet", &bytes, 64 * 1024);
@@ -75,25 +57,14 @@ fn open_returns_blocks_and_footer_in_one_call() {
     for b in &info.blocks {
         assert_eq!(b.offset_in_file, offset);
         assert!(b.worker_id == w1 || b.worker_id == w2);
-        let ports = if b.worker_id == w1 {
-            [9001, 9002]
-        } else {
-            [9101, 9102]
-        };
+        let ports = if b.worker_id == w1 { [9001, 9002] } else { [9101, 9102] };
         assert_eq!(b.port, ports[usize::from(b.shard)]);
         offset += b.len;
     }
     assert_eq!(offset, bytes.len() as u64);
     match &info.tail {
-        Tail::Cached {
-            offset,
-            bytes: tail,
-        } => {
-            assert_eq!(
-                tail.len(),
-                3_008,
-                "exactly the Parquet footer + length + magic"
-            );
+        Tail::Cached { offset, bytes: tail } => {
+            assert_eq!(tail.len(), 3_008, "exactly the Parquet footer + length + magic");
             assert_eq!(*offset, (bytes.len() - 3_008) as u64);
             assert_eq!(&tail[..], &bytes[bytes.len() - 3_008..]);
         }
@@ -102,14 +73,9 @@ fn open_returns_blocks_and_footer_in_one_call() {
     assert_eq!(core.tail_stats().hits, 1);
     // A tail that does not end at the file's end is refused.
     let c = core.create("/t/b", false, 0o644).unwrap();
-    let e = core
-        .complete(c.file_id, 10, vec![], Some((0, vec![1, 2])))
-        .unwrap_err();
+    let e = core.complete(c.file_id, 10, vec![], Some((0, vec![1, 2]))).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidArgument);
-    assert_eq!(
-        core.open("/t/b").unwrap_err().kind(),
-        ErrorKind::FileIncomplete
-    );
+    assert_eq!(core.open("/t/b").unwrap_err().kind(), ErrorKind::FileIncomplete);
     assert_eq!(core.open("/t").unwrap_err().kind(), ErrorKind::IsADirectory);
     assert_eq!(core.open("t/a").unwrap_err().kind(), ErrorKind::InvalidPath);
 }
@@ -117,10 +83,7 @@ fn open_returns_blocks_and_footer_in_one_call() {
 #[test]
 fn restart_keeps_namespace_but_not_tails() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = MasterConfig {
-        journal_dir: dir.path().to_owned(),
-        ..MasterConfig::default()
-    };
+    let cfg = MasterConfig { journal_dir: dir.path().to_owned(), ..MasterConfig::default() };
     let clock = Arc::new(ManualClock::new(5));
     let bytes = parquet_bytes(1000, 100);
     let data = {
@@ -129,32 +92,22 @@ fn restart_keeps_namespace_but_not_tails() {
         core.mkdir("/a/b", true).unwrap();
         write_file(&core, "/a/b/f", &bytes, 4 << 20);
         core.rename("/a/b", "/a/c").unwrap();
-        core.mount("/a", "s3://bkt/a", cv_master::state::MountMode::Fs, vec![])
-            .unwrap();
-        assert!(matches!(
-            core.open("/a/c/f").unwrap().tail,
-            Tail::Cached { .. }
-        ));
+        core.mount("/a", "s3://bkt/a", cv_master::state::MountMode::Fs, vec![]).unwrap();
+        assert!(matches!(core.open("/a/c/f").unwrap().tail, Tail::Cached { .. }));
         core.state_data()
     };
     let core = MasterCore::start_dir(cfg, clock).unwrap();
     assert_eq!(core.state_data(), data);
     assert_eq!(core.recovery().replayed, 7);
     let info = core.open("/a/c/f").unwrap();
-    assert_eq!(
-        (info.length, info.tail),
-        (bytes.len() as u64, Tail::Evicted)
-    );
+    assert_eq!((info.length, info.tail), (bytes.len() as u64, Tail::Evicted));
     assert_eq!(core.list_mounts().unwrap().len(), 1);
 }
 
 #[test]
 fn snapshots_bound_the_journal() {
     let (j, s, clock) = (MemStorage::new(), MemStorage::new(), ManualClock::new(1));
-    let cfg = MasterConfig {
-        snapshot_every: 10,
-        ..MasterConfig::default()
-    };
+    let cfg = MasterConfig { snapshot_every: 10, ..MasterConfig::default() };
     let data = {
         let core = mem_core(&j, &s, &clock, cfg.clone());
         for i in 0..25 {
@@ -165,37 +118,25 @@ fn snapshots_bound_the_journal() {
     };
     let core = mem_core(&j, &s, &clock, cfg);
     assert_eq!(core.state_data(), data);
-    assert_eq!(
-        (core.recovery().snapshot_seq, core.recovery().replayed),
-        (20, 5)
-    );
+    assert_eq!((core.recovery().snapshot_seq, core.recovery().replayed), (20, 5));
 }
 
 #[test]
 fn tick_marks_silent_workers_lost() {
     let (j, s, clock) = (MemStorage::new(), MemStorage::new(), ManualClock::new(0));
-    let cfg = MasterConfig {
-        heartbeat_timeout: Duration::from_secs(10),
-        ..MasterConfig::default()
-    };
+    let cfg = MasterConfig { heartbeat_timeout: Duration::from_secs(10), ..MasterConfig::default() };
     let core = mem_core(&j, &s, &clock, cfg);
     let w1 = core.register_worker(None, "a", vec![1], 1).unwrap();
     let w2 = core.register_worker(None, "b", vec![1], 1).unwrap();
     let f = core.create("/f", false, 0o644).unwrap();
-    let blocks: Vec<_> = (0..20)
-        .map(|_| core.add_block(f.file_id).unwrap())
-        .collect();
+    let blocks: Vec<_> = (0..20).map(|_| core.add_block(f.file_id).unwrap()).collect();
     clock.advance(Duration::from_secs(8));
     core.heartbeat(w2, 1, 0, vec![], vec![]).unwrap();
     assert_eq!(core.tick().unwrap().lost_workers, Vec::<u64>::new());
     clock.advance(Duration::from_secs(5));
     let report = core.tick().unwrap();
     assert_eq!(report.lost_workers, vec![w1]);
-    let mut on_w1: Vec<_> = blocks
-        .iter()
-        .filter(|b| b.worker_id == w1)
-        .map(|b| b.block_id)
-        .collect();
+    let mut on_w1: Vec<_> = blocks.iter().filter(|b| b.worker_id == w1).map(|b| b.block_id).collect();
     on_w1.sort_unstable();
     assert!(!on_w1.is_empty());
     assert_eq!(report.missing_blocks, on_w1);
@@ -211,24 +152,12 @@ fn delete_hands_block_deletes_to_the_worker() {
     let core = mem_core(&j, &s, &clock, MasterConfig::default());
     let w = core.register_worker(None, "a", vec![1, 2, 3], 1).unwrap();
     let f = core.create("/f", false, 0o644).unwrap();
-    let mut ids: Vec<_> = (0..3)
-        .map(|_| core.add_block(f.file_id).unwrap().block_id)
-        .collect();
+    let mut ids: Vec<_> = (0..3).map(|_| core.add_block(f.file_id).unwrap().block_id).collect();
     ids.sort_unstable();
     core.complete(f.file_id, 3, vec![1, 1, 1], None).unwrap();
     assert_eq!(core.delete("/f", false).unwrap(), 3);
-    assert_eq!(
-        core.heartbeat(w, 1, 0, vec![], vec![])
-            .unwrap()
-            .delete_blocks,
-        ids
-    );
-    assert!(
-        core.heartbeat(w, 1, 0, vec![], vec![])
-            .unwrap()
-            .delete_blocks
-            .is_empty()
-    );
+    assert_eq!(core.heartbeat(w, 1, 0, vec![], vec![]).unwrap().delete_blocks, ids);
+    assert!(core.heartbeat(w, 1, 0, vec![], vec![]).unwrap().delete_blocks.is_empty());
 }
 
 struct ThreadWaker(std::thread::Thread);
@@ -256,30 +185,11 @@ fn async_acknowledgement() {
     let (j, s, clock) = (MemStorage::new(), MemStorage::new(), ManualClock::new(0));
     let core = mem_core(&j, &s, &clock, MasterConfig::default());
     block_on(async {
-        core.begin_mkdir("/x", false)
-            .unwrap()
-            .wait_async()
-            .await
-            .unwrap();
-        let c = core
-            .begin_create("/x/f", false, 0o600)
-            .unwrap()
-            .wait_async()
-            .await
-            .unwrap();
-        core.begin_complete(c.file_id, 0, vec![], None)
-            .unwrap()
-            .wait_async()
-            .await
-            .unwrap();
+        core.begin_mkdir("/x", false).unwrap().wait_async().await.unwrap();
+        let c = core.begin_create("/x/f", false, 0o600).unwrap().wait_async().await.unwrap();
+        core.begin_complete(c.file_id, 0, vec![], None).unwrap().wait_async().await.unwrap();
         let info = core.open_async("/x/f").await.unwrap();
-        assert_eq!(
-            info.tail,
-            Tail::Cached {
-                offset: 0,
-                bytes: Arc::from(&[][..])
-            }
-        );
+        assert_eq!(info.tail, Tail::Cached { offset: 0, bytes: Arc::from(&[][..]) });
     });
     assert_eq!(j.unsynced_len(), 0, "acknowledged means synced");
 }
@@ -287,10 +197,7 @@ fn async_acknowledgement() {
 #[test]
 fn concurrent_creates_are_group_committed() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = MasterConfig {
-        journal_dir: dir.path().to_owned(),
-        ..MasterConfig::default()
-    };
+    let cfg = MasterConfig { journal_dir: dir.path().to_owned(), ..MasterConfig::default() };
     let core = MasterCore::start_dir(cfg.clone(), Arc::new(ManualClock::new(0))).unwrap();
     std::thread::scope(|sc| {
         for t in 0..8 {
@@ -319,10 +226,7 @@ fn journal_failure_poisons_the_master() {
     let e = core.mkdir("/lost", false).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Io);
     assert!(e.retryable());
-    assert_eq!(
-        core.mkdir("/x", false).unwrap_err().kind(),
-        ErrorKind::Poisoned
-    );
+    assert_eq!(core.mkdir("/x", false).unwrap_err().kind(), ErrorKind::Poisoned);
     assert_eq!(core.stat("/ok").unwrap_err().kind(), ErrorKind::Poisoned);
     drop(core);
     j.crash(0);

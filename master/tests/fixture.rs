@@ -7,9 +7,7 @@ use cv_master::journal::{decode_snapshot, encode_header, encode_record, encode_s
 use cv_master::state::{MountMode, Mutation, State};
 
 fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
 }
 
 /// One of every mutation kind, in an order that applies cleanly.
@@ -23,12 +21,7 @@ fn mutations() -> Vec<Mutation> {
             capacity: 1 << 40,
             now: 1_700_000_000_000,
         },
-        Mutation::Mkdir {
-            path: s("/warehouse/t1"),
-            parents: true,
-            mode: 0o755,
-            mtime: 1_700_000_000_001,
-        },
+        Mutation::Mkdir { path: s("/warehouse/t1"), parents: true, mode: 0o755, mtime: 1_700_000_000_001 },
         Mutation::Create {
             path: s("/warehouse/t1/part-0.parquet"),
             overwrite: false,
@@ -37,18 +30,8 @@ fn mutations() -> Vec<Mutation> {
             mode: 0o644,
             mtime: 1_700_000_000_002,
         },
-        Mutation::AddBlock {
-            file_id: 4,
-            block_id: 1,
-            worker: 1,
-            shard: 1,
-        },
-        Mutation::Complete {
-            file_id: 4,
-            length: 1234,
-            block_lens: vec![1234],
-            mtime: 1_700_000_000_003,
-        },
+        Mutation::AddBlock { file_id: 4, block_id: 1, worker: 1, shard: 1 },
+        Mutation::Complete { file_id: 4, length: 1234, block_lens: vec![1234], mtime: 1_700_000_000_003 },
         Mutation::Mount {
             path: s("/warehouse"),
             ufs_url: s("s3://bucket/wh"),
@@ -63,23 +46,10 @@ fn mutations() -> Vec<Mutation> {
             added: vec![1],
             removed: vec![],
         },
-        Mutation::Rename {
-            src: s("/warehouse/t1"),
-            dst: s("/warehouse/t2"),
-            mtime: 1_700_000_001_001,
-        },
-        Mutation::Delete {
-            path: s("/warehouse/t2/part-0.parquet"),
-            recursive: false,
-            mtime: 1_700_000_001_002,
-        },
-        Mutation::Unmount {
-            path: s("/warehouse"),
-        },
-        Mutation::WorkersLost {
-            worker_ids: vec![1],
-            now: 1_700_000_099_000,
-        },
+        Mutation::Rename { src: s("/warehouse/t1"), dst: s("/warehouse/t2"), mtime: 1_700_000_001_001 },
+        Mutation::Delete { path: s("/warehouse/t2/part-0.parquet"), recursive: false, mtime: 1_700_000_001_002 },
+        Mutation::Unmount { path: s("/warehouse") },
+        Mutation::WorkersLost { worker_ids: vec![1], now: 1_700_000_099_000 },
     ]
 }
 

@@ -7,12 +7,7 @@ use cv_master::journal::{
 use cv_master::state::{Mutation, State};
 
 fn mkdir(i: u64) -> Mutation {
-    Mutation::Mkdir {
-        path: format!("/d{i}"),
-        parents: false,
-        mode: 0o755,
-        mtime: i,
-    }
+    Mutation::Mkdir { path: format!("/d{i}"), parents: false, mode: 0o755, mtime: i }
 }
 
 fn open(j: &MemStorage, s: &MemStorage) -> cv_master::Result<(Journal, journal::Recovered)> {
@@ -24,13 +19,7 @@ fn journal_with(n: u64) -> (MemStorage, MemStorage) {
     let (j, s) = (MemStorage::new(), MemStorage::new());
     let (journal, rec) = open(&j, &s).unwrap();
     for i in 1..=n {
-        journal
-            .append(
-                rec.last_seq + i,
-                encode_record(rec.last_seq + i, &mkdir(i)).unwrap(),
-            )
-            .wait()
-            .unwrap();
+        journal.append(rec.last_seq + i, encode_record(rec.last_seq + i, &mkdir(i)).unwrap()).wait().unwrap();
     }
     drop(journal);
     (j, s)
@@ -70,10 +59,7 @@ fn truncated_record_is_cut_and_appends_continue() {
     assert!(rec.cut_bytes > 0);
     assert_eq!(names(&rec.state), ["d1", "d2"]);
     // The cut happened on disk: a new record lands right after record 2 and is read back.
-    journal
-        .append(3, encode_record(3, &mkdir(33)).unwrap())
-        .wait()
-        .unwrap();
+    journal.append(3, encode_record(3, &mkdir(33)).unwrap()).wait().unwrap();
     drop(journal);
     let (_journal, rec) = open(&j, &s).unwrap();
     assert_eq!((rec.last_seq, rec.cut_bytes), (3, 0));
@@ -102,11 +88,7 @@ fn flipped_bit_mid_journal_is_an_error_not_a_silent_loss() {
     let e = open(&j, &s).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::CorruptData);
     assert!(!e.retryable());
-    assert_eq!(
-        j.bytes(),
-        bytes,
-        "a failed recovery must not truncate anything"
-    );
+    assert_eq!(j.bytes(), bytes, "a failed recovery must not truncate anything");
 }
 
 #[test]
@@ -132,10 +114,7 @@ fn wrong_magic_and_version_are_typed_errors() {
     let crc = crc32fast::hash(&bad[0..20]);
     bad[20..24].copy_from_slice(&crc.to_le_bytes());
     j.set_bytes(bad);
-    assert_eq!(
-        open(&j, &s).unwrap_err().kind(),
-        ErrorKind::UnsupportedVersion
-    );
+    assert_eq!(open(&j, &s).unwrap_err().kind(), ErrorKind::UnsupportedVersion);
     let mut bad = good;
     bad[15] ^= 1; // first_seq changed, checksum not
     j.set_bytes(bad);
@@ -146,20 +125,10 @@ fn wrong_magic_and_version_are_typed_errors() {
 fn snapshot_then_journal_restart() {
     let (j, s) = journal_with(3);
     let (journal, rec) = open(&j, &s).unwrap();
-    journal
-        .snapshot(3, encode_snapshot(3, rec.state.data()).unwrap())
-        .wait()
-        .unwrap();
-    journal
-        .append(4, encode_record(4, &mkdir(4)).unwrap())
-        .wait()
-        .unwrap();
+    journal.snapshot(3, encode_snapshot(3, rec.state.data()).unwrap()).wait().unwrap();
+    journal.append(4, encode_record(4, &mkdir(4)).unwrap()).wait().unwrap();
     drop(journal);
-    assert_eq!(
-        record_offsets(&j.bytes()).len(),
-        1,
-        "the journal restarted after the snapshot"
-    );
+    assert_eq!(record_offsets(&j.bytes()).len(), 1, "the journal restarted after the snapshot");
     let (_journal, rec) = open(&j, &s).unwrap();
     assert_eq!((rec.snapshot_seq, rec.replayed, rec.last_seq), (3, 1, 4));
     assert_eq!(names(&rec.state), ["d1", "d2", "d3", "d4"]);
@@ -173,10 +142,7 @@ fn crash_between_snapshot_and_journal_restart() {
     s.set_bytes(encode_snapshot(3, rec.state.data()).unwrap());
     let (journal, rec) = open(&j, &s).unwrap();
     assert_eq!((rec.snapshot_seq, rec.replayed, rec.last_seq), (3, 0, 3));
-    journal
-        .append(4, encode_record(4, &mkdir(4)).unwrap())
-        .wait()
-        .unwrap();
+    journal.append(4, encode_record(4, &mkdir(4)).unwrap()).wait().unwrap();
     drop(journal);
     let (_, rec) = open(&j, &s).unwrap();
     assert_eq!(names(&rec.state), ["d1", "d2", "d3", "d4"]);
@@ -192,10 +158,7 @@ fn snapshot_ahead_of_journal_restarts_it() {
     s.set_bytes(encode_snapshot(5, st.data()).unwrap());
     let (journal, rec) = open(&j, &s).unwrap();
     assert_eq!(rec.last_seq, 5);
-    journal
-        .append(6, encode_record(6, &mkdir(6)).unwrap())
-        .wait()
-        .unwrap();
+    journal.append(6, encode_record(6, &mkdir(6)).unwrap()).wait().unwrap();
     drop(journal);
     let (_, rec) = open(&j, &s).unwrap();
     assert_eq!((rec.last_seq, names(&rec.state).len()), (6, 6));
@@ -212,11 +175,7 @@ fn journal_gap_after_snapshot_is_an_error() {
 fn corrupt_snapshot_is_a_typed_error() {
     let (j, s) = journal_with(1);
     let good = encode_snapshot(1, State::new().data()).unwrap();
-    for (at, kind) in [
-        (0, ErrorKind::CorruptData),
-        (40, ErrorKind::CorruptData),
-        (8, ErrorKind::UnsupportedVersion),
-    ] {
+    for (at, kind) in [(0, ErrorKind::CorruptData), (40, ErrorKind::CorruptData), (8, ErrorKind::UnsupportedVersion)] {
         let mut bad = good.clone();
         bad[at] ^= 0x02;
         s.set_bytes(bad);
@@ -231,16 +190,10 @@ fn failed_write_poisons_and_crash_keeps_synced_prefix() {
     let (j, s) = journal_with(2);
     let (journal, _) = open(&j, &s).unwrap();
     j.fail_after(1); // the next append succeeds, its sync fails
-    let e = journal
-        .append(3, encode_record(3, &mkdir(3)).unwrap())
-        .wait()
-        .unwrap_err();
+    let e = journal.append(3, encode_record(3, &mkdir(3)).unwrap()).wait().unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Io);
     assert!(journal.is_failed());
-    let e = journal
-        .append(4, encode_record(4, &mkdir(4)).unwrap())
-        .wait()
-        .unwrap_err();
+    let e = journal.append(4, encode_record(4, &mkdir(4)).unwrap()).wait().unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Poisoned);
     drop(journal);
     assert!(j.unsynced_len() > 0);
@@ -277,10 +230,7 @@ fn group_commit_batches_concurrent_appends() {
     let batches = stats.batches.load(std::sync::atomic::Ordering::Relaxed);
     let records = stats.records.load(std::sync::atomic::Ordering::Relaxed);
     assert_eq!(records, 320);
-    assert!(
-        batches * 2 < records,
-        "{batches} syncs for {records} records: no batching"
-    );
+    assert!(batches * 2 < records, "{batches} syncs for {records} records: no batching");
     assert_eq!(journal.durable_seq(), 320);
     drop(journal);
     let mut j = journal::FileStorage::new(dir.path().join("journal"));

@@ -31,10 +31,7 @@ pub fn encode_header(first_seq: u64) -> [u8; HEADER_LEN] {
 /// The header's first sequence number; typed errors for bad magic, version or checksum.
 pub fn decode_header(bytes: &[u8]) -> Result<u64> {
     let Some(h) = bytes.get(..HEADER_LEN) else {
-        return Err(Error::corrupt(format!(
-            "journal shorter than its header ({} bytes)",
-            bytes.len()
-        )));
+        return Err(Error::corrupt(format!("journal shorter than its header ({} bytes)", bytes.len())));
     };
     if h[0..8] != JOURNAL_MAGIC {
         return Err(Error::corrupt("journal magic mismatch"));
@@ -59,10 +56,7 @@ pub fn encode_record(seq: u64, m: &Mutation) -> Result<Vec<u8>> {
         .map_err(|e| Error::new(ErrorKind::InvalidArgument, format!("encode mutation: {e}")))?;
     let payload_len = PAYLOAD_PREFIX + body.len();
     if payload_len > MAX_RECORD {
-        return Err(Error::new(
-            ErrorKind::InvalidArgument,
-            "mutation too large for the journal",
-        ));
+        return Err(Error::new(ErrorKind::InvalidArgument, "mutation too large for the journal"));
     }
     let mut out = Vec::with_capacity(FRAME_LEN + payload_len);
     out.extend_from_slice(&(payload_len as u32).to_le_bytes());
@@ -156,12 +150,7 @@ pub fn scan(bytes: &[u8]) -> Result<Scan> {
         at = f.end;
     }
     let valid_len = at.min(bytes.len());
-    Ok(Scan {
-        first_seq,
-        records,
-        valid_len,
-        cut: bytes.len() - valid_len,
-    })
+    Ok(Scan { first_seq, records, valid_len, cut: bytes.len() - valid_len })
 }
 
 fn decode_body(body: &[u8], seq: u64) -> Result<Mutation> {

@@ -110,9 +110,7 @@ impl Storage for MemStorage {
         let mut g = self.op()?;
         let pending = std::mem::take(&mut g.unsynced);
         g.synced.extend_from_slice(&pending);
-        let len = usize::try_from(len)
-            .unwrap_or(usize::MAX)
-            .min(g.synced.len());
+        let len = usize::try_from(len).unwrap_or(usize::MAX).min(g.synced.len());
         g.synced.truncate(len);
         Ok(())
     }

@@ -9,8 +9,8 @@ mod ticket;
 mod writer;
 
 pub use format::{
-    HEADER_LEN, JOURNAL_FORMAT_VERSION, JOURNAL_MAGIC, MAX_RECORD, RECORD_VERSION, Scan,
-    decode_header, encode_header, encode_record, scan,
+    HEADER_LEN, JOURNAL_FORMAT_VERSION, JOURNAL_MAGIC, MAX_RECORD, RECORD_VERSION, Scan, decode_header, encode_header,
+    encode_record, scan,
 };
 pub use mem::MemStorage;
 pub use snapshot::{SNAPSHOT_FORMAT_VERSION, SNAPSHOT_MAGIC, decode_snapshot, encode_snapshot};
@@ -81,13 +81,7 @@ impl Journal {
             .name("cv-journal".into())
             .spawn(move || writer.run())
             .map_err(|e| Error::io("spawn journal writer", &e))?;
-        let j = Self {
-            tx,
-            durable,
-            failed,
-            stats,
-            thread: Mutex::new(Some(thread)),
-        };
+        let j = Self { tx, durable, failed, stats, thread: Mutex::new(Some(thread)) };
         Ok((j, rec))
     }
 
@@ -154,30 +148,18 @@ impl Drop for Journal {
 /// Snapshot + replay. Torn journal tails are cut (and truncated away); everything else that
 /// does not check out is a typed error.
 pub fn recover(journal: &mut dyn Storage, snapshot: &mut dyn Storage) -> Result<Recovered> {
-    let snap_bytes = snapshot
-        .read_all()
-        .map_err(|e| Error::io("read snapshot", &e))?;
+    let snap_bytes = snapshot.read_all().map_err(|e| Error::io("read snapshot", &e))?;
     let (snapshot_seq, mut state) = match decode_snapshot(&snap_bytes)? {
         Some((seq, data)) => (seq, State::from_data(data)),
         None => (0, State::new()),
     };
-    let bytes = journal
-        .read_all()
-        .map_err(|e| Error::io("read journal", &e))?;
+    let bytes = journal.read_all().map_err(|e| Error::io("read journal", &e))?;
     let restart = |journal: &mut dyn Storage| {
-        journal
-            .replace(&encode_header(snapshot_seq + 1))
-            .map_err(|e| Error::io("journal restart", &e))
+        journal.replace(&encode_header(snapshot_seq + 1)).map_err(|e| Error::io("journal restart", &e))
     };
     if bytes.is_empty() {
         restart(journal)?;
-        return Ok(Recovered {
-            state,
-            last_seq: snapshot_seq,
-            snapshot_seq,
-            replayed: 0,
-            cut_bytes: 0,
-        });
+        return Ok(Recovered { state, last_seq: snapshot_seq, snapshot_seq, replayed: 0, cut_bytes: 0 });
     }
     let scan = scan(&bytes)?;
     if scan.first_seq > snapshot_seq + 1 {
@@ -193,10 +175,7 @@ pub fn recover(journal: &mut dyn Storage, snapshot: &mut dyn Storage) -> Result<
             continue;
         }
         state.apply(m).map_err(|e| {
-            Error::new(
-                ErrorKind::CorruptData,
-                format!("replay of seq {seq} ({}) failed: {e}", m.name()),
-            )
+            Error::new(ErrorKind::CorruptData, format!("replay of seq {seq} ({}) failed: {e}", m.name()))
         })?;
         last_seq = *seq;
         replayed += 1;
@@ -206,15 +185,7 @@ pub fn recover(journal: &mut dyn Storage, snapshot: &mut dyn Storage) -> Result<
         // Crash between writing a snapshot and restarting the journal: start it afresh.
         restart(journal)?;
     } else if scan.cut > 0 {
-        journal
-            .truncate(scan.valid_len as u64)
-            .map_err(|e| Error::io("journal truncate", &e))?;
+        journal.truncate(scan.valid_len as u64).map_err(|e| Error::io("journal truncate", &e))?;
     }
-    Ok(Recovered {
-        state,
-        last_seq,
-        snapshot_seq,
-        replayed,
-        cut_bytes: scan.cut as u64,
-    })
+    Ok(Recovered { state, last_seq, snapshot_seq, replayed, cut_bytes: scan.cut as u64 })
 }

@@ -40,10 +40,7 @@ pub fn decode_snapshot(bytes: &[u8]) -> Result<Option<(u64, StateData)>> {
         return Ok(None);
     }
     if bytes.len() < SNAPSHOT_HEADER_LEN {
-        return Err(Error::corrupt(format!(
-            "snapshot of {} bytes has no header",
-            bytes.len()
-        )));
+        return Err(Error::corrupt(format!("snapshot of {} bytes has no header", bytes.len())));
     }
     if bytes[0..8] != SNAPSHOT_MAGIC {
         return Err(Error::corrupt("snapshot magic mismatch"));
@@ -52,19 +49,14 @@ pub fn decode_snapshot(bytes: &[u8]) -> Result<Option<(u64, StateData)>> {
     if version != SNAPSHOT_FORMAT_VERSION {
         return Err(Error::new(
             ErrorKind::UnsupportedVersion,
-            format!(
-                "snapshot format version {version}, this build reads {SNAPSHOT_FORMAT_VERSION}"
-            ),
+            format!("snapshot format version {version}, this build reads {SNAPSHOT_FORMAT_VERSION}"),
         ));
     }
-    let word =
-        |r: std::ops::Range<usize>| u64::from_le_bytes(bytes[r].try_into().unwrap_or_default());
+    let word = |r: std::ops::Range<usize>| u64::from_le_bytes(bytes[r].try_into().unwrap_or_default());
     let seq = word(12..20);
     let len = word(20..28);
     if len != (bytes.len() - SNAPSHOT_HEADER_LEN) as u64 {
-        return Err(Error::corrupt(format!(
-            "snapshot length {len} does not match the file"
-        )));
+        return Err(Error::corrupt(format!("snapshot length {len} does not match the file")));
     }
     let crc = u32::from_le_bytes(bytes[28..32].try_into().unwrap_or_default());
     if crc != snapshot_crc(bytes) {

@@ -28,10 +28,7 @@ pub struct FileStorage {
 
 impl FileStorage {
     pub fn new(path: impl Into<PathBuf>) -> Self {
-        Self {
-            path: path.into(),
-            file: None,
-        }
+        Self { path: path.into(), file: None }
     }
 
     pub fn path(&self) -> &Path {
@@ -40,17 +37,11 @@ impl FileStorage {
 
     fn file(&mut self) -> io::Result<&mut File> {
         if self.file.is_none() {
-            let f = OpenOptions::new()
-                .create(true)
-                .append(true)
-                .read(true)
-                .open(&self.path)?;
+            let f = OpenOptions::new().create(true).append(true).read(true).open(&self.path)?;
             self.file = Some(f);
         }
         // Just set above when it was missing.
-        self.file
-            .as_mut()
-            .ok_or_else(|| io::Error::other("journal file not open"))
+        self.file.as_mut().ok_or_else(|| io::Error::other("journal file not open"))
     }
 
     fn sync_dir(&self) -> io::Result<()> {

@@ -9,20 +9,9 @@ use super::storage::Storage;
 use crate::error::{Error, ErrorKind, Result};
 
 pub(super) enum Cmd {
-    Append {
-        seq: u64,
-        bytes: Vec<u8>,
-        done: flume::Sender<Result<u64>>,
-    },
-    Wait {
-        seq: u64,
-        done: flume::Sender<Result<u64>>,
-    },
-    Snapshot {
-        seq: u64,
-        bytes: Vec<u8>,
-        done: flume::Sender<Result<u64>>,
-    },
+    Append { seq: u64, bytes: Vec<u8>, done: flume::Sender<Result<u64>> },
+    Wait { seq: u64, done: flume::Sender<Result<u64>> },
+    Snapshot { seq: u64, bytes: Vec<u8>, done: flume::Sender<Result<u64>> },
     Shutdown,
 }
 
@@ -111,10 +100,7 @@ impl Writer {
             return;
         }
         let result = if self.failed.load(Ordering::Acquire) {
-            Err(Error::new(
-                ErrorKind::Poisoned,
-                "an earlier journal write failed",
-            ))
+            Err(Error::new(ErrorKind::Poisoned, "an earlier journal write failed"))
         } else if batch.buf.is_empty() {
             Ok(self.durable.load(Ordering::Acquire))
         } else {
@@ -126,21 +112,14 @@ impl Writer {
     }
 
     fn write(&mut self, batch: &Batch) -> Result<u64> {
-        let r = self
-            .journal
-            .append(&batch.buf)
-            .and_then(|()| self.journal.sync());
+        let r = self.journal.append(&batch.buf).and_then(|()| self.journal.sync());
         if let Err(e) = r {
             return Err(self.fail("journal append", &e));
         }
         self.durable.store(batch.last_seq, Ordering::Release);
         self.stats.batches.fetch_add(1, Ordering::Relaxed);
-        self.stats
-            .records
-            .fetch_add(batch.records, Ordering::Relaxed);
-        self.stats
-            .bytes
-            .fetch_add(batch.buf.len() as u64, Ordering::Relaxed);
+        self.stats.records.fetch_add(batch.records, Ordering::Relaxed);
+        self.stats.bytes.fetch_add(batch.buf.len() as u64, Ordering::Relaxed);
         Ok(batch.last_seq)
     }
 
@@ -148,10 +127,7 @@ impl Writer {
     /// snapshot plus an older journal whose records up to `seq` recovery skips.
     fn write_snapshot(&mut self, seq: u64, bytes: &[u8]) -> Result<u64> {
         if self.failed.load(Ordering::Acquire) {
-            return Err(Error::new(
-                ErrorKind::Poisoned,
-                "an earlier journal write failed",
-            ));
+            return Err(Error::new(ErrorKind::Poisoned, "an earlier journal write failed"));
         }
         if let Err(e) = self.snapshot.replace(bytes) {
             return Err(self.fail("snapshot write", &e));

@@ -38,34 +38,21 @@ impl State {
         shard: u16,
     ) -> Result<Applied> {
         let index = self.writable(file_id)?.blocks.len();
-        let index = u32::try_from(index)
-            .map_err(|_| crate::Error::new(ErrorKind::InvalidArgument, "too many blocks"))?;
+        let index =
+            u32::try_from(index).map_err(|_| crate::Error::new(ErrorKind::InvalidArgument, "too many blocks"))?;
         if block_id < self.data.next_block || self.data.blocks.contains_key(&block_id) {
-            return err(
-                ErrorKind::InvalidArgument,
-                format!("block id {block_id} already used"),
-            );
+            return err(ErrorKind::InvalidArgument, format!("block id {block_id} already used"));
         }
         match self.data.workers.get(&worker) {
             Some(w) if w.live && usize::from(shard) < w.shard_ports.len() => {}
             Some(_) => {
-                return err(
-                    ErrorKind::NoWorkers,
-                    format!("worker {worker} shard {shard}"),
-                );
+                return err(ErrorKind::NoWorkers, format!("worker {worker} shard {shard}"));
             }
             None => return err(ErrorKind::UnknownWorker, format!("worker {worker}")),
         }
         self.data.next_block = block_id + 1;
         self.file_mut(file_id)?.blocks.push(block_id);
-        let info = BlockInfo {
-            file: file_id,
-            index,
-            len: 0,
-            worker,
-            shard,
-            reported: false,
-        };
+        let info = BlockInfo { file: file_id, index, len: 0, worker, shard, reported: false };
         self.data.blocks.insert(block_id, info);
         Ok(Applied::BlockAdded { block_id, index })
     }
@@ -81,19 +68,12 @@ impl State {
         if block_lens.len() != f.blocks.len() {
             return err(
                 ErrorKind::InvalidArgument,
-                format!(
-                    "{} block lengths for {} blocks",
-                    block_lens.len(),
-                    f.blocks.len()
-                ),
+                format!("{} block lengths for {} blocks", block_lens.len(), f.blocks.len()),
             );
         }
         let sum = block_lens.iter().try_fold(0u64, |a, &b| a.checked_add(b));
         if sum != Some(length) {
-            return err(
-                ErrorKind::InvalidArgument,
-                "block lengths do not add up to the length",
-            );
+            return err(ErrorKind::InvalidArgument, "block lengths do not add up to the length");
         }
         let blocks = f.blocks.clone();
         for (b, &len) in blocks.iter().zip(block_lens) {
@@ -115,11 +95,7 @@ impl State {
         let mut queued = 0;
         for b in blocks {
             if let Some(info) = self.data.blocks.remove(b) {
-                self.data
-                    .pending_deletes
-                    .entry(info.worker)
-                    .or_default()
-                    .insert(*b);
+                self.data.pending_deletes.entry(info.worker).or_default().insert(*b);
                 queued += 1;
             }
         }
@@ -148,19 +124,11 @@ impl State {
                 worker_id: info.worker,
                 shard: info.shard,
                 host: worker.map(|w| w.host.clone()).unwrap_or_default(),
-                port: worker
-                    .and_then(|w| w.shard_ports.get(usize::from(info.shard)).copied())
-                    .unwrap_or(0),
+                port: worker.and_then(|w| w.shard_ports.get(usize::from(info.shard)).copied()).unwrap_or(0),
                 worker_live: worker.is_some_and(|w| w.live),
             });
             offset += info.len;
         }
-        Ok(OpenFile {
-            file_id: id,
-            length: f.length,
-            version: f.version,
-            mtime: inode.mtime,
-            blocks,
-        })
+        Ok(OpenFile { file_id: id, length: f.length, version: f.version, mtime: inode.mtime, blocks })
     }
 }

@@ -11,8 +11,8 @@ mod workers;
 
 pub use mutation::{Applied, Mutation};
 pub use types::{
-    BlockId, BlockInfo, FileBody, FileState, Inode, InodeBody, InodeId, Mount, MountMode, ROOT_ID,
-    StateData, Worker, WorkerId,
+    BlockId, BlockInfo, FileBody, FileState, Inode, InodeBody, InodeId, Mount, MountMode, ROOT_ID, StateData, Worker,
+    WorkerId,
 };
 pub use view::{BlockLoc, DirEntry, EntryKind, ListPage, OpenFile, Stat};
 
@@ -34,10 +34,7 @@ impl State {
 
     /// Rebuilds a state from snapshot data.
     pub fn from_data(data: StateData) -> Self {
-        Self {
-            data,
-            live_epoch: 1,
-        }
+        Self { data, live_epoch: 1 }
     }
 
     pub fn data(&self) -> &StateData {
@@ -68,60 +65,26 @@ impl State {
     /// Applies one mutation atomically: on error the state is unchanged.
     pub fn apply(&mut self, m: &Mutation) -> Result<Applied> {
         match m {
-            Mutation::Mkdir {
-                path,
-                parents,
-                mode,
-                mtime,
-            } => self.mkdir(&parse(path)?, *parents, *mode, *mtime),
-            Mutation::Create {
-                path,
-                overwrite,
-                file_id,
-                version,
-                mode,
-                mtime,
-            } => self.create(&parse(path)?, *overwrite, *file_id, *version, *mode, *mtime),
-            Mutation::AddBlock {
-                file_id,
-                block_id,
-                worker,
-                shard,
-            } => self.add_block(*file_id, *block_id, *worker, *shard),
-            Mutation::Complete {
-                file_id,
-                length,
-                block_lens,
-                mtime,
-            } => self.complete(*file_id, *length, block_lens, *mtime),
+            Mutation::Mkdir { path, parents, mode, mtime } => self.mkdir(&parse(path)?, *parents, *mode, *mtime),
+            Mutation::Create { path, overwrite, file_id, version, mode, mtime } => {
+                self.create(&parse(path)?, *overwrite, *file_id, *version, *mode, *mtime)
+            }
+            Mutation::AddBlock { file_id, block_id, worker, shard } => {
+                self.add_block(*file_id, *block_id, *worker, *shard)
+            }
+            Mutation::Complete { file_id, length, block_lens, mtime } => {
+                self.complete(*file_id, *length, block_lens, *mtime)
+            }
             Mutation::Rename { src, dst, mtime } => self.rename(&parse(src)?, &parse(dst)?, *mtime),
-            Mutation::Delete {
-                path,
-                recursive,
-                mtime,
-            } => self.delete(&parse(path)?, *recursive, *mtime),
-            Mutation::Mount {
-                path,
-                ufs_url,
-                mode,
-                options,
-            } => self.mount(&parse(path)?, ufs_url, *mode, options),
+            Mutation::Delete { path, recursive, mtime } => self.delete(&parse(path)?, *recursive, *mtime),
+            Mutation::Mount { path, ufs_url, mode, options } => self.mount(&parse(path)?, ufs_url, *mode, options),
             Mutation::Unmount { path } => self.unmount(&parse(path)?),
-            Mutation::RegisterWorker {
-                worker_id,
-                host,
-                shard_ports,
-                capacity,
-                now,
-            } => self.register_worker(*worker_id, host, shard_ports, *capacity, *now),
-            Mutation::Heartbeat {
-                worker_id,
-                now,
-                capacity,
-                used,
-                added,
-                removed,
-            } => self.heartbeat(*worker_id, *now, *capacity, *used, added, removed),
+            Mutation::RegisterWorker { worker_id, host, shard_ports, capacity, now } => {
+                self.register_worker(*worker_id, host, shard_ports, *capacity, *now)
+            }
+            Mutation::Heartbeat { worker_id, now, capacity, used, added, removed } => {
+                self.heartbeat(*worker_id, *now, *capacity, *used, added, removed)
+            }
             Mutation::WorkersLost { worker_ids, now } => self.workers_lost(worker_ids, *now),
         }
     }

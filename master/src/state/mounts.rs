@@ -20,12 +20,8 @@ impl State {
         if self.data.mounts.contains_key(path.as_str()) {
             return err(ErrorKind::AlreadyExists, format!("mount at {path}"));
         }
-        let mount = Mount {
-            path: path.as_str().to_owned(),
-            ufs_url: ufs_url.to_owned(),
-            mode,
-            options: options.to_vec(),
-        };
+        let mount =
+            Mount { path: path.as_str().to_owned(), ufs_url: ufs_url.to_owned(), mode, options: options.to_vec() };
         self.data.mounts.insert(mount.path.clone(), mount);
         Ok(Applied::Done)
     }

@@ -64,13 +64,7 @@ impl State {
         self.touch(parent, mtime);
     }
 
-    pub(super) fn mkdir(
-        &mut self,
-        path: &CvPath,
-        parents: bool,
-        mode: u32,
-        mtime: u64,
-    ) -> Result<Applied> {
+    pub(super) fn mkdir(&mut self, path: &CvPath, parents: bool, mode: u32, mtime: u64) -> Result<Applied> {
         // Walk the existing prefix first so nothing changes if a later step would fail.
         let names: Vec<&str> = path.components().collect();
         let mut cur = ROOT_ID;
@@ -106,9 +100,7 @@ impl State {
                 name: (*name).to_owned(),
                 mtime,
                 mode,
-                body: InodeBody::Dir {
-                    children: BTreeMap::new(),
-                },
+                body: InodeBody::Dir { children: BTreeMap::new() },
             };
             self.link(cur, name, dir, mtime);
             cur = id;
@@ -130,10 +122,7 @@ impl State {
         };
         let parent = self.parent_dir(path)?;
         if file_id < self.data.next_inode || self.data.inodes.contains_key(&file_id) {
-            return err(
-                ErrorKind::InvalidArgument,
-                format!("file id {file_id} already used"),
-            );
+            return err(ErrorKind::InvalidArgument, format!("file id {file_id} already used"));
         }
         let existing = match &self.inode(parent)?.body {
             InodeBody::Dir { children } => children.get(name).copied(),
@@ -149,20 +138,8 @@ impl State {
         }
         self.data.next_inode = file_id + 1;
         self.data.next_version = self.data.next_version.max(version + 1);
-        let body = FileBody {
-            length: 0,
-            version,
-            state: FileState::Writing,
-            blocks: Vec::new(),
-        };
-        let file = Inode {
-            id: file_id,
-            parent,
-            name: name.to_owned(),
-            mtime,
-            mode,
-            body: InodeBody::File(body),
-        };
+        let body = FileBody { length: 0, version, state: FileState::Writing, blocks: Vec::new() };
+        let file = Inode { id: file_id, parent, name: name.to_owned(), mtime, mode, body: InodeBody::File(body) };
         if let Some(old) = existing {
             self.children_mut(parent).remove(name);
             self.remove_subtree(old);
@@ -181,10 +158,7 @@ impl State {
         }
         let is_dir = matches!(self.inode(id)?.body, InodeBody::Dir { .. });
         if is_dir && dst.is_under(src) {
-            return err(
-                ErrorKind::InvalidArgument,
-                format!("cannot move {src} into itself"),
-            );
+            return err(ErrorKind::InvalidArgument, format!("cannot move {src} into itself"));
         }
         let new_parent = self.parent_dir(dst)?;
         if self.lookup(dst).is_ok() {
@@ -197,8 +171,7 @@ impl State {
             i.parent = new_parent;
             i.name = dst_name.to_owned();
         }
-        self.children_mut(new_parent)
-            .insert(dst_name.to_owned(), id);
+        self.children_mut(new_parent).insert(dst_name.to_owned(), id);
         self.touch(new_parent, mtime);
         Ok(Applied::Done)
     }
@@ -273,20 +246,13 @@ impl State {
             return err(ErrorKind::NotADirectory, path.as_str());
         };
         let mut iter = match start_after {
-            Some(after) => children
-                .range::<str, _>((std::ops::Bound::Excluded(after), std::ops::Bound::Unbounded)),
+            Some(after) => children.range::<str, _>((std::ops::Bound::Excluded(after), std::ops::Bound::Unbounded)),
             None => children.range::<str, _>(..),
         };
         let mut entries = Vec::with_capacity(limit.min(children.len()));
         for (name, id) in iter.by_ref().take(limit) {
-            entries.push(DirEntry {
-                name: name.clone(),
-                stat: Self::stat_of(self.inode(*id)?),
-            });
+            entries.push(DirEntry { name: name.clone(), stat: Self::stat_of(self.inode(*id)?) });
         }
-        Ok(ListPage {
-            entries,
-            more: iter.next().is_some(),
-        })
+        Ok(ListPage { entries, more: iter.next().is_some() })
     }
 }

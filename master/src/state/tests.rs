@@ -5,50 +5,27 @@ fn p(s: &str) -> String {
 }
 
 fn mkdir(st: &mut State, path: &str, parents: bool) -> Result<Applied> {
-    st.apply(&Mutation::Mkdir {
-        path: p(path),
-        parents,
-        mode: 0o755,
-        mtime: 10,
-    })
+    st.apply(&Mutation::Mkdir { path: p(path), parents, mode: 0o755, mtime: 10 })
 }
 
 fn create(st: &mut State, path: &str, overwrite: bool) -> Result<InodeId> {
     let file_id = st.next_inode_id();
     let version = st.next_version();
-    st.apply(&Mutation::Create {
-        path: p(path),
-        overwrite,
-        file_id,
-        version,
-        mode: 0o644,
-        mtime: 20,
-    })?;
+    st.apply(&Mutation::Create { path: p(path), overwrite, file_id, version, mode: 0o644, mtime: 20 })?;
     Ok(file_id)
 }
 
 fn worker(st: &mut State, shards: usize) -> WorkerId {
     let worker_id = st.next_worker_id();
     let ports = (0..shards).map(|i| 7000 + i as u16).collect();
-    let m = Mutation::RegisterWorker {
-        worker_id,
-        host: p("127.0.0.1"),
-        shard_ports: ports,
-        capacity: 1 << 30,
-        now: 0,
-    };
+    let m = Mutation::RegisterWorker { worker_id, host: p("127.0.0.1"), shard_ports: ports, capacity: 1 << 30, now: 0 };
     st.apply(&m).unwrap();
     worker_id
 }
 
 fn add_block(st: &mut State, file_id: InodeId, w: WorkerId) -> Result<BlockId> {
     let block_id = st.next_block_id();
-    st.apply(&Mutation::AddBlock {
-        file_id,
-        block_id,
-        worker: w,
-        shard: 0,
-    })?;
+    st.apply(&Mutation::AddBlock { file_id, block_id, worker: w, shard: 0 })?;
     Ok(block_id)
 }
 
@@ -69,10 +46,7 @@ fn mkdir_parents_and_errors() {
     assert_eq!(kind(mkdir(&mut st, "/a", false)), ErrorKind::AlreadyExists);
     mkdir(&mut st, "/a", true).unwrap();
     create(&mut st, "/a/f", false).unwrap();
-    assert_eq!(
-        kind(mkdir(&mut st, "/a/f/x", true)),
-        ErrorKind::NotADirectory
-    );
+    assert_eq!(kind(mkdir(&mut st, "/a/f/x", true)), ErrorKind::NotADirectory);
     assert_eq!(kind(mkdir(&mut st, "/a/f", true)), ErrorKind::AlreadyExists);
     assert_eq!(kind(mkdir(&mut st, "/../x", true)), ErrorKind::InvalidPath);
 }
@@ -85,22 +59,8 @@ fn failed_mutation_changes_nothing() {
     let before = st.data().clone();
     assert!(mkdir(&mut st, "/a/f/x/y", true).is_err());
     assert!(create(&mut st, "/a/f", false).is_err());
-    assert!(
-        st.apply(&Mutation::Rename {
-            src: p("/a"),
-            dst: p("/a/z"),
-            mtime: 1
-        })
-        .is_err()
-    );
-    assert!(
-        st.apply(&Mutation::Delete {
-            path: p("/a"),
-            recursive: false,
-            mtime: 1
-        })
-        .is_err()
-    );
+    assert!(st.apply(&Mutation::Rename { src: p("/a"), dst: p("/a/z"), mtime: 1 }).is_err());
+    assert!(st.apply(&Mutation::Delete { path: p("/a"), recursive: false, mtime: 1 }).is_err());
     assert_eq!(&before, st.data());
 }
 
@@ -113,24 +73,13 @@ fn create_overwrite_and_kinds() {
     assert_eq!(kind(create(&mut st, "/f", false)), ErrorKind::AlreadyExists);
     let f2 = create(&mut st, "/f", true).unwrap();
     assert_ne!(f1, f2);
-    assert_eq!(
-        st.pending_deletes(w),
-        vec![b],
-        "overwrite drops the old blocks"
-    );
+    assert_eq!(st.pending_deletes(w), vec![b], "overwrite drops the old blocks");
     mkdir(&mut st, "/d", false).unwrap();
     assert_eq!(kind(create(&mut st, "/d", true)), ErrorKind::IsADirectory);
     assert_eq!(kind(create(&mut st, "/", true)), ErrorKind::IsADirectory);
     assert_eq!(kind(create(&mut st, "/nope/f", true)), ErrorKind::NotFound);
     // A reused file id is refused (ids come from the caller).
-    let m = Mutation::Create {
-        path: p("/g"),
-        overwrite: false,
-        file_id: f1,
-        version: 99,
-        mode: 0,
-        mtime: 0,
-    };
+    let m = Mutation::Create { path: p("/g"), overwrite: false, file_id: f1, version: 99, mode: 0, mtime: 0 };
     assert_eq!(kind(st.apply(&m)), ErrorKind::InvalidArgument);
 }
 
@@ -143,48 +92,19 @@ fn blocks_complete_open() {
     let b0 = add_block(&mut st, f, w).unwrap();
     let b1 = add_block(&mut st, f, w).unwrap();
     assert_eq!(kind(st.open_file(&cv("/f"))), ErrorKind::FileIncomplete);
-    let bad = Mutation::Complete {
-        file_id: f,
-        length: 10,
-        block_lens: vec![4, 4],
-        mtime: 5,
-    };
+    let bad = Mutation::Complete { file_id: f, length: 10, block_lens: vec![4, 4], mtime: 5 };
     assert_eq!(kind(st.apply(&bad)), ErrorKind::InvalidArgument);
-    let bad = Mutation::Complete {
-        file_id: f,
-        length: 4,
-        block_lens: vec![4],
-        mtime: 5,
-    };
+    let bad = Mutation::Complete { file_id: f, length: 4, block_lens: vec![4], mtime: 5 };
     assert_eq!(kind(st.apply(&bad)), ErrorKind::InvalidArgument);
-    let ok = Mutation::Complete {
-        file_id: f,
-        length: 7,
-        block_lens: vec![4, 3],
-        mtime: 5,
-    };
+    let ok = Mutation::Complete { file_id: f, length: 7, block_lens: vec![4, 3], mtime: 5 };
     st.apply(&ok).unwrap();
     assert_eq!(kind(st.apply(&ok)), ErrorKind::FileNotWritable);
     assert_eq!(kind(add_block(&mut st, f, w)), ErrorKind::FileNotWritable);
     let open = st.open_file(&cv("/f")).unwrap();
     assert_eq!(open.length, 7);
     assert_eq!(open.blocks.len(), 2);
-    assert_eq!(
-        (
-            open.blocks[0].block_id,
-            open.blocks[0].offset_in_file,
-            open.blocks[0].len
-        ),
-        (b0, 0, 4)
-    );
-    assert_eq!(
-        (
-            open.blocks[1].block_id,
-            open.blocks[1].offset_in_file,
-            open.blocks[1].len
-        ),
-        (b1, 4, 3)
-    );
+    assert_eq!((open.blocks[0].block_id, open.blocks[0].offset_in_file, open.blocks[0].len), (b0, 0, 4));
+    assert_eq!((open.blocks[1].block_id, open.blocks[1].offset_in_file, open.blocks[1].len), (b1, 4, 3));
     assert_eq!(open.blocks[0].port, 7000);
     assert!(open.blocks[0].worker_live);
     assert_eq!(st.stat(&cv("/f")).unwrap().state, Some(FileState::Complete));
@@ -205,10 +125,7 @@ fn list_is_sorted_and_paged() {
     let page = st.list(&CvPath::root(), Some("bb"), 1).unwrap();
     assert_eq!((page.entries[0].name.as_str(), page.more), ("c", true));
     assert_eq!(kind(st.list(&cv("/a"), None, 1)), ErrorKind::NotADirectory);
-    assert_eq!(
-        kind(st.list(&CvPath::root(), None, 0)),
-        ErrorKind::InvalidArgument
-    );
+    assert_eq!(kind(st.list(&CvPath::root(), None, 0)), ErrorKind::InvalidArgument);
 }
 
 #[test]
@@ -216,24 +133,14 @@ fn rename_files_and_dirs() {
     let mut st = State::new();
     mkdir(&mut st, "/a/b", true).unwrap();
     let f = create(&mut st, "/a/b/f", false).unwrap();
-    let mv = |src: &str, dst: &str| Mutation::Rename {
-        src: p(src),
-        dst: p(dst),
-        mtime: 30,
-    };
+    let mv = |src: &str, dst: &str| Mutation::Rename { src: p(src), dst: p(dst), mtime: 30 };
     st.apply(&mv("/a/b", "/x")).unwrap();
     assert_eq!(st.stat(&cv("/x/f")).unwrap().id, f);
     assert_eq!(kind(st.stat(&cv("/a/b"))), ErrorKind::NotFound);
-    assert_eq!(
-        kind(st.apply(&mv("/x", "/x/y"))),
-        ErrorKind::InvalidArgument
-    );
+    assert_eq!(kind(st.apply(&mv("/x", "/x/y"))), ErrorKind::InvalidArgument);
     assert_eq!(kind(st.apply(&mv("/x", "/a"))), ErrorKind::AlreadyExists);
     assert_eq!(kind(st.apply(&mv("/nope", "/q"))), ErrorKind::NotFound);
-    assert_eq!(
-        kind(st.apply(&mv("/x/f", "/x/f/g"))),
-        ErrorKind::NotADirectory
-    );
+    assert_eq!(kind(st.apply(&mv("/x/f", "/x/f/g"))), ErrorKind::NotADirectory);
     assert_eq!(kind(st.apply(&mv("/", "/q"))), ErrorKind::InvalidArgument);
     st.apply(&mv("/x/f", "/a/g")).unwrap();
     st.apply(&mv("/a/g", "/a/g")).unwrap();
@@ -250,41 +157,17 @@ fn delete_recursive_queues_block_deletes() {
     mkdir(&mut st, "/d/e", true).unwrap();
     let f = create(&mut st, "/d/e/f", false).unwrap();
     let b = add_block(&mut st, f, w).unwrap();
-    let del = |path: &str, recursive| Mutation::Delete {
-        path: p(path),
-        recursive,
-        mtime: 40,
-    };
+    let del = |path: &str, recursive| Mutation::Delete { path: p(path), recursive, mtime: 40 };
     assert_eq!(kind(st.apply(&del("/d", false))), ErrorKind::NotEmpty);
-    assert_eq!(
-        st.apply(&del("/d", true)).unwrap(),
-        Applied::Deleted { blocks: 1 }
-    );
+    assert_eq!(st.apply(&del("/d", true)).unwrap(), Applied::Deleted { blocks: 1 });
     assert_eq!(kind(st.stat(&cv("/d/e/f"))), ErrorKind::NotFound);
     assert!(st.data().blocks.is_empty());
     assert_eq!(st.data().inodes.len(), 1, "only the root is left");
     assert_eq!(kind(st.apply(&del("/", true))), ErrorKind::InvalidArgument);
     // The next heartbeat hands the delete out exactly once.
-    let hb = Mutation::Heartbeat {
-        worker_id: w,
-        now: 1,
-        capacity: 1,
-        used: 0,
-        added: vec![],
-        removed: vec![],
-    };
-    assert_eq!(
-        st.apply(&hb).unwrap(),
-        Applied::Heartbeat {
-            delete_blocks: vec![b]
-        }
-    );
-    assert_eq!(
-        st.apply(&hb).unwrap(),
-        Applied::Heartbeat {
-            delete_blocks: vec![]
-        }
-    );
+    let hb = Mutation::Heartbeat { worker_id: w, now: 1, capacity: 1, used: 0, added: vec![], removed: vec![] };
+    assert_eq!(st.apply(&hb).unwrap(), Applied::Heartbeat { delete_blocks: vec![b] });
+    assert_eq!(st.apply(&hb).unwrap(), Applied::Heartbeat { delete_blocks: vec![] });
 }
 
 #[test]
@@ -293,30 +176,11 @@ fn heartbeat_reports_and_orphans() {
     let w = worker(&mut st, 1);
     let f = create(&mut st, "/f", false).unwrap();
     let b = add_block(&mut st, f, w).unwrap();
-    let hb = Mutation::Heartbeat {
-        worker_id: w,
-        now: 5,
-        capacity: 9,
-        used: 3,
-        added: vec![b, 777],
-        removed: vec![],
-    };
-    assert_eq!(
-        st.apply(&hb).unwrap(),
-        Applied::Heartbeat {
-            delete_blocks: vec![777]
-        }
-    );
+    let hb = Mutation::Heartbeat { worker_id: w, now: 5, capacity: 9, used: 3, added: vec![b, 777], removed: vec![] };
+    assert_eq!(st.apply(&hb).unwrap(), Applied::Heartbeat { delete_blocks: vec![777] });
     assert!(st.data().blocks[&b].reported);
     assert_eq!(st.worker(w).unwrap().used, 3);
-    let hb = Mutation::Heartbeat {
-        worker_id: 42,
-        now: 5,
-        capacity: 9,
-        used: 3,
-        added: vec![],
-        removed: vec![],
-    };
+    let hb = Mutation::Heartbeat { worker_id: 42, now: 5, capacity: 9, used: 3, added: vec![], removed: vec![] };
     assert_eq!(kind(st.apply(&hb)), ErrorKind::UnknownWorker);
 }
 
@@ -329,29 +193,12 @@ fn lost_workers_report_missing_blocks_and_revive() {
     let b = add_block(&mut st, f, w1).unwrap();
     assert_eq!(st.expired_workers(1_000, 500), vec![w1, w2]);
     let epoch = st.live_epoch();
-    let lost = st
-        .apply(&Mutation::WorkersLost {
-            worker_ids: vec![w1],
-            now: 1_000,
-        })
-        .unwrap();
-    assert_eq!(
-        lost,
-        Applied::WorkersLost {
-            missing_blocks: vec![b]
-        }
-    );
+    let lost = st.apply(&Mutation::WorkersLost { worker_ids: vec![w1], now: 1_000 }).unwrap();
+    assert_eq!(lost, Applied::WorkersLost { missing_blocks: vec![b] });
     assert!(st.live_epoch() > epoch);
     assert_eq!(st.live_shards(), vec![(w2, 0), (w2, 1)]);
     assert_eq!(kind(add_block(&mut st, f, w1)), ErrorKind::NoWorkers);
-    let hb = Mutation::Heartbeat {
-        worker_id: w1,
-        now: 2_000,
-        capacity: 1,
-        used: 0,
-        added: vec![],
-        removed: vec![],
-    };
+    let hb = Mutation::Heartbeat { worker_id: w1, now: 2_000, capacity: 1, used: 0, added: vec![], removed: vec![] };
     st.apply(&hb).unwrap();
     assert_eq!(st.live_shards().len(), 4);
     assert_eq!(st.expired_workers(2_100, 500), vec![w2]);
@@ -368,22 +215,11 @@ fn mounts_are_stored() {
     };
     st.apply(&m).unwrap();
     assert_eq!(kind(st.apply(&m)), ErrorKind::AlreadyExists);
-    let bad = Mutation::Mount {
-        path: p("/x"),
-        ufs_url: p("nope"),
-        mode: MountMode::Fs,
-        options: vec![],
-    };
+    let bad = Mutation::Mount { path: p("/x"), ufs_url: p("nope"), mode: MountMode::Fs, options: vec![] };
     assert_eq!(kind(st.apply(&bad)), ErrorKind::InvalidArgument);
     assert_eq!(st.mounts().len(), 1);
-    assert_eq!(
-        st.mount_for(&cv("/data/t/1.parquet")).unwrap().ufs_url,
-        "s3://bucket/prefix"
-    );
+    assert_eq!(st.mount_for(&cv("/data/t/1.parquet")).unwrap().ufs_url, "s3://bucket/prefix");
     assert!(st.mount_for(&cv("/database")).is_none());
     st.apply(&Mutation::Unmount { path: p("/data") }).unwrap();
-    assert_eq!(
-        kind(st.apply(&Mutation::Unmount { path: p("/data") })),
-        ErrorKind::NotFound
-    );
+    assert_eq!(kind(st.apply(&Mutation::Unmount { path: p("/data") })), ErrorKind::NotFound);
 }

@@ -104,9 +104,7 @@ impl Default for StateData {
             name: String::new(),
             mtime: 0,
             mode: 0o755,
-            body: InodeBody::Dir {
-                children: BTreeMap::new(),
-            },
+            body: InodeBody::Dir { children: BTreeMap::new() },
         };
         Self {
             inodes: BTreeMap::from([(ROOT_ID, root)]),

@@ -17,31 +17,21 @@ impl State {
         now: u64,
     ) -> Result<Applied> {
         if host.is_empty() || shard_ports.is_empty() || shard_ports.len() > MAX_SHARDS {
-            return err(
-                ErrorKind::InvalidArgument,
-                "worker needs a host and 1..=1024 shard ports",
-            );
+            return err(ErrorKind::InvalidArgument, "worker needs a host and 1..=1024 shard ports");
         }
         if !self.data.workers.contains_key(&worker_id) && worker_id < self.data.next_worker {
-            return err(
-                ErrorKind::InvalidArgument,
-                format!("worker id {worker_id} not issued"),
-            );
+            return err(ErrorKind::InvalidArgument, format!("worker id {worker_id} not issued"));
         }
         self.data.next_worker = self.data.next_worker.max(worker_id + 1);
-        let w = self
-            .data
-            .workers
-            .entry(worker_id)
-            .or_insert_with(|| Worker {
-                id: worker_id,
-                host: String::new(),
-                shard_ports: Vec::new(),
-                capacity: 0,
-                used: 0,
-                last_heartbeat: now,
-                live: false,
-            });
+        let w = self.data.workers.entry(worker_id).or_insert_with(|| Worker {
+            id: worker_id,
+            host: String::new(),
+            shard_ports: Vec::new(),
+            capacity: 0,
+            used: 0,
+            last_heartbeat: now,
+            live: false,
+        });
         w.host = host.to_owned();
         w.shard_ports = shard_ports.to_vec();
         w.capacity = capacity;
@@ -76,11 +66,7 @@ impl State {
                 // A block the master does not place here (e.g. its file was deleted while a
                 // heartbeat reply was lost): tell the worker to drop it.
                 _ => {
-                    self.data
-                        .pending_deletes
-                        .entry(worker_id)
-                        .or_default()
-                        .insert(*b);
+                    self.data.pending_deletes.entry(worker_id).or_default().insert(*b);
                 }
             }
         }
@@ -91,12 +77,8 @@ impl State {
                 info.reported = false;
             }
         }
-        let delete_blocks = self
-            .data
-            .pending_deletes
-            .remove(&worker_id)
-            .map(|s| s.into_iter().collect())
-            .unwrap_or_default();
+        let delete_blocks =
+            self.data.pending_deletes.remove(&worker_id).map(|s| s.into_iter().collect()).unwrap_or_default();
         Ok(Applied::Heartbeat { delete_blocks })
     }
 
@@ -111,19 +93,11 @@ impl State {
             {
                 w.live = false;
                 self.live_epoch += 1;
-                missing.extend(
-                    self.data
-                        .blocks
-                        .iter()
-                        .filter(|(_, b)| b.worker == *id)
-                        .map(|(id, _)| *id),
-                );
+                missing.extend(self.data.blocks.iter().filter(|(_, b)| b.worker == *id).map(|(id, _)| *id));
             }
         }
         missing.sort_unstable();
-        Ok(Applied::WorkersLost {
-            missing_blocks: missing,
-        })
+        Ok(Applied::WorkersLost { missing_blocks: missing })
     }
 
     /// Live workers whose last heartbeat is older than `timeout_ms` at `now`.
@@ -153,10 +127,6 @@ impl State {
 
     /// Block deletes queued for a worker (handed out by its next heartbeat).
     pub fn pending_deletes(&self, id: WorkerId) -> Vec<BlockId> {
-        self.data
-            .pending_deletes
-            .get(&id)
-            .map(|s| s.iter().copied().collect())
-            .unwrap_or_default()
+        self.data.pending_deletes.get(&id).map(|s| s.iter().copied().collect()).unwrap_or_default()
     }
 }
