@@ -1,1 +1,16 @@
-//! QUIC and mutual-TLS configuration shared by client, master and worker
+//! Transport pieces shared by the client, the master and the worker:
+//! mutual-TLS identities under a cluster CA ([`tls`]), QUIC transport settings
+//! ([`quic`]), typed configuration values ([`config`]), and — behind the
+//! `tokio` feature — request/response helpers over quinn streams ([`rpc`]).
+//!
+//! No async runtime is needed for anything but [`rpc`].
+
+pub mod config;
+mod error;
+pub mod quic;
+pub mod tls;
+
+#[cfg(feature = "tokio")]
+pub mod rpc;
+
+pub use error::{NetError, NetErrorKind};

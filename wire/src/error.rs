@@ -37,10 +37,7 @@ pub struct WireError {
 
 impl WireError {
     pub(crate) fn new(kind: WireErrorKind, detail: impl Into<String>) -> Self {
-        WireError {
-            kind,
-            detail: detail.into(),
-        }
+        WireError { kind, detail: detail.into() }
     }
 
     /// What broke.

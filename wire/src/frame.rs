@@ -67,10 +67,7 @@ impl FrameHeader {
         }
         let flags = u16_at(8);
         if flags & !Flags::KNOWN != 0 || u16_at(10) != 0 {
-            return Err(WireError::new(
-                WireErrorKind::BadHeader,
-                "reserved header bits set",
-            ));
+            return Err(WireError::new(WireErrorKind::BadHeader, "reserved header bits set"));
         }
         let kind = Kind::from_u16(u16_at(6))?;
         let body_len = u32_at(12);
@@ -144,29 +141,21 @@ impl EncodedFrame {
 }
 
 /// Encodes `msg` with a payload held in one slice.
-pub fn encode<M: Message>(
-    msg: &M,
-    request_id: u64,
-    payload: &[u8],
-) -> Result<EncodedFrame, WireError> {
+pub fn encode<M: Message>(msg: &M, request_id: u64, payload: &[u8]) -> Result<EncodedFrame, WireError> {
     encode_with(msg, request_id, &[payload])
 }
 
 /// Encodes `msg` with a payload held in several slices (e.g. DMA chunks),
 /// which are checksummed in place and never copied.
-pub fn encode_with<M: Message>(
-    msg: &M,
-    request_id: u64,
-    payload: &[&[u8]],
-) -> Result<EncodedFrame, WireError> {
+pub fn encode_with<M: Message>(msg: &M, request_id: u64, payload: &[&[u8]]) -> Result<EncodedFrame, WireError> {
     let mut head = AlignedVec::with_capacity(256);
     head.extend_from_slice(&[0u8; HEADER_LEN]);
     let mut head = msg.archive_into(head)?;
-    let body_len = u32::try_from(head.len() - HEADER_LEN)
-        .map_err(|_| WireError::new(WireErrorKind::Encode, "body over 4 GiB"))?;
+    let body_len =
+        u32::try_from(head.len() - HEADER_LEN).map_err(|_| WireError::new(WireErrorKind::Encode, "body over 4 GiB"))?;
     let payload_len: usize = payload.iter().map(|p| p.len()).sum();
-    let payload_len = u32::try_from(payload_len)
-        .map_err(|_| WireError::new(WireErrorKind::Encode, "payload over 4 GiB"))?;
+    let payload_len =
+        u32::try_from(payload_len).map_err(|_| WireError::new(WireErrorKind::Encode, "payload over 4 GiB"))?;
     let mut header = FrameHeader {
         version: PROTOCOL_VERSION,
         kind: M::KIND,
@@ -202,18 +191,11 @@ impl Frame {
     pub fn decode(bytes: &[u8], limits: &Limits) -> Result<Frame, WireError> {
         let header = FrameHeader::parse(bytes, limits)?;
         if bytes.len() != header.frame_len() {
-            let kind = if bytes.len() < header.frame_len() {
-                WireErrorKind::Truncated
-            } else {
-                WireErrorKind::BadHeader
-            };
+            let kind =
+                if bytes.len() < header.frame_len() { WireErrorKind::Truncated } else { WireErrorKind::BadHeader };
             return Err(WireError::new(
                 kind,
-                format!(
-                    "frame declares {} bytes, got {}",
-                    header.frame_len(),
-                    bytes.len()
-                ),
+                format!("frame declares {} bytes, got {}", header.frame_len(), bytes.len()),
             ));
         }
         let body_end = HEADER_LEN + header.body_len as usize;
@@ -235,10 +217,7 @@ impl Frame {
     ) -> Result<Frame, WireError> {
         let header = FrameHeader::parse(&raw_header, limits)?;
         if body.len() != header.body_len as usize || payload.len() != header.payload_len as usize {
-            return Err(WireError::new(
-                WireErrorKind::Truncated,
-                "body or payload length differs from header",
-            ));
+            return Err(WireError::new(WireErrorKind::Truncated, "body or payload length differs from header"));
         }
         let mut crc = crc32fast::Hasher::new();
         crc.update(&raw_header[..CRC_COVERED]);
@@ -251,13 +230,7 @@ impl Frame {
                 format!("crc32 {got:08x}, header says {:08x}", header.crc32),
             ));
         }
-        Ok(Frame {
-            header,
-            raw_header,
-            body,
-            payload,
-            limits: *limits,
-        })
+        Ok(Frame { header, raw_header, body, payload, limits: *limits })
     }
 
     /// The verified header.
@@ -285,11 +258,7 @@ impl Frame {
         if self.header.kind != M::KIND {
             return Err(WireError::new(
                 WireErrorKind::UnexpectedKind,
-                format!(
-                    "expected {}, got {}",
-                    M::KIND.name(),
-                    self.header.kind.name()
-                ),
+                format!("expected {}, got {}", M::KIND.name(), self.header.kind.name()),
             ));
         }
         let archived = M::access(&self.body)?;

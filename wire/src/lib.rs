@@ -32,3 +32,7 @@ pub const PROTOCOL_VERSION: u16 = 1;
 
 /// ALPN token negotiated by every cv QUIC connection.
 pub const ALPN: &[u8] = b"cv/1";
+
+/// The rkyv version frames are archived with, for callers that read archived
+/// views (`AlignedVec`, `deserialize`).
+pub use rkyv;

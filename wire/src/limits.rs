@@ -18,13 +18,8 @@ pub struct Limits {
 impl Limits {
     /// Defaults: 16 MiB bodies (a block map of ~200k blocks), 64 MiB payloads,
     /// 4 KiB paths, 1M list entries.
-    pub const DEFAULT: Limits = Limits {
-        max_body: 16 << 20,
-        max_payload: 64 << 20,
-        max_path: 4096,
-        max_string: 4096,
-        max_list: 1 << 20,
-    };
+    pub const DEFAULT: Limits =
+        Limits { max_body: 16 << 20, max_payload: 64 << 20, max_path: 4096, max_string: 4096, max_list: 1 << 20 };
 }
 
 impl Default for Limits {

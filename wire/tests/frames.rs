@@ -19,14 +19,7 @@ fn status(path: &str) -> FileStatus {
 }
 
 fn loc(id: u64) -> BlockLoc {
-    BlockLoc {
-        block_id: id,
-        offset: id * 4096,
-        len: 4096,
-        worker_id: 3,
-        shard: 1,
-        addr: "127.0.0.1:7001".into(),
-    }
+    BlockLoc { block_id: id, offset: id * 4096, len: 4096, worker_id: 3, shard: 1, addr: "127.0.0.1:7001".into() }
 }
 
 /// Encodes, decodes, validates and copies back; returns the kind exercised.
@@ -46,134 +39,34 @@ fn round_trip<M: Message + PartialEq + Clone>(msg: M, payload: &[u8]) -> Kind {
 #[test]
 fn every_message_round_trips() {
     let tail = vec![0xAB; 64 << 10];
-    let kv = KeyValue {
-        key: "region".into(),
-        value: "us-east-1".into(),
-    };
+    let kv = KeyValue { key: "region".into(), value: "us-east-1".into() };
     let kinds = [
-        round_trip(
-            Hello {
-                min_version: 1,
-                max_version: 1,
-                role: Role::Client,
-                node: "n".into(),
-            },
-            &[],
-        ),
-        round_trip(
-            HelloOk {
-                version: 1,
-                role: Role::Master,
-                node: "m".into(),
-            },
-            &[],
-        ),
-        round_trip(
-            ErrorReply {
-                code: 19,
-                message: "moved".into(),
-                redirect: Some("h:1".into()),
-            },
-            &[],
-        ),
+        round_trip(Hello { min_version: 1, max_version: 1, role: Role::Client, node: "n".into() }, &[]),
+        round_trip(HelloOk { version: 1, role: Role::Master, node: "m".into() }, &[]),
+        round_trip(ErrorReply { code: 19, message: "moved".into(), redirect: Some("h:1".into()) }, &[]),
         round_trip(Ping { nonce: 5 }, &[]),
         round_trip(Pong { nonce: 5 }, &[]),
         round_trip(Done {}, &[]),
+        round_trip(Open { path: "/a/b.parquet".into() }, &[]),
         round_trip(
-            Open {
-                path: "/a/b.parquet".into(),
-            },
-            &[],
-        ),
-        round_trip(
-            OpenOk {
-                status: status("/a"),
-                blocks: (0..3).map(loc).collect(),
-                tail_cached: true,
-                tail_offset: 9,
-            },
+            OpenOk { status: status("/a"), blocks: (0..3).map(loc).collect(), tail_cached: true, tail_offset: 9 },
             &tail,
         ),
         round_trip(Stat { path: "/a".into() }, &[]),
-        round_trip(
-            StatOk {
-                status: status("/a"),
-            },
-            &[],
-        ),
-        round_trip(
-            List {
-                path: "/".into(),
-                start_after: Some("b".into()),
-                limit: 100,
-            },
-            &[],
-        ),
-        round_trip(
-            ListOk {
-                entries: vec![status("/a"), status("/b")],
-                more: true,
-            },
-            &[],
-        ),
-        round_trip(
-            Mkdir {
-                path: "/d".into(),
-                parents: true,
-                mode: 0o755,
-            },
-            &[],
-        ),
-        round_trip(
-            Create {
-                path: "/f".into(),
-                overwrite: false,
-                mode: 0o644,
-                block_size: 0,
-            },
-            &[],
-        ),
-        round_trip(
-            CreateOk {
-                file_id: 1,
-                block_size: 4 << 20,
-            },
-            &[],
-        ),
-        round_trip(
-            AddBlock {
-                file_id: 1,
-                index: 0,
-            },
-            &[],
-        ),
+        round_trip(StatOk { status: status("/a") }, &[]),
+        round_trip(List { path: "/".into(), start_after: Some("b".into()), limit: 100 }, &[]),
+        round_trip(ListOk { entries: vec![status("/a"), status("/b")], more: true }, &[]),
+        round_trip(Mkdir { path: "/d".into(), parents: true, mode: 0o755 }, &[]),
+        round_trip(Create { path: "/f".into(), overwrite: false, mode: 0o644, block_size: 0 }, &[]),
+        round_trip(CreateOk { file_id: 1, block_size: 4 << 20 }, &[]),
+        round_trip(AddBlock { file_id: 1, index: 0 }, &[]),
         round_trip(AddBlockOk { block: loc(1) }, &[]),
         round_trip(
-            Complete {
-                file_id: 1,
-                length: 10,
-                blocks: vec![BlockLen {
-                    block_id: 1,
-                    len: 10,
-                }],
-                tail_offset: 0,
-            },
+            Complete { file_id: 1, length: 10, blocks: vec![BlockLen { block_id: 1, len: 10 }], tail_offset: 0 },
             b"0123456789",
         ),
-        round_trip(
-            Rename {
-                src: "/a".into(),
-                dst: "/b".into(),
-            },
-            &[],
-        ),
-        round_trip(
-            Delete {
-                path: "/a".into(),
-                recursive: true,
-            },
-            &[],
-        ),
+        round_trip(Rename { src: "/a".into(), dst: "/b".into() }, &[]),
+        round_trip(Delete { path: "/a".into(), recursive: true }, &[]),
         round_trip(
             Mount {
                 ufs_url: "s3://b/p".into(),
@@ -183,12 +76,7 @@ fn every_message_round_trips() {
             },
             &[],
         ),
-        round_trip(
-            Unmount {
-                cv_path: "/m".into(),
-            },
-            &[],
-        ),
+        round_trip(Unmount { cv_path: "/m".into() }, &[]),
         round_trip(ListMounts {}, &[]),
         round_trip(
             ListMountsOk {
@@ -211,74 +99,28 @@ fn every_message_round_trips() {
             },
             &[],
         ),
-        round_trip(
-            RegisterOk {
-                worker_id: 3,
-                heartbeat_ms: 1000,
-            },
-            &[],
-        ),
+        round_trip(RegisterOk { worker_id: 3, heartbeat_ms: 1000 }, &[]),
         round_trip(
             Heartbeat {
                 worker_id: 3,
                 capacity: 10,
                 used: 5,
-                added: vec![BlockReport {
-                    block_id: 1,
-                    len: 2,
-                    shard: 0,
-                }],
+                added: vec![BlockReport { block_id: 1, len: 2, shard: 0 }],
                 removed: vec![4, 5],
             },
             &[],
         ),
         round_trip(
-            HeartbeatOk {
-                commands: vec![
-                    WorkerCommand::DeleteBlocks(vec![1, 2]),
-                    WorkerCommand::Reregister,
-                ],
-            },
+            HeartbeatOk { commands: vec![WorkerCommand::DeleteBlocks(vec![1, 2]), WorkerCommand::Reregister] },
             &[],
         ),
-        round_trip(
-            ReadBlock {
-                block_id: 1,
-                offset: 0,
-                len: 4096,
-            },
-            &[],
-        ),
+        round_trip(ReadBlock { block_id: 1, offset: 0, len: 4096 }, &[]),
         round_trip(ReadBlockOk { block_len: 4096 }, &[7u8; 4096]),
-        round_trip(
-            WriteBlock {
-                block_id: 1,
-                pinned: true,
-            },
-            &[1u8; 5000],
-        ),
-        round_trip(
-            WriteBlockOk {
-                len: 5000,
-                crc32: 0xdead_beef,
-            },
-            &[],
-        ),
-        round_trip(
-            DeleteBlocks {
-                block_ids: vec![1, 2, 3],
-            },
-            &[],
-        ),
+        round_trip(WriteBlock { block_id: 1, pinned: true }, &[1u8; 5000]),
+        round_trip(WriteBlockOk { len: 5000, crc32: 0xdead_beef }, &[]),
+        round_trip(DeleteBlocks { block_ids: vec![1, 2, 3] }, &[]),
         round_trip(StatBlock { block_id: 1 }, &[]),
-        round_trip(
-            StatBlockOk {
-                len: 1,
-                pinned: false,
-                in_memory: true,
-            },
-            &[],
-        ),
+        round_trip(StatBlockOk { len: 1, pinned: false, in_memory: true }, &[]),
         round_trip(Report {}, &[]),
         round_trip(
             ReportOk {
@@ -308,12 +150,8 @@ fn every_message_round_trips() {
 }
 
 fn open_frame() -> Vec<u8> {
-    let msg = OpenOk {
-        status: status("/t.parquet"),
-        blocks: (0..4).map(loc).collect(),
-        tail_cached: true,
-        tail_offset: 1,
-    };
+    let msg =
+        OpenOk { status: status("/t.parquet"), blocks: (0..4).map(loc).collect(), tail_cached: true, tail_offset: 1 };
     let payload = vec![0x5A; 1000];
     let enc = encode(&msg, 1, &payload).unwrap();
     let mut wire = enc.head().to_vec();
@@ -323,11 +161,7 @@ fn open_frame() -> Vec<u8> {
 
 fn err_kind(bytes: &[u8], limits: &Limits) -> WireErrorKind {
     match Frame::decode(bytes, limits) {
-        Ok(f) => f
-            .access::<OpenOk>()
-            .map(|_| ())
-            .expect_err("damaged frame accepted")
-            .kind(),
+        Ok(f) => f.access::<OpenOk>().map(|_| ()).expect_err("damaged frame accepted").kind(),
         Err(e) => e.kind(),
     }
 }
@@ -336,11 +170,7 @@ fn err_kind(bytes: &[u8], limits: &Limits) -> WireErrorKind {
 fn truncated_frames_are_refused_at_every_length() {
     let wire = open_frame();
     for cut in 0..wire.len() {
-        assert_eq!(
-            err_kind(&wire[..cut], &Limits::DEFAULT),
-            WireErrorKind::Truncated,
-            "cut at {cut}"
-        );
+        assert_eq!(err_kind(&wire[..cut], &Limits::DEFAULT), WireErrorKind::Truncated, "cut at {cut}");
     }
 }
 
@@ -392,25 +222,14 @@ fn header_checks_name_the_failure() {
 #[test]
 fn oversized_frames_are_refused_before_allocation() {
     let wire = open_frame();
-    let small = Limits {
-        max_payload: 999,
-        ..Limits::DEFAULT
-    };
+    let small = Limits { max_payload: 999, ..Limits::DEFAULT };
     assert_eq!(err_kind(&wire, &small), WireErrorKind::LimitExceeded);
-    let small = Limits {
-        max_body: 64,
-        ..Limits::DEFAULT
-    };
+    let small = Limits { max_body: 64, ..Limits::DEFAULT };
     assert_eq!(err_kind(&wire, &small), WireErrorKind::LimitExceeded);
     // A header claiming 4 GiB is refused from its 32 bytes alone.
     let mut huge = wire[..HEADER_LEN].to_vec();
     huge[12..16].copy_from_slice(&u32::MAX.to_le_bytes());
-    assert_eq!(
-        cv_wire::FrameHeader::parse(&huge, &Limits::DEFAULT)
-            .unwrap_err()
-            .kind(),
-        WireErrorKind::LimitExceeded
-    );
+    assert_eq!(cv_wire::FrameHeader::parse(&huge, &Limits::DEFAULT).unwrap_err().kind(), WireErrorKind::LimitExceeded);
 }
 
 #[test]
@@ -418,34 +237,20 @@ fn semantic_limits_are_checked_on_access() {
     let long = "/".to_string() + &"a".repeat(5000);
     let enc = encode(&Open { path: long }, 1, &[]).unwrap();
     let frame = Frame::decode(enc.head(), &Limits::DEFAULT).unwrap();
-    assert_eq!(
-        frame.access::<Open>().unwrap_err().kind(),
-        WireErrorKind::LimitExceeded
-    );
+    assert_eq!(frame.access::<Open>().unwrap_err().kind(), WireErrorKind::LimitExceeded);
 
-    let many = DeleteBlocks {
-        block_ids: (0..100).collect(),
-    };
+    let many = DeleteBlocks { block_ids: (0..100).collect() };
     let enc = encode(&many, 1, &[]).unwrap();
-    let tight = Limits {
-        max_list: 10,
-        ..Limits::DEFAULT
-    };
+    let tight = Limits { max_list: 10, ..Limits::DEFAULT };
     let frame = Frame::decode(enc.head(), &tight).unwrap();
-    assert_eq!(
-        frame.access::<DeleteBlocks>().unwrap_err().kind(),
-        WireErrorKind::LimitExceeded
-    );
+    assert_eq!(frame.access::<DeleteBlocks>().unwrap_err().kind(), WireErrorKind::LimitExceeded);
 }
 
 #[test]
 fn wrong_kind_and_garbage_bodies_are_refused() {
     let enc = encode(&Ping { nonce: 1 }, 1, &[]).unwrap();
     let frame = Frame::decode(enc.head(), &Limits::DEFAULT).unwrap();
-    assert_eq!(
-        frame.access::<Pong>().unwrap_err().kind(),
-        WireErrorKind::UnexpectedKind
-    );
+    assert_eq!(frame.access::<Pong>().unwrap_err().kind(), WireErrorKind::UnexpectedKind);
 
     // A frame whose checksum is right but whose body is not an archive of
     // its kind: rkyv's validation must catch it.
@@ -461,10 +266,7 @@ fn wrong_kind_and_garbage_bodies_are_refused() {
     };
     bytes[28..32].copy_from_slice(&crc.to_le_bytes());
     let frame = Frame::decode(&bytes, &Limits::DEFAULT).unwrap();
-    assert_eq!(
-        frame.access::<Mkdir>().unwrap_err().kind(),
-        WireErrorKind::Malformed
-    );
+    assert_eq!(frame.access::<Mkdir>().unwrap_err().kind(), WireErrorKind::Malformed);
 }
 
 #[test]

@@ -96,22 +96,14 @@ pub struct KeyValue {
     pub value: String,
 }
 
-pub(crate) fn check_path(
-    p: &rkyv::string::ArchivedString,
-    l: &Limits,
-    field: &str,
-) -> Result<(), WireError> {
+pub(crate) fn check_path(p: &rkyv::string::ArchivedString, l: &Limits, field: &str) -> Result<(), WireError> {
     if p.len() > l.max_path as usize {
         return Err(limit(field, p.len(), l.max_path));
     }
     Ok(())
 }
 
-pub(crate) fn check_str(
-    s: &rkyv::string::ArchivedString,
-    l: &Limits,
-    field: &str,
-) -> Result<(), WireError> {
+pub(crate) fn check_str(s: &rkyv::string::ArchivedString, l: &Limits, field: &str) -> Result<(), WireError> {
     if s.len() > l.max_string as usize {
         return Err(limit(field, s.len(), l.max_string));
     }
@@ -126,10 +118,7 @@ pub(crate) fn check_count(n: usize, l: &Limits, field: &str) -> Result<(), WireE
 }
 
 fn limit(field: &str, got: usize, max: u32) -> WireError {
-    WireError::new(
-        WireErrorKind::LimitExceeded,
-        format!("{field}: {got} > limit {max}"),
-    )
+    WireError::new(WireErrorKind::LimitExceeded, format!("{field}: {got} > limit {max}"))
 }
 
 impl ArchivedFileStatus {

@@ -1,0 +1,293 @@
+//! Request/response over quinn on tokio: one frame per direction per
+//! bidirectional stream, a hello on the first stream of every connection.
+//! Used by the client and the master; worker shards use their own
+//! quinn-proto driver with the same framing.
+
+use crate::config::ByteSize;
+use crate::error::{NetError, NetErrorKind};
+use crate::quic::{TransportSettings, bind_udp, client_config, server_config};
+use crate::tls::{Identity, SERVER_NAME};
+use cv_wire::msg::{ErrorReply, Hello, HelloOk, Role};
+use cv_wire::rkyv::util::AlignedVec;
+use cv_wire::{EncodedFrame, ErrorCode, Frame, FrameHeader, HEADER_LEN, Limits, Message, PROTOCOL_VERSION};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+fn conn_err(what: &str, e: impl std::error::Error + Send + Sync + 'static) -> NetError {
+    NetError::new(NetErrorKind::Connect, what.to_string()).with_source(e)
+}
+
+fn read_err(e: quinn::ReadExactError) -> NetError {
+    match e {
+        quinn::ReadExactError::FinishedEarly(n) => {
+            NetError::new(NetErrorKind::Protocol, format!("stream ended {n} bytes into a frame part"))
+        }
+        quinn::ReadExactError::ReadError(e) => conn_err("read", e),
+    }
+}
+
+/// Builds a server endpoint on `addr` with mutual TLS.
+pub fn server_endpoint(
+    addr: SocketAddr,
+    identity: &Identity,
+    settings: &TransportSettings,
+) -> Result<quinn::Endpoint, NetError> {
+    let socket = bind_udp(addr, settings.socket_buffer)?;
+    let cfg = server_config(identity, settings)?;
+    quinn::Endpoint::new(quinn::EndpointConfig::default(), Some(cfg), socket, Arc::new(quinn::TokioRuntime))
+        .map_err(|e| NetError::new(NetErrorKind::Io, format!("server endpoint on {addr}")).with_source(e))
+}
+
+/// Builds a client endpoint (ephemeral port) presenting `identity`.
+pub fn client_endpoint(identity: &Identity, settings: &TransportSettings) -> Result<quinn::Endpoint, NetError> {
+    let socket = bind_udp("[::]:0".parse().expect("literal address"), settings.socket_buffer)
+        .or_else(|_| bind_udp("0.0.0.0:0".parse().expect("literal address"), settings.socket_buffer))?;
+    let mut ep = quinn::Endpoint::new(quinn::EndpointConfig::default(), None, socket, Arc::new(quinn::TokioRuntime))
+        .map_err(|e| NetError::new(NetErrorKind::Io, "client endpoint").with_source(e))?;
+    ep.set_default_client_config(client_config(identity, settings)?);
+    Ok(ep)
+}
+
+/// Reads one frame: header first (checked against `limits` before anything
+/// is allocated), then body and payload, then the checksum.
+pub async fn read_frame(recv: &mut quinn::RecvStream, limits: &Limits) -> Result<Frame, NetError> {
+    let mut raw = [0u8; HEADER_LEN];
+    recv.read_exact(&mut raw).await.map_err(read_err)?;
+    let header = FrameHeader::parse(&raw, limits)?;
+    let mut body = AlignedVec::with_capacity(header.body_len as usize);
+    body.resize(header.body_len as usize, 0);
+    recv.read_exact(&mut body).await.map_err(read_err)?;
+    let mut payload = vec![0u8; header.payload_len as usize];
+    recv.read_exact(&mut payload).await.map_err(read_err)?;
+    Ok(Frame::from_parts(raw, body, payload, limits)?)
+}
+
+/// Writes an encoded frame and its payload slices, then finishes the stream.
+pub async fn write_frame(
+    send: &mut quinn::SendStream,
+    frame: &EncodedFrame,
+    payload: &[&[u8]],
+) -> Result<(), NetError> {
+    send.write_all(frame.head()).await.map_err(|e| conn_err("write", e))?;
+    for p in payload {
+        send.write_all(p).await.map_err(|e| conn_err("write", e))?;
+    }
+    send.finish().map_err(|e| conn_err("finish", e))
+}
+
+/// Turns an `Error` frame into a [`NetError`]; other frames pass through.
+pub fn check_reply(frame: Frame) -> Result<Frame, NetError> {
+    if frame.kind() != cv_wire::Kind::Error {
+        return Ok(frame);
+    }
+    let e = frame.access::<ErrorReply>()?;
+    Err(NetError::remote(
+        ErrorCode::from_u16(e.code.to_native()),
+        e.message.as_str(),
+        e.redirect.as_ref().map(|r| r.as_str().to_string()),
+    ))
+}
+
+/// A connection to a cv server after a successful hello. Cheap to clone;
+/// many concurrent calls share it, one stream each.
+#[derive(Clone, Debug)]
+pub struct Conn {
+    inner: quinn::Connection,
+    limits: Limits,
+    next_id: Arc<AtomicU64>,
+    peer_role: Role,
+}
+
+impl Conn {
+    /// Connects, completes the TLS handshake and the hello exchange.
+    pub async fn connect(
+        endpoint: &quinn::Endpoint,
+        addr: SocketAddr,
+        role: Role,
+        node: &str,
+        limits: Limits,
+    ) -> Result<Conn, NetError> {
+        let connecting = endpoint.connect(addr, SERVER_NAME).map_err(|e| conn_err("connect", e))?;
+        let inner = connecting.await.map_err(|e| conn_err(&format!("handshake with {addr}"), e))?;
+        let mut conn = Conn { inner, limits, next_id: Arc::new(AtomicU64::new(1)), peer_role: Role::Client };
+        let hello = Hello { min_version: PROTOCOL_VERSION, max_version: PROTOCOL_VERSION, role, node: node.into() };
+        let reply = conn.call(&hello, &[]).await?;
+        let ok = reply.access::<HelloOk>()?;
+        conn.peer_role = cv_wire::rkyv::deserialize::<Role, cv_wire::rkyv::rancor::Error>(&ok.role)
+            .map_err(|e| NetError::new(NetErrorKind::Protocol, format!("hello role: {e}")))?;
+        Ok(conn)
+    }
+
+    /// Sends one request and waits for its reply. An `Error` reply becomes
+    /// `Err(NetError::remote(..))`.
+    pub async fn call<M: Message>(&self, msg: &M, payload: &[&[u8]]) -> Result<Frame, NetError> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let frame = cv_wire::encode_with(msg, id, payload)?;
+        let (mut send, mut recv) = self.inner.open_bi().await.map_err(|e| conn_err("open stream", e))?;
+        write_frame(&mut send, &frame, payload).await?;
+        check_reply(read_frame(&mut recv, &self.limits).await?)
+    }
+
+    /// The role the server announced.
+    pub fn peer_role(&self) -> Role {
+        self.peer_role
+    }
+
+    /// The underlying quinn connection.
+    pub fn quinn(&self) -> &quinn::Connection {
+        &self.inner
+    }
+
+    /// Whether the connection has been closed (idle, peer gone, error).
+    pub fn is_closed(&self) -> bool {
+        self.inner.close_reason().is_some()
+    }
+}
+
+/// A reply to send: an encoded frame and its payload.
+#[derive(Debug)]
+pub struct Reply {
+    frame: EncodedFrame,
+    payload: Vec<u8>,
+}
+
+impl Reply {
+    /// A successful reply.
+    pub fn ok<M: Message>(request_id: u64, msg: &M, payload: Vec<u8>) -> Reply {
+        match cv_wire::encode(msg, request_id, &payload) {
+            Ok(frame) => Reply { frame, payload },
+            Err(e) => Reply::error(request_id, ErrorCode::Internal, &format!("encode reply: {e}"), None),
+        }
+    }
+
+    /// An error reply.
+    pub fn error(request_id: u64, code: ErrorCode, message: &str, redirect: Option<String>) -> Reply {
+        let msg = ErrorReply { code: code as u16, message: message.into(), redirect };
+        let frame = cv_wire::encode(&msg, request_id, &[]).expect("an error reply always encodes");
+        Reply { frame, payload: Vec::new() }
+    }
+}
+
+/// The peer of a served connection.
+#[derive(Clone, Debug)]
+pub struct Peer {
+    /// Remote address.
+    pub addr: SocketAddr,
+    /// Role announced in the hello (its certificate is already verified).
+    pub role: Role,
+    /// Node name announced in the hello.
+    pub node: String,
+}
+
+/// Boxed future returned by a [`Service`].
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Something that answers requests.
+pub trait Service: Send + Sync + 'static {
+    /// Answers one validated-header, checksummed frame.
+    fn handle<'a>(&'a self, peer: &'a Peer, frame: Frame) -> BoxFuture<'a, Reply>;
+}
+
+/// Accepts connections on `endpoint` until it is closed, serving each with
+/// `service` after the hello exchange.
+pub async fn serve<S: Service>(endpoint: quinn::Endpoint, service: Arc<S>, role: Role, node: String, limits: Limits) {
+    while let Some(incoming) = endpoint.accept().await {
+        let service = service.clone();
+        let node = node.clone();
+        tokio::spawn(async move {
+            let addr = incoming.remote_address();
+            let conn = match incoming.await {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::info!(%addr, error = %e, "handshake refused");
+                    return;
+                }
+            };
+            let peer = match accept_hello(&conn, role, &node, &limits).await {
+                Ok(p) => Arc::new(p),
+                Err(e) => {
+                    tracing::info!(%addr, error = %e, "hello failed");
+                    // Let the peer read why before the connection goes.
+                    let _ = tokio::time::timeout(std::time::Duration::from_secs(2), conn.closed()).await;
+                    conn.close(quinn::VarInt::from_u32(1), b"hello failed");
+                    return;
+                }
+            };
+            serve_connection(conn, peer, service, limits).await;
+        });
+    }
+}
+
+/// Serves the streams of one connection whose hello is done.
+async fn serve_connection<S: Service>(conn: quinn::Connection, peer: Arc<Peer>, service: Arc<S>, limits: Limits) {
+    loop {
+        let (mut send, mut recv) = match conn.accept_bi().await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::debug!(addr = %peer.addr, error = %e, "connection ended");
+                return;
+            }
+        };
+        let service = service.clone();
+        let peer = peer.clone();
+        tokio::spawn(async move {
+            let reply = match read_frame(&mut recv, &limits).await {
+                Ok(frame) => match frame.validate() {
+                    Ok(()) => service.handle(&peer, frame).await,
+                    Err(e) => Reply::error(frame.header().request_id, e.code(), &e.to_string(), None),
+                },
+                Err(e) => {
+                    tracing::debug!(addr = %peer.addr, error = %e, "bad request frame");
+                    if e.kind() != NetErrorKind::Protocol {
+                        return;
+                    }
+                    let code = e.code().unwrap_or(ErrorCode::Malformed);
+                    // Nothing more of this stream is read: give its credit back.
+                    let _ = recv.stop(quinn::VarInt::from_u32(0));
+                    Reply::error(0, code, e.message(), None)
+                }
+            };
+            let payload = [reply.payload.as_slice()];
+            if let Err(e) = write_frame(&mut send, &reply.frame, &payload).await {
+                tracing::debug!(addr = %peer.addr, error = %e, "reply not delivered");
+            }
+        });
+    }
+}
+
+/// Server side of the hello: reads `Hello` on the first stream, answers
+/// `HelloOk` or a `VersionMismatch` error.
+pub async fn accept_hello(conn: &quinn::Connection, role: Role, node: &str, limits: &Limits) -> Result<Peer, NetError> {
+    let (mut send, mut recv) = conn.accept_bi().await.map_err(|e| conn_err("accept hello stream", e))?;
+    let frame = match read_frame(&mut recv, limits).await {
+        Ok(f) => f,
+        Err(e) => {
+            let code = e.code().unwrap_or(ErrorCode::Malformed);
+            let reply = Reply::error(0, code, &format!("{e}; this server speaks version {PROTOCOL_VERSION}"), None);
+            let _ = write_frame(&mut send, &reply.frame, &[]).await;
+            return Err(e);
+        }
+    };
+    let id = frame.header().request_id;
+    let hello: Hello = frame.decode_body()?;
+    if hello.min_version > PROTOCOL_VERSION || hello.max_version < PROTOCOL_VERSION {
+        let msg = format!(
+            "peer speaks versions {}..={}, this server speaks {PROTOCOL_VERSION}",
+            hello.min_version, hello.max_version
+        );
+        let reply = Reply::error(id, ErrorCode::VersionMismatch, &msg, None);
+        let _ = write_frame(&mut send, &reply.frame, &[]).await;
+        return Err(NetError::remote(ErrorCode::VersionMismatch, msg, None));
+    }
+    let ok = HelloOk { version: PROTOCOL_VERSION, role, node: node.into() };
+    let reply = Reply::ok(id, &ok, Vec::new());
+    write_frame(&mut send, &reply.frame, &[]).await?;
+    Ok(Peer { addr: conn.remote_address(), role: hello.role, node: hello.node })
+}
+
+/// Default stream and payload budget for a block-sized transfer, to size
+/// windows in callers.
+pub const DEFAULT_BLOCK: ByteSize = ByteSize::mib(4);

@@ -1,0 +1,219 @@
+//! Cluster identities: a cluster CA, node certificates (servers, and workers
+//! calling the master) and client certificates, all verified mutually during
+//! the TLS 1.3 handshake. A peer without a certificate from the cluster CA
+//! never gets past the handshake, in either direction.
+//!
+//! Every server certificate names [`SERVER_NAME`], and clients always verify
+//! against that name: the cluster CA is the trust boundary, not DNS. Client
+//! certificates carry only the clientAuth usage, so they cannot serve.
+
+use crate::config::TlsConfig;
+use crate::error::{NetError, NetErrorKind};
+use rcgen::{
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
+    KeyUsagePurpose,
+};
+use rustls::RootCertStore;
+use rustls::server::WebPkiClientVerifier;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use std::path::Path;
+use std::sync::Arc;
+
+/// The name every cv server certificate carries and every client verifies.
+pub const SERVER_NAME: &str = "cv.cluster";
+
+/// What a certificate may be used for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Usage {
+    /// Masters and workers: serve, and call other nodes.
+    Node,
+    /// Applications and tools: call only.
+    Client,
+}
+
+/// A certificate and its key, PEM-encoded.
+#[derive(Clone, Debug)]
+pub struct Issued {
+    /// Certificate, PEM.
+    pub cert_pem: String,
+    /// Private key, PEM (PKCS#8).
+    pub key_pem: String,
+}
+
+/// A cluster certificate authority able to issue identities.
+pub struct ClusterCa {
+    cert: rcgen::Certificate,
+    key: KeyPair,
+}
+
+impl std::fmt::Debug for ClusterCa {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterCa").finish_non_exhaustive()
+    }
+}
+
+fn tls_err(what: &str, e: impl std::fmt::Display) -> NetError {
+    NetError::new(NetErrorKind::Tls, format!("{what}: {e}"))
+}
+
+fn ca_params(cluster: &str) -> CertificateParams {
+    let mut params = CertificateParams::default();
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::CommonName, format!("cv cluster CA {cluster}"));
+    params.distinguished_name = dn;
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+    params
+}
+
+impl ClusterCa {
+    /// Creates a new CA for the cluster named `cluster`.
+    pub fn generate(cluster: &str) -> Result<Self, NetError> {
+        let key = KeyPair::generate().map_err(|e| tls_err("generate CA key", e))?;
+        let cert = ca_params(cluster).self_signed(&key).map_err(|e| tls_err("self-sign CA", e))?;
+        Ok(ClusterCa { cert, key })
+    }
+
+    /// The CA certificate, PEM.
+    pub fn cert_pem(&self) -> String {
+        self.cert.pem()
+    }
+
+    /// The CA key, PEM. Keep it offline: whoever has it can join the cluster.
+    pub fn key_pem(&self) -> String {
+        self.key.serialize_pem()
+    }
+
+    /// Issues a certificate for `name` with the given usage. Node certificates
+    /// also name `extra_sans` (hostnames or IPs) besides [`SERVER_NAME`].
+    pub fn issue(&self, name: &str, usage: Usage, extra_sans: &[String]) -> Result<Issued, NetError> {
+        let mut sans = vec![SERVER_NAME.to_string()];
+        sans.extend(extra_sans.iter().cloned());
+        let mut params = CertificateParams::new(sans).map_err(|e| tls_err("certificate names", e))?;
+        let mut dn = DistinguishedName::new();
+        dn.push(DnType::CommonName, name);
+        params.distinguished_name = dn;
+        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        params.extended_key_usages = match usage {
+            Usage::Node => vec![ExtendedKeyUsagePurpose::ServerAuth, ExtendedKeyUsagePurpose::ClientAuth],
+            Usage::Client => vec![ExtendedKeyUsagePurpose::ClientAuth],
+        };
+        let key = KeyPair::generate().map_err(|e| tls_err("generate key", e))?;
+        let cert = params.signed_by(&key, &self.cert, &self.key).map_err(|e| tls_err("sign certificate", e))?;
+        Ok(Issued { cert_pem: cert.pem(), key_pem: key.serialize_pem() })
+    }
+
+    /// Writes `ca.pem`, `ca.key`, `node.pem`/`node.key` and
+    /// `client.pem`/`client.key` into `dir` (keys mode 0600). Refuses to
+    /// overwrite an existing CA.
+    pub fn init_dir(dir: &Path, cluster: &str, node_sans: &[String]) -> Result<(), NetError> {
+        if dir.join("ca.pem").exists() {
+            return Err(NetError::new(
+                NetErrorKind::Tls,
+                format!("{} already holds a cluster CA; refusing to replace it", dir.display()),
+            ));
+        }
+        std::fs::create_dir_all(dir).map_err(|e| tls_err("create certificate directory", e))?;
+        let ca = ClusterCa::generate(cluster)?;
+        let node = ca.issue("cv-node", Usage::Node, node_sans)?;
+        let client = ca.issue("cv-client", Usage::Client, &[])?;
+        write_file(&dir.join("ca.pem"), &ca.cert_pem(), false)?;
+        write_file(&dir.join("ca.key"), &ca.key_pem(), true)?;
+        write_file(&dir.join("node.pem"), &node.cert_pem, false)?;
+        write_file(&dir.join("node.key"), &node.key_pem, true)?;
+        write_file(&dir.join("client.pem"), &client.cert_pem, false)?;
+        write_file(&dir.join("client.key"), &client.key_pem, true)?;
+        Ok(())
+    }
+}
+
+fn write_file(path: &Path, contents: &str, secret: bool) -> Result<(), NetError> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(if secret { 0o600 } else { 0o644 })
+        .open(path)
+        .map_err(|e| tls_err(&format!("create {}", path.display()), e))?;
+    f.write_all(contents.as_bytes()).map_err(|e| tls_err(&format!("write {}", path.display()), e))
+}
+
+/// A loaded identity: the CA to trust, our chain and our key.
+#[derive(Debug)]
+pub struct Identity {
+    ca: Vec<CertificateDer<'static>>,
+    chain: Vec<CertificateDer<'static>>,
+    key: PrivateKeyDer<'static>,
+}
+
+impl Clone for Identity {
+    fn clone(&self) -> Self {
+        Identity { ca: self.ca.clone(), chain: self.chain.clone(), key: self.key.clone_key() }
+    }
+}
+
+impl Identity {
+    /// Parses PEM strings.
+    pub fn from_pem(ca_pem: &str, cert_pem: &str, key_pem: &str) -> Result<Self, NetError> {
+        let certs = |pem: &str, what: &str| -> Result<Vec<CertificateDer<'static>>, NetError> {
+            let v: Result<Vec<_>, _> = CertificateDer::pem_slice_iter(pem.as_bytes()).collect();
+            let v = v.map_err(|e| tls_err(what, e))?;
+            if v.is_empty() {
+                return Err(tls_err(what, "no certificate in PEM"));
+            }
+            Ok(v)
+        };
+        Ok(Identity {
+            ca: certs(ca_pem, "CA certificate")?,
+            chain: certs(cert_pem, "certificate")?,
+            key: PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(|e| tls_err("private key", e))?,
+        })
+    }
+
+    /// Reads the files named by a [`TlsConfig`].
+    pub fn load(cfg: &TlsConfig) -> Result<Self, NetError> {
+        let read = |p: &Path| std::fs::read_to_string(p).map_err(|e| tls_err(&format!("read {}", p.display()), e));
+        Identity::from_pem(&read(&cfg.ca)?, &read(&cfg.cert)?, &read(&cfg.key)?)
+    }
+
+    fn roots(&self) -> Result<Arc<RootCertStore>, NetError> {
+        let mut roots = RootCertStore::empty();
+        for c in &self.ca {
+            roots.add(c.clone()).map_err(|e| tls_err("CA certificate", e))?;
+        }
+        Ok(Arc::new(roots))
+    }
+
+    /// rustls server config: TLS 1.3 only, ALPN `cv/1`, client certificates
+    /// from the cluster CA required.
+    pub fn server_config(&self) -> Result<rustls::ServerConfig, NetError> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let verifier = WebPkiClientVerifier::builder_with_provider(self.roots()?, provider.clone())
+            .build()
+            .map_err(|e| tls_err("client verifier", e))?;
+        let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .map_err(|e| tls_err("TLS versions", e))?
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(self.chain.clone(), self.key.clone_key())
+            .map_err(|e| tls_err("server certificate", e))?;
+        cfg.alpn_protocols = vec![cv_wire::ALPN.to_vec()];
+        Ok(cfg)
+    }
+
+    /// rustls client config: TLS 1.3 only, ALPN `cv/1`, servers verified
+    /// against the cluster CA, our certificate presented.
+    pub fn client_config(&self) -> Result<rustls::ClientConfig, NetError> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut cfg = rustls::ClientConfig::builder_with_provider(provider)
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .map_err(|e| tls_err("TLS versions", e))?
+            .with_root_certificates(self.roots()?)
+            .with_client_auth_cert(self.chain.clone(), self.key.clone_key())
+            .map_err(|e| tls_err("client certificate", e))?;
+        cfg.alpn_protocols = vec![cv_wire::ALPN.to_vec()];
+        Ok(cfg)
+    }
+}
