@@ -6,7 +6,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::config::{Clock, MasterConfig};
 use crate::error::{Error, ErrorKind, Result};
-use crate::footer;
 use crate::journal::{FileStorage, Journal, Storage, Ticket, WriterStats, encode_record, encode_snapshot};
 use crate::path::CvPath;
 use crate::placement::Ring;
@@ -15,6 +14,7 @@ use crate::state::{
     WorkerId,
 };
 use crate::tail_cache::{TailCache, TailStats};
+use cv_wire::footer;
 
 /// The file's trailing bytes as `open` returns them.
 #[derive(Debug, Clone, PartialEq, Eq)]

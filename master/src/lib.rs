@@ -13,12 +13,6 @@ pub mod placement;
 pub mod state;
 pub mod tail_cache;
 
-/// The tail-sizing rules live in cv-wire (shared with the client); compiled here from the same
-/// file until `cv_wire::footer` is exported.
-#[allow(dead_code)]
-#[path = "../../wire/src/footer.rs"]
-pub mod footer;
-
 pub use config::MasterConfig;
 pub use core::{MasterCore, OpenInfo, Tail};
 pub use error::{Error, ErrorKind, Result};

@@ -30,10 +30,7 @@ pub fn probe_len(file_len: u64) -> u64 {
 /// `last` holds the final bytes of the file (at least [`MIN_PROBE_BYTES`], or the whole file if
 /// smaller). A recognised trailer whose lengths exceed the file is treated as unknown.
 pub fn tail_len(file_len: u64, last: &[u8], default_budget: u64) -> u64 {
-    let known = parquet(last)
-        .or_else(|| starrocks(last))
-        .or_else(|| orc(last))
-        .filter(|&n| n <= file_len);
+    let known = parquet(last).or_else(|| starrocks(last)).or_else(|| orc(last)).filter(|&n| n <= file_len);
     known.unwrap_or(default_budget).min(file_len)
 }
 
@@ -71,9 +68,7 @@ fn orc(last: &[u8]) -> Option<u64> {
     if !fields.magic_ok {
         return None;
     }
-    1u64.checked_add(ps_len as u64)?
-        .checked_add(fields.footer_len)?
-        .checked_add(fields.metadata_len)
+    1u64.checked_add(ps_len as u64)?.checked_add(fields.footer_len)?.checked_add(fields.metadata_len)
 }
 
 #[derive(Debug, Default)]
@@ -195,10 +190,7 @@ mod tests {
     #[test]
     fn parquet_tail_is_footer_plus_eight() {
         let f = parquet_file(100_000, 3_000);
-        assert_eq!(
-            tail_len(f.len() as u64, last(&f, 16 * 1024), DEFAULT),
-            3_008
-        );
+        assert_eq!(tail_len(f.len() as u64, last(&f, 16 * 1024), DEFAULT), 3_008);
         // A footer larger than the probe still reports its full length.
         let f = parquet_file(200_000, 40_000);
         assert_eq!(tail_len(f.len() as u64, last(&f, 256), DEFAULT), 40_008);
@@ -223,19 +215,13 @@ mod tests {
     #[test]
     fn starrocks_tail_is_footer_plus_twelve() {
         let f = starrocks_file(300_000, 5_000);
-        assert_eq!(
-            tail_len(f.len() as u64, last(&f, 16 * 1024), DEFAULT),
-            5_012
-        );
+        assert_eq!(tail_len(f.len() as u64, last(&f, 16 * 1024), DEFAULT), 5_012);
     }
 
     #[test]
     fn unknown_format_gets_default_clamped() {
         let f = vec![0x55u8; 1_000_000];
-        assert_eq!(
-            tail_len(f.len() as u64, last(&f, 16 * 1024), DEFAULT),
-            DEFAULT
-        );
+        assert_eq!(tail_len(f.len() as u64, last(&f, 16 * 1024), DEFAULT), DEFAULT);
         let small = vec![0x55u8; 100];
         assert_eq!(tail_len(100, &small, DEFAULT), 100);
         assert_eq!(tail_len(0, &[], DEFAULT), 0);
