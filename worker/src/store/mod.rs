@@ -1,1 +1,33 @@
 //! Per-shard block store: O_DIRECT files through io_uring, chunk checksums, tiers, eviction.
+//!
+//! One [`BlockStore`] lives on one glommio executor (it is `!Send`). Blocks are written in
+//! pieces through a [`BlockWriter`] and become visible only when committed; every chunk read
+//! from disk is checked against its crc32. The block index is an append-only log, so a
+//! restarted store serves its blocks at once. Byte formats: `worker/STORE-FORMAT.md`.
+//!
+//! Layout: [`dma`] is the only O_DIRECT code; [`format`] the byte formats; `journal` the
+//! index log file; `extent` free space; [`policy`] S3-FIFO; `memtier` hot chunks in RAM.
+
+mod block_store;
+mod config;
+pub mod dma;
+mod error;
+mod extent;
+pub mod format;
+mod journal;
+mod memtier;
+pub mod policy;
+mod read;
+mod report;
+mod stats;
+mod view;
+mod writer;
+
+pub use block_store::{BlockStat, BlockStore};
+pub use config::{DataDir, StoreConfig, Watermarks};
+pub use dma::DiskBytes;
+pub use error::{ErrorKind, Result, StoreError};
+pub use report::BlockReport;
+pub use stats::{StoreStats, TierStats, Usage};
+pub use view::BlockBytes;
+pub use writer::BlockWriter;

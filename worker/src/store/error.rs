@@ -1,0 +1,116 @@
+//! Typed errors of the block store.
+
+use std::fmt;
+
+/// What went wrong, coarse enough for a caller to decide what to do next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The block is not in this store (never written, deleted, evicted or dropped).
+    NotFound,
+    /// A checksum did not match: the block was dropped; fetch it again.
+    Corrupt,
+    /// No space left after evicting everything evictable.
+    NoSpace,
+    /// The request itself is wrong (range past the end, bad config, too long a block).
+    InvalidArgument,
+    /// Another writer holds this block id right now.
+    Busy,
+    /// The operating system failed an I/O call.
+    Io,
+    /// An on-disk structure has an unknown version or belongs to another store.
+    Incompatible,
+}
+
+impl ErrorKind {
+    /// Stable lower-case name, for logs and wire codes.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::NotFound => "not_found",
+            ErrorKind::Corrupt => "corrupt",
+            ErrorKind::NoSpace => "no_space",
+            ErrorKind::InvalidArgument => "invalid_argument",
+            ErrorKind::Busy => "busy",
+            ErrorKind::Io => "io",
+            ErrorKind::Incompatible => "incompatible",
+        }
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An error of the block store: a kind, a message with context, and the OS error if any.
+#[derive(Debug)]
+pub struct StoreError {
+    kind: ErrorKind,
+    message: String,
+    source: Option<std::io::Error>,
+}
+
+/// Result alias of the block store.
+pub type Result<T> = std::result::Result<T, StoreError>;
+
+impl StoreError {
+    /// A new error of `kind` with a context message.
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Self { kind, message: message.into(), source: None }
+    }
+
+    /// An I/O error with context; `ENOSPC` becomes [`ErrorKind::NoSpace`].
+    pub fn io(context: impl Into<String>, err: std::io::Error) -> Self {
+        let kind = if err.raw_os_error() == Some(libc_enospc()) { ErrorKind::NoSpace } else { ErrorKind::Io };
+        Self { kind, message: context.into(), source: Some(err) }
+    }
+
+    /// What went wrong.
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    /// The context message.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// Whether the same call may succeed if tried again later unchanged.
+    ///
+    /// `Corrupt` is retryable: the block was dropped, so a refetch and rewrite succeeds.
+    pub fn retryable(&self) -> bool {
+        matches!(self.kind, ErrorKind::Busy | ErrorKind::Io | ErrorKind::Corrupt | ErrorKind::NoSpace)
+    }
+}
+
+// ENOSPC is 28 on every Linux architecture.
+fn libc_enospc() -> i32 {
+    28
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.kind, self.message)?;
+        if let Some(src) = &self.source {
+            write!(f, ": {src}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for StoreError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source.as_ref().map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+/// Converts a glommio error to a store error with context.
+pub(crate) fn from_glommio<T>(context: impl Into<String>, err: glommio::GlommioError<T>) -> StoreError {
+    let context = context.into();
+    match err {
+        glommio::GlommioError::IoError(e) => StoreError::io(context, e),
+        glommio::GlommioError::EnhancedIoError { source, .. } => StoreError::io(context, source),
+        other => StoreError::new(ErrorKind::Io, format!("{context}: {other}")),
+    }
+}

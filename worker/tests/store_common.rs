@@ -1,0 +1,66 @@
+//! Helpers shared by the store tests (included with `#[path]`; has no tests of its own).
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::path::Path;
+
+use cv_worker::store::{BlockStat, BlockStore, DataDir, StoreConfig};
+use glommio::{LocalExecutorBuilder, Placement};
+
+/// Runs `f` on a fresh glommio executor on this thread (no spinning, small I/O memory).
+pub fn run<F, Fut>(f: F)
+where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let ex = LocalExecutorBuilder::new(Placement::Unbound)
+        .name("store-test")
+        .io_memory(2 << 20)
+        .ring_depth(64)
+        .make()
+        .expect("glommio executor");
+    ex.run(f());
+}
+
+/// A scratch directory on the target's file system (ext4 here; O_DIRECT works).
+pub fn scratch() -> tempfile::TempDir {
+    tempfile::Builder::new().prefix("cv-store-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir")
+}
+
+/// A small store: 256 KiB blocks of 64 KiB chunks, 1 MiB memory tier, one dir of `capacity` bytes.
+pub fn config(dir: &Path, capacity: u64) -> StoreConfig {
+    let mut c = StoreConfig::new("shard-0", vec![DataDir { path: dir.to_path_buf(), capacity_bytes: capacity }]);
+    c.block_size = 256 << 10;
+    c.chunk_size = 64 << 10;
+    c.memory_tier_bytes = 1 << 20;
+    c.sync_data = false;
+    c
+}
+
+/// Deterministic bytes that differ per block and per position.
+pub fn pattern(id: u64, len: usize) -> Vec<u8> {
+    let mut x = id.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+/// Writes `data` as block `id` in uneven pieces and commits it.
+pub async fn put(store: &BlockStore, id: u64, data: &[u8], pinned: bool) -> BlockStat {
+    let mut w = store.begin_write(id, data.len() as u64, pinned).await.expect("begin_write");
+    for piece in data.chunks(7001) {
+        w.append(piece).await.expect("append");
+    }
+    w.commit().await.expect("commit")
+}
+
+/// Reads the whole block back as one buffer.
+pub async fn get(store: &BlockStore, id: u64) -> Vec<u8> {
+    let len = store.stat(id).expect("stat").len;
+    store.read(id, 0, len).await.expect("read").to_vec()
+}

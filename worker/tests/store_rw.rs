@@ -1,0 +1,154 @@
+//! Block store: write, read and verify across sizes and ranges; errors; reports; memory tier.
+
+#[path = "store_common.rs"]
+mod common;
+
+use common::{config, get, pattern, put, run, scratch};
+use cv_worker::store::{BlockStore, ErrorKind};
+
+const SIZES: &[usize] = &[0, 1, 4095, 4096, 4097, 65535, 65536, 65537, 200_000, 256 << 10];
+
+#[test]
+fn write_read_verify_across_sizes_and_ranges() {
+    let dir = scratch();
+    run(|| async move {
+        let store = BlockStore::open(config(dir.path(), 8 << 20)).await.unwrap();
+        for (i, &len) in SIZES.iter().enumerate() {
+            let id = 100 + i as u64;
+            let data = pattern(id, len);
+            let st = put(&store, id, &data, false).await;
+            assert_eq!(st.len, len as u64);
+            assert_eq!(st.disk_offset % 4096, 0);
+            assert_eq!(get(&store, id).await, data, "block of {len} bytes");
+            // Ranges at odd offsets, across chunk boundaries, and at the very end.
+            for &(off, n) in &[(1usize, 1usize), (4095, 2), (65535, 3), (1000, 70_000), (len.saturating_sub(1), 1)] {
+                if off + n > len {
+                    continue;
+                }
+                let got = store.read(id, off as u64, n as u64).await.unwrap();
+                assert_eq!(got.len(), n);
+                assert_eq!(got.to_vec(), &data[off..off + n], "len {len} range {off}+{n}");
+            }
+        }
+        let empty = store.read(100, 0, 0).await.unwrap();
+        assert!(empty.is_empty());
+        assert_eq!(store.usage().blocks, SIZES.len() as u64);
+    });
+}
+
+#[test]
+fn single_disk_read_is_one_contiguous_view() {
+    let dir = scratch();
+    run(|| async move {
+        let store = BlockStore::open(config(dir.path(), 4 << 20)).await.unwrap();
+        let data = pattern(1, 200_000);
+        put(&store, 1, &data, false).await;
+        let got = store.read(1, 10, 150_000).await.unwrap();
+        assert_eq!(got.as_contiguous(), Some(&data[10..150_010]));
+    });
+}
+
+#[test]
+fn bad_requests_are_typed_errors() {
+    let dir = scratch();
+    run(|| async move {
+        let store = BlockStore::open(config(dir.path(), 4 << 20)).await.unwrap();
+        let err = store.read(9, 0, 1).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::NotFound);
+        assert!(!err.retryable());
+
+        put(&store, 9, &pattern(9, 5000), false).await;
+        let err = store.read(9, 4000, 1001).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+        let err = store.read(9, u64::MAX, 2).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+
+        let err = store.begin_write(10, (256 << 10) + 1, false).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+
+        let mut w = store.begin_write(11, 10, false).await.unwrap();
+        let err = store.begin_write(11, 10, false).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Busy);
+        assert!(err.retryable());
+        let err = w.append(&[0u8; 11]).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+        w.append(&[1u8; 10]).await.unwrap();
+        w.commit().await.unwrap();
+        assert_eq!(get(&store, 11).await, vec![1u8; 10]);
+    });
+}
+
+#[test]
+fn uncommitted_block_is_invisible_and_abort_frees_space() {
+    let dir = scratch();
+    run(|| async move {
+        let store = BlockStore::open(config(dir.path(), 4 << 20)).await.unwrap();
+        let before = store.usage().used_bytes;
+        let mut w = store.begin_write(5, 100_000, false).await.unwrap();
+        w.append(&pattern(5, 100_000)).await.unwrap();
+        assert_eq!(store.read(5, 0, 1).await.unwrap_err().kind(), ErrorKind::NotFound);
+        assert_eq!(store.stat(5).unwrap_err().kind(), ErrorKind::NotFound);
+        assert!(store.usage().used_bytes > before);
+        w.abort();
+        assert_eq!(store.usage().used_bytes, before);
+        // A short commit gives back the unused tail of the extent.
+        let mut w = store.begin_write(6, 200_000, false).await.unwrap();
+        w.append(&pattern(6, 5000)).await.unwrap();
+        let st = w.commit().await.unwrap();
+        assert_eq!(st.len, 5000);
+        assert_eq!(store.usage().used_bytes, before + 8192);
+        assert_eq!(get(&store, 6).await, pattern(6, 5000));
+    });
+}
+
+#[test]
+fn rewrite_replaces_delete_removes_and_reports_deltas() {
+    let dir = scratch();
+    run(|| async move {
+        let store = BlockStore::open(config(dir.path(), 4 << 20)).await.unwrap();
+        put(&store, 1, &pattern(1, 70_000), false).await;
+        put(&store, 2, &pattern(2, 1000), false).await;
+        let r = store.drain_report();
+        assert_eq!((r.added, r.removed), (vec![1, 2], vec![]));
+
+        put(&store, 1, &pattern(77, 3000), false).await;
+        assert_eq!(get(&store, 1).await, pattern(77, 3000));
+        assert!(store.delete(2).await.unwrap());
+        assert!(!store.delete(2).await.unwrap());
+        assert_eq!(store.read(2, 0, 1).await.unwrap_err().kind(), ErrorKind::NotFound);
+        let r = store.drain_report();
+        assert_eq!((r.added, r.removed), (vec![1], vec![2]));
+        assert_eq!(store.block_ids(), vec![1]);
+        assert_eq!(store.usage().used_bytes, 4096);
+    });
+}
+
+#[test]
+fn memory_tier_counts_hits_after_second_touch() {
+    let dir = scratch();
+    run(|| async move {
+        let store = BlockStore::open(config(dir.path(), 4 << 20)).await.unwrap();
+        let data = pattern(3, 100_000); // two chunks: 64 KiB + 34464 B
+        put(&store, 3, &data, false).await;
+        let s0 = store.stats().memory;
+        assert_eq!((s0.hits, s0.misses, s0.bytes_used), (0, 0, 0));
+        // First read: both chunks miss and are only remembered.
+        assert_eq!(store.read(3, 0, 100_000).await.unwrap().to_vec(), data);
+        let s1 = store.stats().memory;
+        assert_eq!((s1.hits, s1.misses, s1.bytes_used), (0, 2, 0));
+        // Second read: misses again, now admitted.
+        store.read(3, 0, 100_000).await.unwrap();
+        let s2 = store.stats().memory;
+        assert_eq!((s2.hits, s2.misses, s2.bytes_used), (0, 4, 100_000));
+        // Third read: served from memory, same bytes, including a range across both chunks.
+        let got = store.read(3, 65_000, 2000).await.unwrap();
+        assert_eq!(got.to_vec(), &data[65_000..67_000]);
+        assert!(got.as_contiguous().is_none(), "two memory chunks are two pieces");
+        let s3 = store.stats().memory;
+        assert_eq!((s3.hits, s3.misses), (2, 4));
+        assert_eq!(store.stats().disk.hits, 3);
+        // Deleting the block drops its chunks from memory.
+        store.delete(3).await.unwrap();
+        assert_eq!(store.stats().memory.bytes_used, 0);
+    });
+}
