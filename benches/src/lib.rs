@@ -1,1 +1,7 @@
-//! Benchmarks that measure cv against a baseline in the same run
+//! Benchmarks that measure cv against a baseline in the same run and print
+//! both with their ratio. Run through `cvctl bench <name>` (release build):
+//! the machines are shared and noisy, so only same-run ratios are claimed.
+
+pub mod report;
+pub mod rtt;
+pub mod wire_codec;

@@ -1,1 +1,6 @@
-//! cvctl: run servers, manage certificates, file commands, benchmarks
+//! `cvctl`: one binary to run cv's servers, manage its certificates, work
+//! with files and measure. One file per subcommand under [`cmd`].
+
+pub mod cmd;
+pub mod config;
+pub mod logging;

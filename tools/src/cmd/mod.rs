@@ -1,0 +1,30 @@
+//! Subcommands, one file each.
+
+pub mod bench;
+pub mod cert;
+
+use clap::Subcommand;
+
+/// What `cvctl` can do.
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Create the cluster CA and node/client certificates (mutual TLS).
+    #[command(subcommand)]
+    Cert(cert::Cert),
+    /// Measure cv against a baseline in the same run, side by side.
+    #[command(subcommand)]
+    Bench(bench::Bench),
+}
+
+/// Error of a subcommand: what failed, for the user.
+pub type CmdResult = Result<(), Box<dyn std::error::Error>>;
+
+impl Command {
+    /// Runs the subcommand.
+    pub fn run(self) -> CmdResult {
+        match self {
+            Command::Cert(c) => c.run(),
+            Command::Bench(b) => b.run(),
+        }
+    }
+}

@@ -1,0 +1,25 @@
+//! `cvctl` entry point: parses the command line and dispatches.
+
+use clap::Parser;
+use cv_tools::cmd::Command;
+use std::process::ExitCode;
+
+/// cv — a cache volume for analytical engines.
+#[derive(Parser, Debug)]
+#[command(name = "cvctl", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+fn main() -> ExitCode {
+    cv_tools::logging::init("warn");
+    let cli = Cli::parse();
+    match cli.command.run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("cvctl: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
