@@ -152,3 +152,35 @@ fn memory_tier_counts_hits_after_second_touch() {
         assert_eq!(store.stats().memory.bytes_used, 0);
     });
 }
+
+/// O_DIRECT as the kernel reports it for an open descriptor, by path suffix.
+fn open_with_o_direct(suffix: &str) -> Vec<bool> {
+    #[cfg(target_arch = "aarch64")]
+    const O_DIRECT: u32 = 0o200000;
+    #[cfg(not(target_arch = "aarch64"))]
+    const O_DIRECT: u32 = 0o40000;
+    let mut out = Vec::new();
+    for fd in std::fs::read_dir("/proc/self/fd").unwrap().flatten() {
+        let Ok(target) = std::fs::read_link(fd.path()) else { continue };
+        if !target.to_string_lossy().ends_with(suffix) {
+            continue;
+        }
+        let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.file_name().to_string_lossy()));
+        let Ok(info) = info else { continue };
+        let flags = info.lines().find_map(|l| l.strip_prefix("flags:")).unwrap().trim();
+        out.push(u32::from_str_radix(flags, 8).unwrap() & O_DIRECT != 0);
+    }
+    out
+}
+
+#[test]
+fn data_files_are_really_opened_with_o_direct() {
+    let dir = scratch();
+    let suffix = format!("{}/shard-0.data", dir.path().file_name().unwrap().to_string_lossy());
+    run(|| async move {
+        let store = BlockStore::open(config(dir.path(), 1 << 20)).await.unwrap();
+        put(&store, 1, &pattern(1, 5000), false).await;
+        assert_eq!(get(&store, 1).await, pattern(1, 5000));
+        assert_eq!(open_with_o_direct(&suffix), vec![true]);
+    });
+}

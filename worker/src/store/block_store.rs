@@ -541,12 +541,16 @@ impl BlockStore {
     }
 
     fn high_bytes(&self, st: &State) -> u64 {
-        st.capacity() / 100 * u64::from(self.inner.cfg.watermarks.high_pct)
+        percent_of(st.capacity(), self.inner.cfg.watermarks.high_pct)
     }
 
     fn low_bytes(&self, st: &State) -> u64 {
-        st.capacity() / 100 * u64::from(self.inner.cfg.watermarks.low_pct)
+        percent_of(st.capacity(), self.inner.cfg.watermarks.low_pct)
     }
+}
+
+fn percent_of(v: u64, pct: u8) -> u64 {
+    (u128::from(v) * u128::from(pct) / 100) as u64
 }
 
 pub(crate) fn not_found(block_id: u64) -> StoreError {
