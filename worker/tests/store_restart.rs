@@ -12,7 +12,8 @@ use cv_worker::store::{BlockStore, ErrorKind};
 #[test]
 fn restart_keeps_blocks_pins_and_free_space() {
     let dir = scratch();
-    let cfg = config(dir.path(), 4 << 20);
+    let mut cfg = config(dir.path(), 4 << 20);
+    cfg.sync_data = true; // the production path: data fdatasync before the index record
     let c = cfg.clone();
     run(|| async move {
         let store = BlockStore::open(c).await.unwrap();

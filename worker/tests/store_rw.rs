@@ -184,3 +184,37 @@ fn data_files_are_really_opened_with_o_direct() {
         assert_eq!(open_with_o_direct(&suffix), vec![true]);
     });
 }
+
+#[test]
+fn concurrent_writers_and_readers_on_one_executor() {
+    let dir = scratch();
+    run(|| async move {
+        let store = BlockStore::open(config(dir.path(), 8 << 20)).await.unwrap();
+        let mut tasks = Vec::new();
+        for t in 0..8u64 {
+            let store = store.clone();
+            tasks.push(glommio::spawn_local(async move {
+                for i in 0..6u64 {
+                    let id = t * 100 + i;
+                    let data = pattern(id, 10_000 * (i as usize + 1));
+                    put(&store, id, &data, i % 3 == 0).await;
+                    // Interleave reads of this task's and other tasks' blocks.
+                    assert_eq!(get(&store, id).await, data);
+                    if i % 2 == 1 {
+                        store.delete(id - 1).await.unwrap();
+                    }
+                }
+            }));
+        }
+        for t in tasks {
+            t.await;
+        }
+        assert_eq!(store.usage().blocks, 8 * 3);
+        for t in 0..8u64 {
+            for i in [1u64, 3, 5] {
+                let id = t * 100 + i;
+                assert_eq!(get(&store, id).await, pattern(id, 10_000 * (i as usize + 1)));
+            }
+        }
+    });
+}
