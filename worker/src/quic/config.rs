@@ -1,0 +1,34 @@
+//! Typed options of a QUIC endpoint that quinn-proto's own configs do not cover.
+
+use std::time::Duration;
+
+/// Socket and admission settings of one shard's endpoint.
+///
+/// TLS, idle timeout, keep-alive and stream limits come from the `quinn_proto::ServerConfig`
+/// (and its `TransportConfig`) passed next to these options.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndpointOptions {
+    /// SO_RCVBUF and SO_SNDBUF requested before use; the kernel caps them at
+    /// `net.core.{r,w}mem_max`. Default 4 MiB: the Linux default loses packets under bursts.
+    pub socket_buffer_bytes: usize,
+    /// Connections (handshaking or established) beyond this are refused at the first packet.
+    pub max_connections: usize,
+    /// UDP sends (GSO batches) one connection may emit before the driver lets others run.
+    pub transmit_budget: usize,
+    /// Datagrams per GSO send (further capped by the kernel's support and 64 KiB per send).
+    pub max_gso_segments: usize,
+    /// How long the driver backs off when the socket's send buffer is full.
+    pub send_backoff: Duration,
+}
+
+impl Default for EndpointOptions {
+    fn default() -> Self {
+        Self {
+            socket_buffer_bytes: 4 << 20,
+            max_connections: 1024,
+            transmit_budget: 8,
+            max_gso_segments: 16,
+            send_backoff: Duration::from_micros(50),
+        }
+    }
+}
