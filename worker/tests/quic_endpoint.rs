@@ -411,7 +411,6 @@ fn download_64_mib_is_byte_exact() {
         .await;
         let secs = start.elapsed().as_secs_f64();
         assert_eq!(off, len, "length");
-        eprintln!("client stats {:?}", conn.stats());
         eprintln!("64 MiB download: {:.0} MB/s", len as f64 / secs / 1e6);
     });
 }
