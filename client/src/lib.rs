@@ -1,1 +1,23 @@
-//! cv client SDK
+//! The cv client SDK: applications embed it to open, read and write files.
+//!
+//! One QUIC connection per endpoint (the master, each worker shard), reused
+//! and kept alive, many streams on it. `open` is one round trip that returns
+//! the block map and the file's tail, so reading a footer costs nothing more.
+//! Every call has a deadline and bounded retries for retryable errors.
+
+mod client;
+mod config;
+mod error;
+mod file;
+mod pool;
+mod reader;
+mod retry;
+mod writer;
+
+pub use client::Client;
+pub use config::ClientSettings;
+pub use cv_wire::msg::{FileKind, FileStatus};
+pub use error::{Error, ErrorKind, Result};
+pub use file::File;
+pub use reader::SequentialReader;
+pub use writer::Writer;

@@ -313,10 +313,13 @@ impl MasterCore {
                     g.ring = Ring::build(&g.state.live_shards(), vnodes);
                     g.ring_epoch = g.state.live_epoch();
                 }
-                let block_id = g.state.next_block_id();
-                let Some((worker, shard)) = g.ring.place(block_id) else {
+                // The id carries its shard (cv_wire::block_shard) so a worker can route
+                // and refuse by id alone; placement hashes the sequence part.
+                let seq = cv_wire::first_free_seq(g.state.next_block_id());
+                let Some((worker, shard)) = g.ring.place(seq) else {
                     return Err(Error::new(ErrorKind::NoWorkers, "no live worker shard"));
                 };
+                let block_id = cv_wire::block_id(seq, shard);
                 let w = g.state.worker(worker);
                 let host = w.map(|w| w.host.clone()).unwrap_or_default();
                 let port = w.and_then(|w| w.shard_ports.get(usize::from(shard)).copied()).unwrap_or(0);

@@ -16,6 +16,7 @@ mod codes;
 mod error;
 pub mod footer;
 mod frame;
+mod ids;
 mod kinds;
 mod limits;
 pub mod msg;
@@ -23,6 +24,7 @@ pub mod msg;
 pub use codes::ErrorCode;
 pub use error::{WireError, WireErrorKind};
 pub use frame::{EncodedFrame, Flags, Frame, FrameHeader, HEADER_LEN, MAGIC, encode, encode_with};
+pub use ids::{SHARD_BITS, block_id, block_seq, block_shard, first_free_seq};
 pub use kinds::{Kind, Message};
 pub use limits::Limits;
 

@@ -1,0 +1,170 @@
+//! The client handle and its namespace operations.
+
+use crate::config::ClientSettings;
+use crate::error::{Error, ErrorKind, Result};
+use crate::file::File;
+use crate::pool::Pool;
+use crate::retry::with_retries;
+use crate::writer::Writer;
+use cv_net::quic::TransportSettings;
+use cv_net::tls::Identity;
+use cv_wire::msg::*;
+use cv_wire::{Frame, Message};
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+/// A connected client. Cheap to clone; clones share connections.
+#[derive(Clone, Debug)]
+pub struct Client {
+    pub(crate) inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Inner {
+    pub(crate) settings: ClientSettings,
+    pub(crate) pool: Pool,
+}
+
+impl Client {
+    /// Creates a client that presents `identity`; connections are made on
+    /// first use, the master's right away so that errors show early.
+    pub async fn connect(
+        settings: ClientSettings,
+        identity: &Identity,
+        transport: &TransportSettings,
+    ) -> Result<Client> {
+        let endpoint = cv_net::rpc::client_endpoint(identity, transport)?;
+        let pool = Pool::new(endpoint, settings.node.clone());
+        let client = Client { inner: Arc::new(Inner { settings, pool }) };
+        let master = client.inner.settings.master;
+        with_retries(&client.inner.settings, "connect to master", || async {
+            client.inner.pool.get(master).await.map(|_| ())
+        })
+        .await?;
+        Ok(client)
+    }
+
+    /// The settings in force.
+    pub fn settings(&self) -> &ClientSettings {
+        &self.inner.settings
+    }
+
+    /// Sends `msg` to `addr` with deadline and retries; the reply frame (not
+    /// an error frame) is returned.
+    pub(crate) async fn call<M: Message>(
+        &self,
+        addr: SocketAddr,
+        what: &str,
+        msg: &M,
+        payload: &[&[u8]],
+    ) -> Result<Frame> {
+        with_retries(&self.inner.settings, what, || async {
+            let conn = self.inner.pool.get(addr).await?;
+            match conn.call(msg, payload).await {
+                Ok(f) => Ok(f),
+                Err(e) => {
+                    if conn.is_closed() {
+                        self.inner.pool.forget(addr);
+                    }
+                    Err(Error::from(e))
+                }
+            }
+        })
+        .await
+    }
+
+    pub(crate) async fn master<M: Message>(&self, what: &str, msg: &M, payload: &[&[u8]]) -> Result<Frame> {
+        self.call(self.inner.settings.master, what, msg, payload).await
+    }
+
+    /// A null round trip to the master (the transport floor).
+    pub async fn ping(&self) -> Result<()> {
+        let f = self.master("ping", &Ping { nonce: 1 }, &[]).await?;
+        f.access::<Pong>()?;
+        Ok(())
+    }
+
+    /// Opens a file: one round trip returns its block map and tail.
+    pub async fn open(&self, path: &str) -> Result<File> {
+        let frame = self.master("open", &Open { path: path.into() }, &[]).await?;
+        let ok: OpenOk = frame.decode_body()?;
+        if ok.status.kind != FileKind::File {
+            return Err(Error::new(ErrorKind::IsADirectory, path.to_string()));
+        }
+        let tail = if ok.tail_cached { Some((ok.tail_offset, frame.into_payload())) } else { None };
+        File::new(self.clone(), ok.status, ok.blocks, tail)
+    }
+
+    /// Metadata of a path.
+    pub async fn stat(&self, path: &str) -> Result<FileStatus> {
+        let frame = self.master("stat", &Stat { path: path.into() }, &[]).await?;
+        Ok(frame.decode_body::<StatOk>()?.status)
+    }
+
+    /// Every entry of a directory, in name order (pages fetched as needed).
+    pub async fn list(&self, path: &str) -> Result<Vec<FileStatus>> {
+        let mut out = Vec::new();
+        let mut start_after = None;
+        loop {
+            let req = List { path: path.into(), start_after: start_after.clone(), limit: 1000 };
+            let page: ListOk = self.master("list", &req, &[]).await?.decode_body()?;
+            let more = page.more && !page.entries.is_empty();
+            start_after = page.entries.last().map(|e| name_of(&e.path).to_string());
+            out.extend(page.entries);
+            if !more {
+                return Ok(out);
+            }
+        }
+    }
+
+    /// Creates a directory (and its parents when asked).
+    pub async fn mkdir(&self, path: &str, parents: bool) -> Result<()> {
+        self.master("mkdir", &Mkdir { path: path.into(), parents, mode: 0o755 }, &[]).await?;
+        Ok(())
+    }
+
+    /// Renames a file or directory atomically.
+    pub async fn rename(&self, src: &str, dst: &str) -> Result<()> {
+        self.master("rename", &Rename { src: src.into(), dst: dst.into() }, &[]).await?;
+        Ok(())
+    }
+
+    /// Deletes a path; directories with content only when `recursive`.
+    pub async fn delete(&self, path: &str, recursive: bool) -> Result<()> {
+        self.master("delete", &Delete { path: path.into(), recursive }, &[]).await?;
+        Ok(())
+    }
+
+    /// Creates a file and returns a writer for its content.
+    pub async fn create(&self, path: &str, overwrite: bool) -> Result<Writer> {
+        let req = Create { path: path.into(), overwrite, mode: 0o644, block_size: 0 };
+        let ok: CreateOk = self.master("create", &req, &[]).await?.decode_body()?;
+        Ok(Writer::new(self.clone(), path.to_string(), ok.file_id, ok.block_size))
+    }
+
+    /// The cluster report (workers, capacity, tail cache).
+    pub async fn report(&self) -> Result<ReportOk> {
+        Ok(self.master("report", &Report {}, &[]).await?.decode_body()?)
+    }
+
+    /// Closes every connection.
+    pub fn close(&self) {
+        self.inner.pool.close();
+    }
+}
+
+fn name_of(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+/// Resolves a `host:port` from a block map.
+pub(crate) async fn resolve(addr: &str) -> Result<SocketAddr> {
+    if let Ok(a) = addr.parse() {
+        return Ok(a);
+    }
+    tokio::net::lookup_host(addr)
+        .await
+        .map_err(|e| Error::new(ErrorKind::Unavailable, format!("resolve {addr}: {e}")))?
+        .next()
+        .ok_or_else(|| Error::new(ErrorKind::Unavailable, format!("resolve {addr}: no address")))
+}

@@ -1,0 +1,59 @@
+//! Client settings: where the master is, deadlines, retries, read-ahead.
+
+use cv_net::config::{ConfigError, Dur};
+use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
+
+/// The `[client]` section of the cv config file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClientSettings {
+    /// The master's QUIC address.
+    pub master: SocketAddr,
+    /// Deadline of one call, retries included.
+    pub deadline: Dur,
+    /// Attempts after the first for errors marked retryable.
+    pub retries: u32,
+    /// Pause before the first retry; doubles each time.
+    pub backoff: Dur,
+    /// Blocks the sequential reader fetches ahead.
+    pub prefetch_depth: u32,
+    /// Bytes per request of the sequential reader.
+    pub read_chunk: cv_net::config::ByteSize,
+    /// Name shown in server logs.
+    pub node: String,
+}
+
+impl Default for ClientSettings {
+    fn default() -> Self {
+        ClientSettings {
+            master: "127.0.0.1:7100".parse().expect("literal address"),
+            deadline: Dur::secs(15),
+            retries: 3,
+            backoff: Dur::millis(20),
+            prefetch_depth: 4,
+            read_chunk: cv_net::config::ByteSize::mib(1),
+            node: "cv-client".into(),
+        }
+    }
+}
+
+impl ClientSettings {
+    /// Checks the values, naming the field that is wrong.
+    pub fn validate(&self, section: &str) -> Result<(), ConfigError> {
+        let f = |n: &str| format!("{section}.{n}");
+        if self.deadline.get().is_zero() {
+            return Err(ConfigError::new(f("deadline"), "must be > 0"));
+        }
+        if self.retries > 20 {
+            return Err(ConfigError::new(f("retries"), "must be <= 20"));
+        }
+        if self.prefetch_depth == 0 || self.prefetch_depth > 64 {
+            return Err(ConfigError::new(f("prefetch_depth"), "must be between 1 and 64"));
+        }
+        if self.read_chunk.bytes() < 4096 || self.read_chunk.bytes() > 64 << 20 {
+            return Err(ConfigError::new(f("read_chunk"), "must be between 4KiB and 64MiB"));
+        }
+        Ok(())
+    }
+}

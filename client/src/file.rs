@@ -1,0 +1,229 @@
+//! An open file: its block map and tail, and positioned reads.
+
+use crate::client::{Client, resolve};
+use crate::error::{Error, ErrorKind, Result};
+use crate::reader::SequentialReader;
+use cv_wire::msg::{BlockLoc, FileStatus, ReadBlock, ReadBlockOk};
+use std::sync::Arc;
+use tokio::task::JoinSet;
+
+/// An open file. Reads that fall inside the tail are served from memory.
+#[derive(Clone, Debug)]
+pub struct File {
+    pub(crate) inner: Arc<FileInner>,
+}
+
+#[derive(Debug)]
+pub(crate) struct FileInner {
+    client: Client,
+    status: FileStatus,
+    blocks: Vec<BlockLoc>,
+    tail: Option<(u64, Vec<u8>)>,
+}
+
+/// One piece of a read: `len` bytes at `offset` of block `loc`, landing at
+/// `dst` in the output.
+struct Piece {
+    loc: BlockLoc,
+    offset: u64,
+    len: u64,
+    dst: usize,
+}
+
+impl File {
+    pub(crate) fn new(
+        client: Client,
+        status: FileStatus,
+        blocks: Vec<BlockLoc>,
+        tail: Option<(u64, Vec<u8>)>,
+    ) -> Result<File> {
+        let mut expect = 0;
+        for b in &blocks {
+            if b.offset != expect {
+                return Err(Error::new(ErrorKind::Protocol, format!("block map has a hole at {expect}")));
+            }
+            expect += b.len;
+        }
+        if expect != status.length {
+            return Err(Error::new(
+                ErrorKind::Protocol,
+                format!("block map covers {expect} bytes of a {}-byte file", status.length),
+            ));
+        }
+        if let Some((off, bytes)) = &tail
+            && off + bytes.len() as u64 != status.length
+        {
+            return Err(Error::new(ErrorKind::Protocol, "tail does not end at the file's end"));
+        }
+        Ok(File { inner: Arc::new(FileInner { client, status, blocks, tail }) })
+    }
+
+    /// File length in bytes.
+    pub fn len(&self) -> u64 {
+        self.inner.status.length
+    }
+
+    /// Whether the file is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Version: changes whenever the content does.
+    pub fn version(&self) -> u64 {
+        self.inner.status.version
+    }
+
+    /// Metadata from the open reply.
+    pub fn status(&self) -> &FileStatus {
+        &self.inner.status
+    }
+
+    /// The block map.
+    pub fn blocks(&self) -> &[BlockLoc] {
+        &self.inner.blocks
+    }
+
+    /// The tail held in memory (offset, bytes), if the master had it cached.
+    pub fn tail(&self) -> Option<(u64, &[u8])> {
+        self.inner.tail.as_ref().map(|(o, b)| (*o, b.as_slice()))
+    }
+
+    /// Reads up to `buf.len()` bytes at `offset`; returns how many (0 at the
+    /// end). Tail ranges cost no round trip; other ranges go to the owning
+    /// shards in parallel.
+    pub async fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        let len = self.len();
+        if offset >= len || buf.is_empty() {
+            return Ok(0);
+        }
+        let n = (buf.len() as u64).min(len - offset) as usize;
+        let buf = &mut buf[..n];
+        // The suffix of the range that the tail covers is copied from memory.
+        let mut fetch_end = offset + n as u64;
+        if let Some((tail_off, tail)) = &self.inner.tail
+            && fetch_end > *tail_off
+        {
+            let from = offset.max(*tail_off);
+            let src = &tail[(from - tail_off) as usize..(fetch_end - tail_off) as usize];
+            buf[(from - offset) as usize..].copy_from_slice(src);
+            fetch_end = from;
+        }
+        if fetch_end > offset {
+            let pieces = self.pieces(offset, fetch_end - offset, 0);
+            self.fetch_into(pieces, buf).await?;
+        }
+        Ok(n)
+    }
+
+    /// Reads several ranges; adjacent and overlapping ones are coalesced and
+    /// every block piece is fetched in parallel. Ranges past the end are cut.
+    pub async fn read_vectored(&self, ranges: &[(u64, usize)]) -> Result<Vec<Vec<u8>>> {
+        let len = self.len();
+        let clipped: Vec<(u64, u64)> =
+            ranges.iter().map(|&(o, l)| (o.min(len), (o.saturating_add(l as u64)).min(len))).collect();
+        let mut spans: Vec<(u64, u64)> = clipped.iter().copied().filter(|(s, e)| e > s).collect();
+        spans.sort_unstable();
+        let mut merged: Vec<(u64, u64)> = Vec::with_capacity(spans.len());
+        for (s, e) in spans {
+            match merged.last_mut() {
+                Some(last) if s <= last.1 => last.1 = last.1.max(e),
+                _ => merged.push((s, e)),
+            }
+        }
+        let mut fetched: Vec<(u64, Vec<u8>)> = Vec::with_capacity(merged.len());
+        let mut all = Vec::new();
+        for (s, e) in &merged {
+            let mut buf = vec![0u8; (e - s) as usize];
+            if let Some((tail_off, tail)) = &self.inner.tail
+                && *s >= *tail_off
+            {
+                buf.copy_from_slice(&tail[(s - tail_off) as usize..(e - tail_off) as usize]);
+            } else {
+                all.push((fetched.len(), self.pieces(*s, e - s, 0)));
+            }
+            fetched.push((*s, buf));
+        }
+        // One parallel fan-out over every piece of every span.
+        let mut set = JoinSet::new();
+        for (span, pieces) in all {
+            for p in pieces {
+                let client = self.inner.client.clone();
+                set.spawn(async move { fetch(&client, &p.loc, p.offset, p.len).await.map(|b| (span, p.dst, b)) });
+            }
+        }
+        while let Some(res) = set.join_next().await {
+            let (span, dst, bytes) = res.map_err(|e| Error::new(ErrorKind::Other, format!("read task: {e}")))??;
+            fetched[span].1[dst..dst + bytes.len()].copy_from_slice(&bytes);
+        }
+        Ok(clipped
+            .iter()
+            .map(|&(s, e)| {
+                if e <= s {
+                    return Vec::new();
+                }
+                let i = fetched.partition_point(|(o, _)| *o <= s) - 1;
+                let (o, b) = &fetched[i];
+                b[(s - o) as usize..(e - o) as usize].to_vec()
+            })
+            .collect())
+    }
+
+    /// A sequential reader starting at `offset`, with read-ahead.
+    pub fn sequential(&self, offset: u64) -> SequentialReader {
+        SequentialReader::new(self.clone(), offset)
+    }
+
+    pub(crate) fn client(&self) -> &Client {
+        &self.inner.client
+    }
+
+    /// Splits `[offset, offset+len)` into per-block pieces; `dst` is the output
+    /// position of `offset`.
+    fn pieces(&self, offset: u64, len: u64, dst: usize) -> Vec<Piece> {
+        let end = offset + len;
+        let first = self.inner.blocks.partition_point(|b| b.offset + b.len <= offset);
+        self.inner.blocks[first..]
+            .iter()
+            .take_while(|b| b.offset < end)
+            .map(|b| {
+                let s = offset.max(b.offset);
+                let e = end.min(b.offset + b.len);
+                Piece { loc: b.clone(), offset: s - b.offset, len: e - s, dst: dst + (s - offset) as usize }
+            })
+            .collect()
+    }
+
+    async fn fetch_into(&self, pieces: Vec<Piece>, buf: &mut [u8]) -> Result<()> {
+        if let [p] = pieces.as_slice() {
+            let bytes = fetch(&self.inner.client, &p.loc, p.offset, p.len).await?;
+            buf[p.dst..p.dst + bytes.len()].copy_from_slice(&bytes);
+            return Ok(());
+        }
+        let mut set = JoinSet::new();
+        for p in pieces {
+            let client = self.inner.client.clone();
+            set.spawn(async move { fetch(&client, &p.loc, p.offset, p.len).await.map(|b| (p.dst, b)) });
+        }
+        while let Some(res) = set.join_next().await {
+            let (dst, bytes) = res.map_err(|e| Error::new(ErrorKind::Other, format!("read task: {e}")))??;
+            buf[dst..dst + bytes.len()].copy_from_slice(&bytes);
+        }
+        Ok(())
+    }
+}
+
+/// Reads `len` bytes at `offset` of a block from its shard.
+pub(crate) async fn fetch(client: &Client, loc: &BlockLoc, offset: u64, len: u64) -> Result<Vec<u8>> {
+    let addr = resolve(&loc.addr).await?;
+    let req = ReadBlock { block_id: loc.block_id, offset, len };
+    let frame = client.call(addr, "read block", &req, &[]).await?;
+    frame.access::<ReadBlockOk>()?;
+    let bytes = frame.into_payload();
+    if bytes.len() as u64 != len {
+        return Err(Error::new(
+            ErrorKind::Protocol,
+            format!("block {} returned {} bytes, asked {len}", loc.block_id, bytes.len()),
+        ));
+    }
+    Ok(bytes)
+}

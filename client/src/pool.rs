@@ -1,0 +1,58 @@
+//! One connection per endpoint, made on first use, replaced when it closes.
+
+use crate::error::Result;
+use cv_net::rpc::Conn;
+use cv_wire::Limits;
+use cv_wire::msg::Role;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use tokio::sync::OnceCell;
+
+type Slot = Arc<OnceCell<Conn>>;
+
+/// Connections keyed by address.
+#[derive(Debug)]
+pub(crate) struct Pool {
+    endpoint: quinn::Endpoint,
+    node: String,
+    slots: Mutex<HashMap<SocketAddr, Slot>>,
+}
+
+impl Pool {
+    pub(crate) fn new(endpoint: quinn::Endpoint, node: String) -> Self {
+        Pool { endpoint, node, slots: Mutex::new(HashMap::new()) }
+    }
+
+    /// The live connection to `addr`, connecting (once, however many callers
+    /// ask at the same time) if there is none.
+    pub(crate) async fn get(&self, addr: SocketAddr) -> Result<Conn> {
+        loop {
+            let slot = {
+                let mut slots = self.slots.lock().expect("pool lock");
+                slots.entry(addr).or_default().clone()
+            };
+            let conn = slot
+                .get_or_try_init(|| Conn::connect(&self.endpoint, addr, Role::Client, &self.node, Limits::DEFAULT))
+                .await?
+                .clone();
+            if !conn.is_closed() {
+                return Ok(conn);
+            }
+            // Closed (idle timeout, peer restart): forget it and connect anew.
+            let mut slots = self.slots.lock().expect("pool lock");
+            if slots.get(&addr).is_some_and(|s| Arc::ptr_eq(s, &slot)) {
+                slots.remove(&addr);
+            }
+        }
+    }
+
+    /// Drops the connection to `addr` so the next call reconnects.
+    pub(crate) fn forget(&self, addr: SocketAddr) {
+        self.slots.lock().expect("pool lock").remove(&addr);
+    }
+
+    pub(crate) fn close(&self) {
+        self.endpoint.close(0u32.into(), b"client closed");
+    }
+}

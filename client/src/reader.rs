@@ -1,0 +1,96 @@
+//! Sequential reads with read-ahead: up to `prefetch_depth` chunks are in
+//! flight ahead of the reader.
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::file::File;
+use std::collections::VecDeque;
+use tokio::task::JoinHandle;
+
+/// Reads a file front to back, keeping a bounded number of requests ahead.
+#[derive(Debug)]
+pub struct SequentialReader {
+    file: File,
+    /// Next byte the caller will get.
+    pos: u64,
+    /// Next byte to request.
+    next_fetch: u64,
+    inflight: VecDeque<JoinHandle<Result<Vec<u8>>>>,
+    current: Vec<u8>,
+    current_off: usize,
+}
+
+impl SequentialReader {
+    pub(crate) fn new(file: File, offset: u64) -> Self {
+        let offset = offset.min(file.len());
+        SequentialReader {
+            file,
+            pos: offset,
+            next_fetch: offset,
+            inflight: VecDeque::new(),
+            current: Vec::new(),
+            current_off: 0,
+        }
+    }
+
+    /// Position of the next byte returned.
+    pub fn position(&self) -> u64 {
+        self.pos
+    }
+
+    fn refill(&mut self) {
+        let settings = self.file.client().settings();
+        let chunk = settings.read_chunk.bytes();
+        while self.inflight.len() < settings.prefetch_depth as usize && self.next_fetch < self.file.len() {
+            let off = self.next_fetch;
+            let len = chunk.min(self.file.len() - off) as usize;
+            self.next_fetch += len as u64;
+            let file = self.file.clone();
+            self.inflight.push_back(tokio::spawn(async move {
+                let mut buf = vec![0u8; len];
+                let n = file.read_at(off, &mut buf).await?;
+                buf.truncate(n);
+                Ok(buf)
+            }));
+        }
+    }
+
+    /// Fills `buf` with the next bytes; returns how many (0 at the end).
+    pub async fn read(&mut self, buf: &mut [u8]) -> Result<usize> {
+        if self.current_off == self.current.len() {
+            self.refill();
+            let Some(next) = self.inflight.pop_front() else { return Ok(0) };
+            self.current = next.await.map_err(|e| Error::new(ErrorKind::Other, format!("read-ahead task: {e}")))??;
+            self.current_off = 0;
+            self.refill();
+            if self.current.is_empty() {
+                return Ok(0);
+            }
+        }
+        let n = buf.len().min(self.current.len() - self.current_off);
+        buf[..n].copy_from_slice(&self.current[self.current_off..self.current_off + n]);
+        self.current_off += n;
+        self.pos += n as u64;
+        Ok(n)
+    }
+
+    /// Reads everything that is left.
+    pub async fn read_to_end(&mut self) -> Result<Vec<u8>> {
+        let mut out = Vec::with_capacity((self.file.len() - self.pos) as usize);
+        let mut buf = vec![0u8; 1 << 20];
+        loop {
+            let n = self.read(&mut buf).await?;
+            if n == 0 {
+                return Ok(out);
+            }
+            out.extend_from_slice(&buf[..n]);
+        }
+    }
+}
+
+impl Drop for SequentialReader {
+    fn drop(&mut self) {
+        for h in &self.inflight {
+            h.abort();
+        }
+    }
+}

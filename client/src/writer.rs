@@ -1,0 +1,144 @@
+//! Writing a file: block-sized pieces stream to their owning shards (one
+//! block in flight while the next fills), then `close` completes the file
+//! with its tail so the master can serve the footer on open.
+
+use crate::client::{Client, resolve};
+use crate::error::{Error, ErrorKind, Result};
+use cv_wire::msg::{AddBlock, AddBlockOk, BlockLen, Complete, FileStatus, StatOk, WriteBlock, WriteBlockOk};
+use tokio::task::JoinHandle;
+
+/// Default tail budget for files whose format is not recognised.
+const DEFAULT_TAIL: u64 = 64 << 10;
+
+/// Writes a new file. Bytes become visible to readers at [`Writer::close`].
+#[derive(Debug)]
+pub struct Writer {
+    client: Client,
+    path: String,
+    file_id: u64,
+    block_size: u64,
+    buf: Vec<u8>,
+    /// The previous full block, kept so a footer larger than the last block
+    /// can still be sent as the tail.
+    prev: Vec<u8>,
+    blocks: Vec<BlockLen>,
+    inflight: Option<JoinHandle<Result<BlockLen>>>,
+    length: u64,
+}
+
+impl Writer {
+    pub(crate) fn new(client: Client, path: String, file_id: u64, block_size: u64) -> Self {
+        let block_size = block_size.max(4096);
+        Writer {
+            client,
+            path,
+            file_id,
+            block_size,
+            buf: Vec::with_capacity(block_size as usize),
+            prev: Vec::new(),
+            blocks: Vec::new(),
+            inflight: None,
+            length: 0,
+        }
+    }
+
+    /// Bytes written so far.
+    pub fn len(&self) -> u64 {
+        self.length
+    }
+
+    /// Whether nothing was written yet.
+    pub fn is_empty(&self) -> bool {
+        self.length == 0
+    }
+
+    /// Appends `data`.
+    pub async fn write(&mut self, mut data: &[u8]) -> Result<()> {
+        while !data.is_empty() {
+            let room = self.block_size as usize - self.buf.len();
+            let n = room.min(data.len());
+            self.buf.extend_from_slice(&data[..n]);
+            self.length += n as u64;
+            data = &data[n..];
+            if self.buf.len() as u64 == self.block_size {
+                self.ship_block().await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends the filled block; waits for the previous one first, so at most
+    /// one block is in flight while the next fills.
+    async fn ship_block(&mut self) -> Result<()> {
+        self.wait_inflight().await?;
+        let full = std::mem::replace(&mut self.buf, Vec::with_capacity(self.block_size as usize));
+        let index = self.blocks.len() as u32;
+        let client = self.client.clone();
+        let file_id = self.file_id;
+        self.prev = full.clone();
+        self.inflight = Some(tokio::spawn(async move { write_block(&client, file_id, index, full).await }));
+        Ok(())
+    }
+
+    async fn wait_inflight(&mut self) -> Result<()> {
+        if let Some(h) = self.inflight.take() {
+            let done = h.await.map_err(|e| Error::new(ErrorKind::Other, format!("block write task: {e}")))??;
+            self.blocks.push(done);
+        }
+        Ok(())
+    }
+
+    /// Writes the last block, sends the tail and completes the file.
+    pub async fn close(mut self) -> Result<FileStatus> {
+        self.wait_inflight().await?;
+        let last = std::mem::take(&mut self.buf);
+        if !last.is_empty() {
+            let index = self.blocks.len() as u32;
+            let done = write_block(&self.client, self.file_id, index, last.clone()).await?;
+            self.blocks.push(done);
+        }
+        // `prev` is the block just before `last`, so together they are the
+        // end of the file: enough for any footer up to a block long.
+        let mut held = std::mem::take(&mut self.prev);
+        held.extend_from_slice(&last);
+        let want = cv_wire::footer::tail_len(self.length, &held, DEFAULT_TAIL).min(held.len() as u64);
+        let tail = &held[held.len() - want as usize..];
+        let req = Complete {
+            file_id: self.file_id,
+            length: self.length,
+            blocks: std::mem::take(&mut self.blocks),
+            tail_offset: self.length - want,
+        };
+        let frame = self.client.master("complete", &req, &[tail]).await?;
+        Ok(frame.decode_body::<StatOk>()?.status)
+    }
+
+    /// The path being written.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+}
+
+/// Allocates block `index` of the file at the master and stores `data` on
+/// its shard; checks the shard's crc against ours.
+async fn write_block(client: &Client, file_id: u64, index: u32, data: Vec<u8>) -> Result<BlockLen> {
+    let ok: AddBlockOk = client.master("add block", &AddBlock { file_id, index }, &[]).await?.decode_body()?;
+    let addr = resolve(&ok.block.addr).await?;
+    let req = WriteBlock { block_id: ok.block.block_id, pinned: false };
+    let reply = client.call(addr, "write block", &req, &[&data]).await?;
+    let w: WriteBlockOk = reply.decode_body()?;
+    let crc = crc32fast::hash(&data);
+    if w.len != data.len() as u64 || w.crc32 != crc {
+        return Err(Error::new(
+            ErrorKind::Corrupt,
+            format!(
+                "block {}: shard stored {} bytes crc {:08x}, sent {} crc {crc:08x}",
+                ok.block.block_id,
+                w.len,
+                w.crc32,
+                data.len()
+            ),
+        ));
+    }
+    Ok(BlockLen { block_id: ok.block.block_id, len: w.len })
+}
