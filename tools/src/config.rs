@@ -31,6 +31,8 @@ pub struct CvConfig {
     /// QUIC settings shared by every connection this process makes or takes.
     #[serde(default)]
     pub transport: TransportSettings,
+    /// Client settings (`cvctl fs`, `cvctl report`, benchmarks, applications).
+    pub client: Option<cv_client::ClientSettings>,
 }
 
 impl CvConfig {
@@ -54,6 +56,9 @@ impl CvConfig {
     fn validate(&self) -> Result<(), ConfigError> {
         self.tls.validate("tls")?;
         self.transport.validate("transport")?;
+        if let Some(c) = &self.client {
+            c.validate("client")?;
+        }
         Ok(())
     }
 }

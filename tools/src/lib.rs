@@ -3,4 +3,5 @@
 
 pub mod cmd;
 pub mod config;
+pub mod connect;
 pub mod logging;

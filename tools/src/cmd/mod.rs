@@ -2,6 +2,8 @@
 
 pub mod bench;
 pub mod cert;
+pub mod fs;
+pub mod report;
 
 use clap::Subcommand;
 
@@ -14,6 +16,10 @@ pub enum Command {
     /// Measure cv against a baseline in the same run, side by side.
     #[command(subcommand)]
     Bench(bench::Bench),
+    /// File commands against a running cluster: ls, stat, cat, put, get, mkdir, mv, rm.
+    Fs(fs::Fs),
+    /// Cluster report: workers, shards, capacity, use, tail-cache hit ratio.
+    Report(report::ReportArgs),
 }
 
 /// Error of a subcommand: what failed, for the user.
@@ -25,6 +31,8 @@ impl Command {
         match self {
             Command::Cert(c) => c.run(),
             Command::Bench(b) => b.run(),
+            Command::Fs(f) => f.run(),
+            Command::Report(r) => r.run(),
         }
     }
 }

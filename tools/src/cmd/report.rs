@@ -1,0 +1,74 @@
+//! `cvctl report`: workers, shards, capacity, use, tail-cache hit ratio.
+
+use super::CmdResult;
+use crate::connect::{ClientArgs, runtime};
+use clap::Args;
+
+/// Arguments of `cvctl report`.
+#[derive(Args, Debug)]
+pub struct ReportArgs {
+    #[command(flatten)]
+    conn: ClientArgs,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+impl ReportArgs {
+    /// Runs it.
+    pub fn run(self) -> CmdResult {
+        runtime()?.block_on(async move {
+            let client = self.conn.connect().await?;
+            let r = client.report().await?;
+            client.close();
+            let lookups = r.tail_hits + r.tail_misses;
+            let hit_ratio = if lookups == 0 { 0.0 } else { r.tail_hits as f64 / lookups as f64 };
+            if self.json {
+                let workers: Vec<_> = r
+                    .workers
+                    .iter()
+                    .map(|w| {
+                        serde_json::json!({
+                            "worker_id": w.worker_id, "host": w.host, "shard_ports": w.shard_ports,
+                            "capacity": w.capacity, "used": w.used, "live": w.live,
+                            "last_heartbeat_age_ms": w.last_heartbeat_age_ms,
+                        })
+                    })
+                    .collect();
+                let out = serde_json::json!({
+                    "workers": workers, "inodes": r.inodes, "blocks": r.blocks,
+                    "tail_cache": { "bytes": r.tail_bytes, "budget": r.tail_budget, "hits": r.tail_hits,
+                                    "misses": r.tail_misses, "hit_ratio": hit_ratio },
+                });
+                println!("{out}");
+                return Ok(());
+            }
+            println!("inodes {}  blocks {}", r.inodes, r.blocks);
+            println!(
+                "tail cache {} / {} bytes, hits {} misses {} (hit ratio {:.1}%)",
+                r.tail_bytes,
+                r.tail_budget,
+                r.tail_hits,
+                r.tail_misses,
+                hit_ratio * 100.0
+            );
+            println!(
+                "{:>6} {:<22} {:>6} {:>16} {:>16} {:>6} {:>10}",
+                "id", "host", "shards", "capacity", "used", "live", "hb age ms"
+            );
+            for w in &r.workers {
+                println!(
+                    "{:>6} {:<22} {:>6} {:>16} {:>16} {:>6} {:>10}",
+                    w.worker_id,
+                    w.host,
+                    w.shard_ports.len(),
+                    w.capacity,
+                    w.used,
+                    w.live,
+                    w.last_heartbeat_age_ms
+                );
+            }
+            Ok(())
+        })
+    }
+}

@@ -1,0 +1,55 @@
+//! How client-side subcommands reach a cluster: a config file with a client
+//! identity and a `[client]` section, optionally overridden by flags.
+
+use crate::config::CvConfig;
+use clap::Args;
+use cv_client::{Client, ClientSettings};
+use cv_net::tls::Identity;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// Flags shared by every command that talks to a cluster.
+#[derive(Args, Debug, Clone)]
+pub struct ClientArgs {
+    /// Config file with `[tls]` (a client identity) and `[client]`; `cvctl up` writes one.
+    #[arg(long, env = "CV_CONFIG", default_value = "cv-client.toml")]
+    pub config: PathBuf,
+    /// Master address, overriding `client.master` from the file.
+    #[arg(long)]
+    pub master: Option<SocketAddr>,
+}
+
+impl ClientArgs {
+    /// Loads the file, applies overrides and connects.
+    pub async fn connect(&self) -> Result<Client, Box<dyn std::error::Error>> {
+        let cfg = CvConfig::load(&self.config)?;
+        let mut settings = cfg.client.clone().unwrap_or_default();
+        if let Some(m) = self.master {
+            settings.master = m;
+        }
+        settings.validate("client")?;
+        let identity = Identity::load(&cfg.tls)?;
+        Ok(Client::connect(settings, &identity, &cfg.transport).await?)
+    }
+}
+
+/// A small runtime for one command.
+pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()
+}
+
+/// Writes a client config file pointing at `master` with identity files
+/// from a `cvctl cert init` directory.
+pub fn write_client_config(path: &std::path::Path, certs: &std::path::Path, master: SocketAddr) -> std::io::Result<()> {
+    let settings = ClientSettings { master, ..ClientSettings::default() };
+    let text = format!(
+        "# Written by cvctl. Use with `cvctl fs --config {path}` or CV_CONFIG={path}.\n\
+         [tls]\nca = \"{ca}\"\ncert = \"{cert}\"\nkey = \"{key}\"\n\n[client]\n{client}",
+        path = path.display(),
+        ca = certs.join("ca.pem").display(),
+        cert = certs.join("client.pem").display(),
+        key = certs.join("client.key").display(),
+        client = toml::to_string(&settings).map_err(std::io::Error::other)?,
+    );
+    std::fs::write(path, text)
+}
