@@ -10,6 +10,7 @@ pub mod error;
 pub mod journal;
 pub mod path;
 pub mod placement;
+pub mod server;
 pub mod state;
 pub mod tail_cache;
 

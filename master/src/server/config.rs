@@ -1,0 +1,160 @@
+//! The `[master]` section of the cv configuration file, typed and validated, and its
+//! conversion into [`MasterConfig`].
+
+use crate::config::MasterConfig;
+use cv_net::config::{ByteSize, ConfigError, Dur};
+use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How the master serves: where it listens, where its journal lives, and its tunables.
+///
+/// ```toml
+/// [master]
+/// listen = "0.0.0.0:7700"
+/// journal_dir = "/var/lib/cv/master"
+/// heartbeat_timeout = "30s"
+/// tail_budget = "1GiB"
+/// default_tail = "64KiB"
+/// block_size = "4MiB"
+/// snapshot_every = 100000
+/// read_waits_for_durability = true
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    /// UDP address of the QUIC endpoint.
+    pub listen: SocketAddr,
+    /// Holds the `journal` and `snapshot` files.
+    pub journal_dir: PathBuf,
+    /// Name announced in hello replies, for peers' logs.
+    pub node: String,
+    /// A worker silent for longer is marked lost.
+    pub heartbeat_timeout: Dur,
+    /// How often lost workers are looked for; 0 takes a quarter of `heartbeat_timeout`.
+    pub tick_interval: Dur,
+    /// Byte budget of the tail cache.
+    pub tail_budget: ByteSize,
+    /// Tail kept for files whose format is not recognised.
+    pub default_tail: ByteSize,
+    /// Largest block a client may write.
+    pub block_size: ByteSize,
+    /// Snapshot (and restart the journal) after this many records; 0 = never.
+    pub snapshot_every: u64,
+    /// Reads wait until everything they could observe is durable.
+    pub read_waits_for_durability: bool,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        let core = MasterConfig::default();
+        ServerConfig {
+            listen: SocketAddr::from(([0, 0, 0, 0], 7700)),
+            journal_dir: core.journal_dir,
+            node: "cv-master".into(),
+            heartbeat_timeout: Dur(core.heartbeat_timeout),
+            tick_interval: Dur::millis(0),
+            tail_budget: ByteSize(core.tail_budget_bytes),
+            default_tail: ByteSize(core.default_tail_bytes),
+            block_size: ByteSize(core.block_size),
+            snapshot_every: core.snapshot_every,
+            read_waits_for_durability: core.read_waits_for_durability,
+        }
+    }
+}
+
+/// The wire's payload limit: a block or tail must fit in one frame.
+const MAX_PAYLOAD: u64 = cv_wire::Limits::DEFAULT.max_payload as u64;
+
+impl ServerConfig {
+    /// Checks every value, naming the field (`<section>.<field>`) that is wrong.
+    pub fn validate(&self, section: &str) -> Result<(), ConfigError> {
+        let f = |name: &str| format!("{section}.{name}");
+        if self.journal_dir.as_os_str().is_empty() {
+            return Err(ConfigError::new(f("journal_dir"), "must not be empty"));
+        }
+        if self.node.is_empty() || self.node.len() > 255 {
+            return Err(ConfigError::new(f("node"), "must be 1 to 255 bytes"));
+        }
+        if self.heartbeat_timeout.get() < Duration::from_millis(100) {
+            return Err(ConfigError::new(f("heartbeat_timeout"), "must be at least 100ms"));
+        }
+        if self.tick_interval >= self.heartbeat_timeout {
+            return Err(ConfigError::new(f("tick_interval"), "must be shorter than heartbeat_timeout"));
+        }
+        if self.block_size.bytes() < 64 << 10 || self.block_size.bytes() > MAX_PAYLOAD {
+            return Err(ConfigError::new(
+                f("block_size"),
+                format!("must be between 64KiB and {}", ByteSize(MAX_PAYLOAD)),
+            ));
+        }
+        if self.default_tail.bytes() == 0 || self.default_tail.bytes() > MAX_PAYLOAD {
+            return Err(ConfigError::new(
+                f("default_tail"),
+                format!("must be between 1B and {}", ByteSize(MAX_PAYLOAD)),
+            ));
+        }
+        if self.tail_budget < self.default_tail {
+            return Err(ConfigError::new(f("tail_budget"), "must be at least default_tail"));
+        }
+        Ok(())
+    }
+
+    /// How often the lost-worker tick runs.
+    pub fn tick_every(&self) -> Duration {
+        if self.tick_interval.get().is_zero() { self.heartbeat_timeout.get() / 4 } else { self.tick_interval.get() }
+    }
+
+    /// How often workers should heartbeat: three chances before the timeout.
+    pub fn heartbeat_every(&self) -> Duration {
+        (self.heartbeat_timeout.get() / 3).max(Duration::from_millis(1))
+    }
+
+    /// The core's configuration (other core tunables keep their defaults).
+    pub fn master_config(&self) -> MasterConfig {
+        MasterConfig {
+            journal_dir: self.journal_dir.clone(),
+            heartbeat_timeout: self.heartbeat_timeout.get(),
+            tail_budget_bytes: self.tail_budget.bytes(),
+            default_tail_bytes: self.default_tail.bytes(),
+            block_size: self.block_size.bytes(),
+            snapshot_every: self.snapshot_every,
+            read_waits_for_durability: self.read_waits_for_durability,
+            ..MasterConfig::default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_typed_values_and_validates() {
+        let c: ServerConfig = toml::from_str(
+            "listen = \"127.0.0.1:9000\"\njournal_dir = \"/tmp/j\"\nheartbeat_timeout = \"3s\"\ntail_budget = \"8MiB\"\n",
+        )
+        .unwrap();
+        c.validate("master").unwrap();
+        assert_eq!(c.listen, SocketAddr::from(([127, 0, 0, 1], 9000)));
+        assert_eq!(c.tick_every(), Duration::from_millis(750));
+        let m = c.master_config();
+        assert_eq!(m.tail_budget_bytes, 8 << 20);
+        assert_eq!(m.heartbeat_timeout, Duration::from_secs(3));
+        assert_eq!(m.default_tail_bytes, 64 << 10);
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let field = |c: ServerConfig| c.validate("master").unwrap_err().field;
+        let d = ServerConfig::default;
+        assert_eq!(field(ServerConfig { journal_dir: PathBuf::new(), ..d() }), "master.journal_dir");
+        assert_eq!(field(ServerConfig { heartbeat_timeout: Dur::millis(5), ..d() }), "master.heartbeat_timeout");
+        assert_eq!(field(ServerConfig { tick_interval: Dur::secs(60), ..d() }), "master.tick_interval");
+        assert_eq!(field(ServerConfig { block_size: ByteSize(100), ..d() }), "master.block_size");
+        assert_eq!(field(ServerConfig { default_tail: ByteSize(0), ..d() }), "master.default_tail");
+        assert_eq!(field(ServerConfig { tail_budget: ByteSize::kib(1), ..d() }), "master.tail_budget");
+        assert!(toml::from_str::<ServerConfig>("journal_dirr = \"x\"").is_err());
+    }
+}

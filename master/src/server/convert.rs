@@ -1,0 +1,107 @@
+//! State values to wire messages: statuses, block locations, redacted mounts.
+
+use crate::state::{self, EntryKind, FileState};
+use cv_wire::msg::{self, FileKind, FileStatus, KeyValue, MountInfo};
+
+/// A file's or directory's status as the wire carries it.
+pub(super) fn status(path: String, s: &state::Stat, block_size: u64) -> FileStatus {
+    let file = s.kind == EntryKind::File;
+    FileStatus {
+        id: s.id,
+        path,
+        kind: if file { FileKind::File } else { FileKind::Dir },
+        // The core counts a directory's entries here; the wire says 0 for directories.
+        length: if file { s.length } else { 0 },
+        mtime_ms: s.mtime,
+        version: s.version,
+        mode: s.mode,
+        complete: !file || s.state == Some(FileState::Complete),
+        block_size: if file { block_size } else { 0 },
+    }
+}
+
+/// `host:port`, with brackets around an IPv6 literal.
+pub(super) fn host_port(host: &str, port: u16) -> String {
+    if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") }
+}
+
+pub(super) fn block_loc(b: &state::BlockLoc) -> msg::BlockLoc {
+    msg::BlockLoc {
+        block_id: b.block_id,
+        offset: b.offset_in_file,
+        len: b.len,
+        worker_id: b.worker_id,
+        shard: b.shard,
+        addr: host_port(&b.host, b.port),
+    }
+}
+
+/// The child `name` of the normalized directory `dir`.
+pub(super) fn child_path(dir: &str, name: &str) -> String {
+    if dir == "/" { format!("/{name}") } else { format!("{dir}/{name}") }
+}
+
+pub(super) fn mode_to_state(m: msg::MountMode) -> state::MountMode {
+    match m {
+        msg::MountMode::Cache => state::MountMode::Cache,
+        msg::MountMode::Fs => state::MountMode::Fs,
+    }
+}
+
+fn mode_to_wire(m: state::MountMode) -> msg::MountMode {
+    match m {
+        state::MountMode::Cache => msg::MountMode::Cache,
+        state::MountMode::Fs => msg::MountMode::Fs,
+    }
+}
+
+/// Whether a mount option's value must never leave the master (matched case-insensitively
+/// on the key: anything naming a secret, password, token, key or credential).
+pub fn is_secret_key(key: &str) -> bool {
+    let k = key.to_ascii_lowercase();
+    ["secret", "password", "token", "key", "credential"].iter().any(|w| k.contains(w))
+}
+
+/// A mount as clients see it: secret option values replaced by `***`.
+pub(super) fn mount_info(m: &state::Mount) -> MountInfo {
+    let options = m
+        .options
+        .iter()
+        .map(|(k, v)| KeyValue { key: k.clone(), value: if is_secret_key(k) { "***".into() } else { v.clone() } })
+        .collect();
+    MountInfo { ufs_url: m.ufs_url.clone(), cv_path: m.path.clone(), mode: mode_to_wire(m.mode), options }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_are_redacted_and_the_rest_kept() {
+        let m = state::Mount {
+            path: "/m".into(),
+            ufs_url: "s3://b/p".into(),
+            mode: state::MountMode::Fs,
+            options: vec![
+                ("region".into(), "us-east-1".into()),
+                ("Secret_Access_Key".into(), "s3cr3t".into()),
+                ("access_key_id".into(), "AKIA".into()),
+                ("session_token".into(), "tok".into()),
+                ("db_password".into(), "pw".into()),
+                ("credential_file".into(), "/c".into()),
+            ],
+        };
+        let info = mount_info(&m);
+        assert_eq!(info.options[0].value, "us-east-1");
+        assert!(info.options[1..].iter().all(|o| o.value == "***"), "{:?}", info.options);
+        assert_eq!(info.mode, msg::MountMode::Fs);
+    }
+
+    #[test]
+    fn addresses_and_child_paths() {
+        assert_eq!(host_port("10.0.0.1", 7), "10.0.0.1:7");
+        assert_eq!(host_port("::1", 7), "[::1]:7");
+        assert_eq!(child_path("/", "a"), "/a");
+        assert_eq!(child_path("/a", "b"), "/a/b");
+    }
+}

@@ -1,0 +1,19 @@
+//! The master served over QUIC: a [`MasterService`] that answers every master-side message of
+//! the wire catalogue from a [`crate::MasterCore`], and a [`MasterServer`] that binds the
+//! endpoint, runs the lost-worker tick and shuts everything down cleanly. It runs on the
+//! caller's tokio runtime; journal fsyncs are awaited, never blocked on.
+
+mod config;
+mod convert;
+mod errors;
+mod mounts;
+mod namespace;
+mod run;
+mod service;
+mod workers;
+
+pub use config::ServerConfig;
+pub use convert::is_secret_key;
+pub use errors::{ServerError, ServerErrorKind, code_of};
+pub use run::MasterServer;
+pub use service::MasterService;

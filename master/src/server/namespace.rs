@@ -1,0 +1,135 @@
+//! Namespace requests: open (with the tail as payload), stat, list, mkdir, create, add-block,
+//! complete (tail from the payload), rename, delete. Each awaits its durability ticket.
+
+use super::convert::{block_loc, child_path, host_port, status};
+use super::errors::Fail;
+use super::service::MasterService;
+use crate::Tail;
+use crate::path::CvPath;
+use cv_net::rpc::Reply;
+use cv_wire::msg::{
+    AddBlock, AddBlockOk, BlockLoc, Complete, Create, CreateOk, Delete, Done, FileKind, FileStatus, List, ListOk,
+    Mkdir, Open, OpenOk, Rename, Stat, StatOk,
+};
+use cv_wire::{ErrorCode, Frame};
+
+/// Most entries one list page returns, whatever the client asks.
+const MAX_LIST_PAGE: u32 = 10_000;
+
+fn normalized(raw: &str) -> Result<String, Fail> {
+    CvPath::parse(raw).map(|p| p.as_str().to_owned()).map_err(|e| Fail::from(crate::Error::from(e)))
+}
+
+fn done(frame: &Frame) -> Reply {
+    Reply::ok(frame.header().request_id, &Done {}, Vec::new())
+}
+
+pub(super) async fn open(s: &MasterService, frame: &Frame) -> Result<Reply, Fail> {
+    let raw = frame.access::<Open>()?.path.as_str();
+    let pending = s.core.begin_open(raw)?;
+    let path = normalized(raw)?;
+    let info = pending.wait_async().await?;
+    let (tail_cached, tail_offset, payload) = match info.tail {
+        Tail::Cached { offset, bytes } => (true, offset, bytes.to_vec()),
+        Tail::Evicted => (false, info.length, Vec::new()),
+    };
+    let ok = OpenOk {
+        status: FileStatus {
+            id: info.file_id,
+            path,
+            kind: FileKind::File,
+            length: info.length,
+            mtime_ms: info.mtime,
+            version: info.version,
+            // The core's open view has no mode (stat has it); 0 says "not reported".
+            mode: 0,
+            complete: true,
+            block_size: s.core.config().block_size,
+        },
+        blocks: info.blocks.iter().map(block_loc).collect(),
+        tail_cached,
+        tail_offset,
+    };
+    Ok(Reply::ok(frame.header().request_id, &ok, payload))
+}
+
+pub(super) async fn stat(s: &MasterService, frame: &Frame) -> Result<Reply, Fail> {
+    let raw = frame.access::<Stat>()?.path.as_str();
+    let pending = s.core.begin_stat(raw)?;
+    let path = normalized(raw)?;
+    let st = pending.wait_async().await?;
+    let ok = StatOk { status: status(path, &st, s.core.config().block_size) };
+    Ok(Reply::ok(frame.header().request_id, &ok, Vec::new()))
+}
+
+pub(super) async fn list(s: &MasterService, frame: &Frame) -> Result<Reply, Fail> {
+    let req: List = frame.decode_body()?;
+    if req.limit == 0 {
+        return Err(Fail::new(ErrorCode::InvalidArgument, "list limit must be at least 1"));
+    }
+    let limit = req.limit.min(MAX_LIST_PAGE) as usize;
+    let dir = normalized(&req.path)?;
+    let page = s.core.begin_list(&dir, req.start_after.as_deref(), limit)?.wait_async().await?;
+    let block_size = s.core.config().block_size;
+    let entries = page.entries.iter().map(|e| status(child_path(&dir, &e.name), &e.stat, block_size)).collect();
+    Ok(Reply::ok(frame.header().request_id, &ListOk { entries, more: page.more }, Vec::new()))
+}
+
+pub(super) async fn mkdir(s: &MasterService, frame: &Frame) -> Result<Reply, Fail> {
+    let req: Mkdir = frame.decode_body()?;
+    s.core.begin_mkdir(&req.path, req.parents)?.wait_async().await?;
+    Ok(done(frame))
+}
+
+pub(super) async fn create(s: &MasterService, frame: &Frame) -> Result<Reply, Fail> {
+    let req: Create = frame.decode_body()?;
+    let block_size = s.core.config().block_size;
+    if req.block_size != 0 && req.block_size != block_size {
+        return Err(Fail::new(
+            ErrorCode::Unsupported,
+            format!("per-file block size {}: this master writes every file with {block_size}", req.block_size),
+        ));
+    }
+    let created = s.core.begin_create(&req.path, req.overwrite, req.mode)?.wait_async().await?;
+    Ok(Reply::ok(frame.header().request_id, &CreateOk { file_id: created.file_id, block_size }, Vec::new()))
+}
+
+pub(super) async fn add_block(s: &MasterService, frame: &Frame) -> Result<Reply, Fail> {
+    let req: AddBlock = frame.decode_body()?;
+    let b = s.core.begin_add_block(req.file_id)?.wait_async().await?;
+    if b.index != req.index {
+        // The core appends without looking at the index, so a retried add-block gets a new
+        // block; the reply's offset tells the client which index it really got.
+        tracing::warn!(file = req.file_id, asked = req.index, got = b.index, "add-block index differs");
+    }
+    let block = BlockLoc {
+        block_id: b.block_id,
+        offset: u64::from(b.index) * s.core.config().block_size,
+        len: 0,
+        worker_id: b.worker_id,
+        shard: b.shard,
+        addr: host_port(&b.host, b.port),
+    };
+    Ok(Reply::ok(frame.header().request_id, &AddBlockOk { block }, Vec::new()))
+}
+
+pub(super) async fn complete(s: &MasterService, frame: &Frame) -> Result<Reply, Fail> {
+    let req: Complete = frame.decode_body()?;
+    let payload = frame.payload();
+    let tail = (!payload.is_empty()).then(|| (req.tail_offset, payload.to_vec()));
+    let lens = req.blocks.iter().map(|b| b.len).collect();
+    s.core.begin_complete(req.file_id, req.length, lens, tail)?.wait_async().await?;
+    Ok(done(frame))
+}
+
+pub(super) async fn rename(s: &MasterService, frame: &Frame) -> Result<Reply, Fail> {
+    let req: Rename = frame.decode_body()?;
+    s.core.begin_rename(&req.src, &req.dst)?.wait_async().await?;
+    Ok(done(frame))
+}
+
+pub(super) async fn delete(s: &MasterService, frame: &Frame) -> Result<Reply, Fail> {
+    let req: Delete = frame.decode_body()?;
+    s.core.begin_delete(&req.path, req.recursive)?.wait_async().await?;
+    Ok(done(frame))
+}

@@ -1,0 +1,91 @@
+//! The request dispatcher: one frame in, one reply out, every master-side kind of the catalogue.
+
+use super::errors::Fail;
+use super::{mounts, namespace, workers};
+use crate::MasterCore;
+use crate::config::Clock;
+use cv_net::rpc::{BoxFuture, Peer, Reply, Service};
+use cv_wire::msg::{Ping, Pong, Role};
+use cv_wire::{ErrorCode, Frame, Kind};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Serves a [`MasterCore`] to cv-net's [`cv_net::rpc::serve`].
+#[derive(Debug)]
+pub struct MasterService {
+    pub(super) core: Arc<MasterCore>,
+    pub(super) clock: Arc<dyn Clock>,
+    /// Heartbeat period told to registering workers.
+    pub(super) heartbeat_every: Duration,
+}
+
+impl MasterService {
+    pub fn new(core: Arc<MasterCore>, clock: Arc<dyn Clock>, heartbeat_every: Duration) -> Self {
+        MasterService { core, clock, heartbeat_every }
+    }
+
+    pub fn core(&self) -> &Arc<MasterCore> {
+        &self.core
+    }
+
+    async fn dispatch(&self, peer: &Peer, frame: &Frame) -> Result<Reply, Fail> {
+        let id = frame.header().request_id;
+        match frame.kind() {
+            Kind::Ping => {
+                let nonce = frame.access::<Ping>()?.nonce.to_native();
+                Ok(Reply::ok(id, &Pong { nonce }, Vec::new()))
+            }
+            Kind::Open => namespace::open(self, frame).await,
+            Kind::Stat => namespace::stat(self, frame).await,
+            Kind::List => namespace::list(self, frame).await,
+            Kind::Mkdir => namespace::mkdir(self, frame).await,
+            Kind::Create => namespace::create(self, frame).await,
+            Kind::AddBlock => namespace::add_block(self, frame).await,
+            Kind::Complete => namespace::complete(self, frame).await,
+            Kind::Rename => namespace::rename(self, frame).await,
+            Kind::Delete => namespace::delete(self, frame).await,
+            Kind::Mount => mounts::mount(self, frame).await,
+            Kind::Unmount => mounts::unmount(self, frame).await,
+            Kind::ListMounts => mounts::list(self, frame).await,
+            Kind::RegisterWorker => {
+                worker_only(peer, frame.kind())?;
+                workers::register(self, frame).await
+            }
+            Kind::Heartbeat => {
+                worker_only(peer, frame.kind())?;
+                workers::heartbeat(self, frame).await
+            }
+            Kind::Report => workers::report(self, frame).await,
+            other => {
+                Err(Fail::new(ErrorCode::Unsupported, format!("{} is not a request the master serves", other.name())))
+            }
+        }
+    }
+}
+
+/// Identity is the mTLS certificate; the role is what the peer said in its hello. Only a peer
+/// that said it is a worker may act as one.
+fn worker_only(peer: &Peer, kind: Kind) -> Result<(), Fail> {
+    if peer.role == Role::Worker {
+        return Ok(());
+    }
+    Err(Fail::new(
+        ErrorCode::PermissionDenied,
+        format!("{} is for workers; this peer said {:?}", kind.name(), peer.role),
+    ))
+}
+
+impl Service for MasterService {
+    fn handle<'a>(&'a self, peer: &'a Peer, frame: Frame) -> BoxFuture<'a, Reply> {
+        Box::pin(async move {
+            let id = frame.header().request_id;
+            match self.dispatch(peer, &frame).await {
+                Ok(reply) => reply,
+                Err(f) => {
+                    tracing::debug!(peer = %peer.addr, kind = frame.kind().name(), code = f.code.name(), "request refused: {}", f.message);
+                    Reply::error(id, f.code, &f.message, None)
+                }
+            }
+        })
+    }
+}

@@ -1,0 +1,72 @@
+//! Worker registration and heartbeats (worker role only), and the cluster report.
+
+use super::errors::Fail;
+use super::service::MasterService;
+use crate::error::ErrorKind;
+use cv_net::rpc::Reply;
+use cv_wire::msg::{Heartbeat, HeartbeatOk, RegisterOk, RegisterWorker, ReportOk, WorkerCommand, WorkerInfo};
+use cv_wire::{ErrorCode, Frame};
+
+pub(super) async fn register(s: &MasterService, frame: &Frame) -> Result<Reply, Fail> {
+    let req: RegisterWorker = frame.decode_body()?;
+    if req.shard_ports.is_empty() || req.shard_ports.len() > usize::from(u16::MAX) {
+        return Err(Fail::new(ErrorCode::InvalidArgument, "a worker needs 1 to 65535 shard ports"));
+    }
+    let worker_id =
+        s.core.begin_register_worker(req.worker_id, &req.host, req.shard_ports, req.capacity)?.wait_async().await?;
+    let heartbeat_ms = u64::try_from(s.heartbeat_every.as_millis()).unwrap_or(u64::MAX);
+    Ok(Reply::ok(frame.header().request_id, &RegisterOk { worker_id, heartbeat_ms }, Vec::new()))
+}
+
+pub(super) async fn heartbeat(s: &MasterService, frame: &Frame) -> Result<Reply, Fail> {
+    let req: Heartbeat = frame.decode_body()?;
+    let added = req.added.iter().map(|b| b.block_id).collect();
+    let commands = match s.core.begin_heartbeat(req.worker_id, req.capacity, req.used, added, req.removed) {
+        Ok(pending) => {
+            let reply = pending.wait_async().await?;
+            if reply.delete_blocks.is_empty() {
+                Vec::new()
+            } else {
+                vec![WorkerCommand::DeleteBlocks(reply.delete_blocks)]
+            }
+        }
+        // E.g. after a restart on an empty journal: the worker must introduce itself again.
+        Err(e) if e.kind() == ErrorKind::UnknownWorker => vec![WorkerCommand::Reregister],
+        Err(e) => return Err(e.into()),
+    };
+    Ok(Reply::ok(frame.header().request_id, &HeartbeatOk { commands }, Vec::new()))
+}
+
+pub(super) async fn report(s: &MasterService, frame: &Frame) -> Result<Reply, Fail> {
+    frame.access::<cv_wire::msg::Report>()?;
+    // Copies the whole state (an admin call, rare): off the reactor.
+    let core = s.core.clone();
+    let data = tokio::task::spawn_blocking(move || core.state_data())
+        .await
+        .map_err(|e| Fail::new(ErrorCode::Internal, format!("report task: {e}")))?;
+    let now = s.clock.now_ms();
+    let tails = s.core.tail_stats();
+    let workers = data
+        .workers
+        .values()
+        .map(|w| WorkerInfo {
+            worker_id: w.id,
+            host: w.host.clone(),
+            shard_ports: w.shard_ports.clone(),
+            capacity: w.capacity,
+            used: w.used,
+            live: w.live,
+            last_heartbeat_age_ms: now.saturating_sub(w.last_heartbeat),
+        })
+        .collect();
+    let ok = ReportOk {
+        workers,
+        inodes: data.inodes.len() as u64,
+        blocks: data.blocks.len() as u64,
+        tail_bytes: tails.bytes,
+        tail_budget: s.core.config().tail_budget_bytes,
+        tail_hits: tails.hits,
+        tail_misses: tails.misses,
+    };
+    Ok(Reply::ok(frame.header().request_id, &ok, Vec::new()))
+}

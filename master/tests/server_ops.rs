@@ -1,0 +1,339 @@
+//! Every master operation over real QUIC on loopback (mutual TLS from a fresh CA, journal in
+//! a tempdir), including the error codes clients branch on.
+
+mod server_support;
+
+use cv_net::rpc::Conn;
+use cv_wire::msg::*;
+use cv_wire::{ErrorCode, Frame, Kind};
+use server_support::*;
+use std::time::Duration;
+
+async fn register(worker: &Conn, ports: Vec<u16>) -> u64 {
+    let req =
+        RegisterWorker { worker_id: None, host: "127.0.0.1".into(), shard_ports: ports, capacity: 1 << 30, used: 0 };
+    let (ok, _): (RegisterOk, _) = call(worker, &req, &[]).await;
+    assert!(ok.heartbeat_ms > 0);
+    ok.worker_id
+}
+
+/// Creates a one-block file holding `bytes`, sends its last `tail` bytes with complete.
+async fn write_file(c: &Conn, path: &str, bytes: &[u8], tail: usize) -> (u64, BlockLoc) {
+    let create = Create { path: path.into(), overwrite: false, mode: 0o644, block_size: 0 };
+    let (created, _): (CreateOk, _) = call(c, &create, &[]).await;
+    let (added, _): (AddBlockOk, _) = call(c, &AddBlock { file_id: created.file_id, index: 0 }, &[]).await;
+    let len = bytes.len() as u64;
+    let complete = Complete {
+        file_id: created.file_id,
+        length: len,
+        blocks: vec![BlockLen { block_id: added.block.block_id, len }],
+        tail_offset: len - tail as u64,
+    };
+    let _: (Done, _) = call(c, &complete, &bytes[bytes.len() - tail..]).await;
+    (created.file_id, added.block)
+}
+
+async fn stat(c: &Conn, path: &str) -> FileStatus {
+    let (ok, _): (StatOk, _) = call(c, &Stat { path: path.into() }, &[]).await;
+    ok.status
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn namespace_operations_and_error_codes() {
+    let h = Harness::new();
+    let server = h.start().await;
+    let c = h.connect(&server, Role::Client).await;
+
+    let (pong, _): (Pong, _) = call(&c, &Ping { nonce: 42 }, &[]).await;
+    assert_eq!(pong.nonce, 42);
+
+    let _: (Done, _) = call(&c, &Mkdir { path: "/a/b".into(), parents: true, mode: 0o755 }, &[]).await;
+    assert_eq!(
+        call_err(&c, &Mkdir { path: "/a/b".into(), parents: false, mode: 0o755 }).await,
+        ErrorCode::AlreadyExists
+    );
+    assert_eq!(call_err(&c, &Mkdir { path: "relative".into(), parents: true, mode: 0 }).await, ErrorCode::InvalidPath);
+    assert_eq!(call_err(&c, &Stat { path: "/a/\0".into() }).await, ErrorCode::InvalidPath);
+    assert_eq!(stat(&c, "/a//b/.").await.kind, FileKind::Dir);
+    assert_eq!(stat(&c, "/a//b/.").await.path, "/a/b");
+
+    // A file being written: visible to stat, not to open.
+    let create = Create { path: "/a/b/f".into(), overwrite: false, mode: 0o600, block_size: 0 };
+    let (created, _): (CreateOk, _) = call(&c, &create, &[]).await;
+    assert_eq!(created.block_size, 4 << 20);
+    assert_eq!(call_err(&c, &create).await, ErrorCode::AlreadyExists);
+    let st = stat(&c, "/a/b/f").await;
+    assert_eq!((st.id, st.kind, st.complete, st.mode), (created.file_id, FileKind::File, false, 0o600));
+    assert_eq!(call_err(&c, &Open { path: "/a/b/f".into() }).await, ErrorCode::Unavailable);
+    // No worker registered: nowhere to put a block, and the client may retry later.
+    assert_eq!(call_err(&c, &AddBlock { file_id: created.file_id, index: 0 }).await, ErrorCode::NoWorkers);
+    let complete = Complete { file_id: created.file_id, length: 0, blocks: vec![], tail_offset: 0 };
+    let _: (Done, _) = call(&c, &complete, &[]).await;
+    assert_eq!(call_err(&c, &complete).await, ErrorCode::NotWritable);
+    let st = stat(&c, "/a/b/f").await;
+    assert!(st.complete && st.length == 0);
+    let (open, tail): (OpenOk, _) = call(&c, &Open { path: "/a/b/f".into() }, &[]).await;
+    assert!(open.tail_cached && tail.is_empty() && open.blocks.is_empty());
+    let odd = Create { path: "/a/odd".into(), overwrite: false, mode: 0o644, block_size: 12345 };
+    assert_eq!(call_err(&c, &odd).await, ErrorCode::Unsupported);
+
+    // Errors of the path walk.
+    assert_eq!(call_err(&c, &Stat { path: "/a/b/f/x".into() }).await, ErrorCode::NotADirectory);
+    assert_eq!(call_err(&c, &Stat { path: "/nope".into() }).await, ErrorCode::NotFound);
+    assert_eq!(call_err(&c, &Open { path: "/a/b".into() }).await, ErrorCode::IsADirectory);
+
+    // Paged, sorted listing.
+    for name in ["z", "m", "c"] {
+        let cr = Create { path: format!("/a/b/{name}"), overwrite: false, mode: 0o644, block_size: 0 };
+        let _: (CreateOk, _) = call(&c, &cr, &[]).await;
+    }
+    let mut names = Vec::new();
+    let mut after = None;
+    loop {
+        let req = List { path: "/a/b".into(), start_after: after.clone(), limit: 3 };
+        let (page, _): (ListOk, _) = call(&c, &req, &[]).await;
+        assert!(page.entries.len() <= 3);
+        names.extend(page.entries.iter().map(|e| e.path.clone()));
+        after = page.entries.last().map(|e| e.path.rsplit('/').next().unwrap().to_string());
+        if !page.more {
+            break;
+        }
+    }
+    assert_eq!(names, ["/a/b/c", "/a/b/f", "/a/b/m", "/a/b/z"]);
+    assert_eq!(
+        call_err(&c, &List { path: "/a/b".into(), start_after: None, limit: 0 }).await,
+        ErrorCode::InvalidArgument
+    );
+    assert_eq!(
+        call_err(&c, &List { path: "/a/b/f".into(), start_after: None, limit: 9 }).await,
+        ErrorCode::NotADirectory
+    );
+
+    // Rename, then delete with and without recursion.
+    let _: (Done, _) = call(&c, &Rename { src: "/a/b/f".into(), dst: "/a/g".into() }, &[]).await;
+    assert_eq!(call_err(&c, &Stat { path: "/a/b/f".into() }).await, ErrorCode::NotFound);
+    assert_eq!(stat(&c, "/a/g").await.id, created.file_id);
+    assert_eq!(call_err(&c, &Rename { src: "/a/g".into(), dst: "/a/b/c".into() }).await, ErrorCode::AlreadyExists);
+    assert_eq!(call_err(&c, &Rename { src: "/gone".into(), dst: "/x".into() }).await, ErrorCode::NotFound);
+    assert_eq!(call_err(&c, &Delete { path: "/a".into(), recursive: false }).await, ErrorCode::NotEmpty);
+    let _: (Done, _) = call(&c, &Delete { path: "/a".into(), recursive: true }, &[]).await;
+    assert_eq!(call_err(&c, &Stat { path: "/a/g".into() }).await, ErrorCode::NotFound);
+    assert_eq!(call_err(&c, &Delete { path: "/a".into(), recursive: true }).await, ErrorCode::NotFound);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mounts_never_return_secrets() {
+    let h = Harness::new();
+    let server = h.start().await;
+    let c = h.connect(&server, Role::Admin).await;
+    let kv = |k: &str, v: &str| KeyValue { key: k.into(), value: v.into() };
+    let m = Mount {
+        ufs_url: "s3://bucket/prefix".into(),
+        cv_path: "/s3".into(),
+        mode: MountMode::Cache,
+        options: vec![kv("region", "us-east-1"), kv("secret_access_key", "hunter2"), kv("Session_Token", "tok")],
+    };
+    let _: (Done, _) = call(&c, &m, &[]).await;
+    assert_eq!(call_err(&c, &m).await, ErrorCode::AlreadyExists);
+    let bad = Mount { ufs_url: "no-scheme".into(), cv_path: "/x".into(), ..m.clone() };
+    assert_eq!(call_err(&c, &bad).await, ErrorCode::InvalidArgument);
+    let (list, _): (ListMountsOk, _) = call(&c, &ListMounts {}, &[]).await;
+    assert_eq!(list.mounts.len(), 1);
+    let got = &list.mounts[0];
+    assert_eq!((got.cv_path.as_str(), got.ufs_url.as_str(), got.mode), ("/s3", "s3://bucket/prefix", MountMode::Cache));
+    assert_eq!(
+        got.options,
+        vec![kv("region", "us-east-1"), kv("secret_access_key", "***"), kv("Session_Token", "***")]
+    );
+    // The master still holds the real value (it will need it to reach the store).
+    let stored = server.core().list_mounts().unwrap();
+    assert_eq!(stored[0].options[1].1, "hunter2");
+    let _: (Done, _) = call(&c, &Unmount { cv_path: "/s3".into() }, &[]).await;
+    assert_eq!(call_err(&c, &Unmount { cv_path: "/s3".into() }).await, ErrorCode::NotFound);
+    let (list, _): (ListMountsOk, _) = call(&c, &ListMounts {}, &[]).await;
+    assert!(list.mounts.is_empty());
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_returns_the_footer_in_the_same_reply() {
+    let h = Harness::new();
+    let server = h.start().await;
+    let worker = h.connect(&server, Role::Worker).await;
+    let worker_id = register(&worker, vec![7001, 7002]).await;
+    let c = h.connect(&server, Role::Client).await;
+
+    // 200 KiB Parquet file with a 3000-byte footer; the client sends its last 64 KiB.
+    let bytes = parquet_bytes(200 << 10, 3000);
+    let (file_id, block) = write_file(&c, "/t.parquet", &bytes, 64 << 10).await;
+    assert_eq!(block.worker_id, worker_id);
+    assert!(block.addr == "127.0.0.1:7001" || block.addr == "127.0.0.1:7002", "{}", block.addr);
+    let (open, tail): (OpenOk, _) = call(&c, &Open { path: "/t.parquet".into() }, &[]).await;
+    assert_eq!(open.status.id, file_id);
+    assert_eq!(open.status.length, bytes.len() as u64);
+    assert!(open.tail_cached);
+    // Exactly the footer, its length and the magic: what a Parquet reader reads first.
+    assert_eq!(tail.len(), 3008);
+    assert_eq!(open.tail_offset, (bytes.len() - 3008) as u64);
+    assert_eq!(tail, bytes[bytes.len() - 3008..]);
+    assert_eq!(open.blocks.len(), 1);
+    assert_eq!(
+        (open.blocks[0].block_id, open.blocks[0].len, open.blocks[0].offset),
+        (block.block_id, bytes.len() as u64, 0)
+    );
+    assert_eq!(open.blocks[0].addr, block.addr);
+
+    // A small file of no known format comes back whole.
+    let small: Vec<u8> = (0..5000u32).map(|i| i as u8).collect();
+    write_file(&c, "/small.bin", &small, small.len()).await;
+    let (open, tail): (OpenOk, _) = call(&c, &Open { path: "/small.bin".into() }, &[]).await;
+    assert!(open.tail_cached);
+    assert_eq!((open.tail_offset, tail), (0, small));
+
+    // A tail that does not end at the file's end is refused.
+    let (cr, _): (CreateOk, _) =
+        call(&c, &Create { path: "/bad".into(), overwrite: false, mode: 0o644, block_size: 0 }, &[]).await;
+    let (ab, _): (AddBlockOk, _) = call(&c, &AddBlock { file_id: cr.file_id, index: 0 }, &[]).await;
+    let complete = Complete {
+        file_id: cr.file_id,
+        length: 100,
+        blocks: vec![BlockLen { block_id: ab.block.block_id, len: 100 }],
+        tail_offset: 10,
+    };
+    let err = call_frame(&c, &complete, &[1u8; 10]).await.unwrap_err();
+    assert_eq!(err.code(), Some(ErrorCode::InvalidArgument));
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_file_sends_delete_blocks_in_the_next_heartbeat() {
+    let h = Harness::new();
+    let server = h.start().await;
+    let worker = h.connect(&server, Role::Worker).await;
+    let worker_id = register(&worker, vec![7001]).await;
+    let c = h.connect(&server, Role::Client).await;
+    let bytes = parquet_bytes(10_000, 100);
+    let (_, block) = write_file(&c, "/doomed", &bytes, 108).await;
+
+    let hb = |added: Vec<BlockReport>| Heartbeat { worker_id, capacity: 1 << 30, used: 10_000, added, removed: vec![] };
+    let report = BlockReport { block_id: block.block_id, len: 10_000, shard: 0 };
+    let (ok, _): (HeartbeatOk, _) = call(&worker, &hb(vec![report]), &[]).await;
+    assert!(ok.commands.is_empty(), "{:?}", ok.commands);
+
+    let _: (Done, _) = call(&c, &Delete { path: "/doomed".into(), recursive: false }, &[]).await;
+    let (ok, _): (HeartbeatOk, _) = call(&worker, &hb(vec![]), &[]).await;
+    assert_eq!(ok.commands, vec![WorkerCommand::DeleteBlocks(vec![block.block_id])]);
+    // Handed out once.
+    let (ok, _): (HeartbeatOk, _) = call(&worker, &hb(vec![]), &[]).await;
+    assert!(ok.commands.is_empty());
+
+    // The report shows the worker and the namespace.
+    let (rep, _): (ReportOk, _) = call(&c, &Report {}, &[]).await;
+    assert_eq!(rep.workers.len(), 1);
+    assert!(rep.workers[0].live && rep.workers[0].worker_id == worker_id && rep.workers[0].used == 10_000);
+    assert_eq!((rep.inodes, rep.blocks), (1, 0));
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worker_calls_from_other_roles_are_denied() {
+    let h = Harness::new();
+    let server = h.start().await;
+    let worker = h.connect(&server, Role::Worker).await;
+    let worker_id = register(&worker, vec![7001]).await;
+    for role in [Role::Client, Role::Admin] {
+        let c = h.connect(&server, role).await;
+        let hb = Heartbeat { worker_id, capacity: 0, used: 0, added: vec![], removed: vec![] };
+        assert_eq!(call_err(&c, &hb).await, ErrorCode::PermissionDenied);
+        let reg = RegisterWorker { worker_id: None, host: "evil".into(), shard_ports: vec![1], capacity: 1, used: 0 };
+        assert_eq!(call_err(&c, &reg).await, ErrorCode::PermissionDenied);
+    }
+    // Nothing was registered by the refused calls.
+    assert_eq!(server.core().state_data().workers.len(), 1);
+    server.shutdown().await;
+}
+
+/// Sends raw bytes as one request on a new stream and reads the reply frame.
+async fn raw_call(c: &Conn, bytes: &[u8]) -> Frame {
+    let (mut send, mut recv) = c.quinn().open_bi().await.unwrap();
+    send.write_all(bytes).await.unwrap();
+    send.finish().unwrap();
+    let reply = tokio::time::timeout(Duration::from_secs(10), recv.read_to_end(1 << 20)).await.unwrap().unwrap();
+    Frame::decode(&reply, &cv_wire::Limits::DEFAULT).unwrap()
+}
+
+fn error_code(f: &Frame) -> ErrorCode {
+    assert_eq!(f.kind(), Kind::Error);
+    ErrorCode::from_u16(f.decode_body::<ErrorReply>().unwrap().code)
+}
+
+/// Rewrites the crc32 field after a header or body edit.
+fn reseal(bytes: &mut [u8]) {
+    let mut h = crc32fast::Hasher::new();
+    h.update(&bytes[..28]);
+    h.update(&bytes[32..]);
+    let crc = h.finalize();
+    bytes[28..32].copy_from_slice(&crc.to_le_bytes());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_frames_get_errors_and_the_server_keeps_serving() {
+    let h = Harness::new();
+    let server = h.start().await;
+    let c = h.connect(&server, Role::Client).await;
+    let good = cv_wire::encode(&Stat { path: "/".into() }, 9, &[]).unwrap().into_head().to_vec();
+
+    // A flipped bit: the checksum catches it.
+    let mut flipped = good.clone();
+    let last = flipped.len() - 1;
+    flipped[last] ^= 0x40;
+    assert_eq!(error_code(&raw_call(&c, &flipped).await), ErrorCode::Malformed);
+
+    // A checksummed frame whose body is not the archive its kind names.
+    let mut wrong_kind = cv_wire::encode(&Ping { nonce: 1 }, 10, &[]).unwrap().into_head().to_vec();
+    wrong_kind[6..8].copy_from_slice(&(Kind::Rename as u16).to_le_bytes());
+    reseal(&mut wrong_kind);
+    assert_eq!(error_code(&raw_call(&c, &wrong_kind).await), ErrorCode::Malformed);
+
+    // A frame cut short.
+    assert_eq!(error_code(&raw_call(&c, &good[..good.len() - 3]).await), ErrorCode::Malformed);
+
+    // A valid frame of a kind the master does not serve.
+    let block = cv_wire::encode(&DeleteBlocks { block_ids: vec![1] }, 11, &[]).unwrap().into_head().to_vec();
+    assert_eq!(error_code(&raw_call(&c, &block).await), ErrorCode::Unsupported);
+
+    // Same connection, still served.
+    let reply = raw_call(&c, &good).await;
+    assert_eq!(reply.kind(), Kind::StatOk);
+    assert_eq!(reply.header().request_id, 9);
+    assert_eq!(stat(&c, "/").await.kind, FileKind::Dir);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_workers_are_marked_lost_by_the_tick() {
+    let h = Harness::new();
+    let clock = cv_master::config::ManualClock::new(1_000_000);
+    let cfg = cv_master::server::ServerConfig {
+        heartbeat_timeout: cv_net::config::Dur::secs(1),
+        tick_interval: cv_net::config::Dur::millis(20),
+        ..h.config()
+    };
+    let server = h.start_with(&cfg, Some(std::sync::Arc::new(clock.clone()))).await;
+    let worker = h.connect(&server, Role::Worker).await;
+    let worker_id = register(&worker, vec![7001]).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(server.core().state_data().workers[&worker_id].live, "lost before its timeout");
+    clock.advance(Duration::from_secs(5));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while server.core().state_data().workers[&worker_id].live {
+        assert!(tokio::time::Instant::now() < deadline, "worker never marked lost");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // A lost worker's next heartbeat brings it back.
+    let hb = Heartbeat { worker_id, capacity: 1, used: 0, added: vec![], removed: vec![] };
+    let (ok, _): (HeartbeatOk, _) = call(&worker, &hb, &[]).await;
+    assert!(ok.commands.is_empty());
+    server.shutdown().await;
+}

@@ -1,0 +1,95 @@
+//! Shared by the server_* tests: a real master on loopback QUIC with certificates from a fresh
+//! cluster CA and its journal in a tempdir, and connections in any role.
+#![allow(dead_code)]
+
+use cv_master::config::Clock;
+use cv_master::server::{MasterServer, ServerConfig};
+use cv_net::NetError;
+use cv_net::config::Dur;
+use cv_net::quic::TransportSettings;
+use cv_net::rpc::{self, Conn};
+use cv_net::tls::{ClusterCa, Identity, Usage};
+use cv_wire::msg::Role;
+use cv_wire::{ErrorCode, Frame, Limits, Message};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub struct Harness {
+    pub ca: ClusterCa,
+    pub dir: tempfile::TempDir,
+}
+
+impl Harness {
+    pub fn new() -> Self {
+        Harness { ca: ClusterCa::generate("test").unwrap(), dir: tempfile::tempdir().unwrap() }
+    }
+
+    pub fn identity(&self, usage: Usage) -> Identity {
+        let issued = self.ca.issue("test", usage, &[]).unwrap();
+        Identity::from_pem(&self.ca.cert_pem(), &issued.cert_pem, &issued.key_pem).unwrap()
+    }
+
+    pub fn journal_dir(&self) -> PathBuf {
+        self.dir.path().join("journal")
+    }
+
+    pub fn config(&self) -> ServerConfig {
+        config_in(&self.journal_dir())
+    }
+
+    pub async fn start(&self) -> MasterServer {
+        self.start_with(&self.config(), None).await
+    }
+
+    pub async fn start_with(&self, cfg: &ServerConfig, clock: Option<Arc<dyn Clock>>) -> MasterServer {
+        let id = self.identity(Usage::Node);
+        let t = TransportSettings::default();
+        match clock {
+            Some(c) => MasterServer::start_with_clock(cfg, &id, &t, c).await.unwrap(),
+            None => MasterServer::start(cfg, &id, &t).await.unwrap(),
+        }
+    }
+
+    pub async fn connect(&self, server: &MasterServer, role: Role) -> Conn {
+        let ep = rpc::client_endpoint(&self.identity(Usage::Client), &TransportSettings::default()).unwrap();
+        let fut = Conn::connect(&ep, server.local_addr(), role, "test-peer", Limits::DEFAULT);
+        tokio::time::timeout(Duration::from_secs(10), fut).await.expect("connect hangs").unwrap()
+    }
+}
+
+pub fn config_in(journal_dir: &Path) -> ServerConfig {
+    ServerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        journal_dir: journal_dir.to_path_buf(),
+        heartbeat_timeout: Dur::secs(10),
+        ..ServerConfig::default()
+    }
+}
+
+/// Calls and decodes the reply as `R`.
+pub async fn call<M: Message, R: Message>(conn: &Conn, msg: &M, payload: &[u8]) -> (R, Vec<u8>) {
+    let frame = call_frame(conn, msg, payload).await.unwrap_or_else(|e| panic!("{msg:?} failed: {e}"));
+    (frame.decode_body::<R>().unwrap(), frame.into_payload())
+}
+
+pub async fn call_frame<M: Message>(conn: &Conn, msg: &M, payload: &[u8]) -> Result<Frame, NetError> {
+    tokio::time::timeout(Duration::from_secs(10), conn.call(msg, &[payload])).await.expect("call hangs")
+}
+
+/// Calls expecting an error reply; returns its code.
+pub async fn call_err<M: Message>(conn: &Conn, msg: &M) -> ErrorCode {
+    match call_frame(conn, msg, &[]).await {
+        Ok(f) => panic!("{msg:?} succeeded with {:?}", f.kind()),
+        Err(e) => e.code().unwrap_or_else(|| panic!("{msg:?}: not a remote error: {e}")),
+    }
+}
+
+/// A Parquet-shaped file: `len` bytes ending in a `footer`-byte footer, its length and `PAR1`.
+pub fn parquet_bytes(len: usize, footer: u32) -> Vec<u8> {
+    let mut v: Vec<u8> = (0..len).map(|i| (i * 31 % 251) as u8).collect();
+    let n = v.len();
+    v[n - 8..n - 4].copy_from_slice(&footer.to_le_bytes());
+    v[n - 4..].copy_from_slice(b"PAR1");
+    v
+}
