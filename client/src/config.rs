@@ -27,7 +27,7 @@ pub struct ClientSettings {
 impl Default for ClientSettings {
     fn default() -> Self {
         ClientSettings {
-            master: "127.0.0.1:7100".parse().expect("literal address"),
+            master: "127.0.0.1:7700".parse().expect("literal address"),
             deadline: Dur::secs(15),
             retries: 3,
             backoff: Dur::millis(20),
