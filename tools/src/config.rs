@@ -33,6 +33,8 @@ pub struct CvConfig {
     pub transport: TransportSettings,
     /// Client settings (`cvctl fs`, `cvctl report`, benchmarks, applications).
     pub client: Option<cv_client::ClientSettings>,
+    /// Master server settings (`cvctl master`); flags may override some.
+    pub master: Option<cv_master::server::ServerConfig>,
 }
 
 impl CvConfig {
@@ -58,6 +60,9 @@ impl CvConfig {
         self.transport.validate("transport")?;
         if let Some(c) = &self.client {
             c.validate("client")?;
+        }
+        if let Some(m) = &self.master {
+            m.validate("master")?;
         }
         Ok(())
     }

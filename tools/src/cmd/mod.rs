@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod cert;
 pub mod fs;
+pub mod master;
 pub mod report;
 
 use clap::Subcommand;
@@ -20,6 +21,8 @@ pub enum Command {
     Fs(fs::Fs),
     /// Cluster report: workers, shards, capacity, use, tail-cache hit ratio.
     Report(report::ReportArgs),
+    /// Run the master (namespace, journal, tail cache) until Ctrl-C or SIGTERM.
+    Master(master::MasterArgs),
 }
 
 /// Error of a subcommand: what failed, for the user.
@@ -33,6 +36,7 @@ impl Command {
             Command::Bench(b) => b.run(),
             Command::Fs(f) => f.run(),
             Command::Report(r) => r.run(),
+            Command::Master(m) => m.run(),
         }
     }
 }

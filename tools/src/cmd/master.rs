@@ -1,0 +1,180 @@
+//! `cvctl master`: runs the master from the `[master]` section of the config file (flags
+//! override it) until Ctrl-C or SIGTERM, then shuts down cleanly (endpoint closed, journal
+//! flushed and stopped).
+
+use super::CmdResult;
+use crate::config::CvConfig;
+use clap::Args;
+use cv_master::server::{MasterServer, ServerConfig};
+use cv_net::quic::TransportSettings;
+use cv_net::tls::Identity;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// Arguments of `cvctl master`.
+#[derive(Args, Debug)]
+pub struct MasterArgs {
+    /// The cv configuration file (`[tls]`, optional `[transport]` and `[master]`).
+    #[arg(long)]
+    config: PathBuf,
+    /// UDP address to listen on (overrides `master.listen`).
+    #[arg(long)]
+    listen: Option<SocketAddr>,
+    /// Directory of the journal and snapshot (overrides `master.journal_dir`).
+    #[arg(long)]
+    journal_dir: Option<PathBuf>,
+}
+
+impl MasterArgs {
+    /// The `[master]` section (or its defaults) with the flags applied, validated.
+    pub fn effective(&self, file: &CvConfig) -> Result<ServerConfig, cv_net::config::ConfigError> {
+        let mut m = file.master.clone().unwrap_or_default();
+        if let Some(l) = self.listen {
+            m.listen = l;
+        }
+        if let Some(d) = &self.journal_dir {
+            m.journal_dir = d.clone();
+        }
+        m.validate("master")?;
+        Ok(m)
+    }
+
+    /// Runs it.
+    pub fn run(self) -> CmdResult {
+        let file = CvConfig::load(&self.config)?;
+        let master = self.effective(&file)?;
+        let identity = Identity::load(&file.tls)?;
+        let rt = tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("cv-master").build()?;
+        rt.block_on(serve_until(&master, &identity, &file.transport, shutdown_signal(), |addr| {
+            println!("cv master listening on {addr} (journal {})", master.journal_dir.display());
+        }))
+    }
+}
+
+/// Serves until `stop` resolves, then shuts down cleanly. `ready` sees the bound address.
+pub async fn serve_until(
+    master: &ServerConfig,
+    identity: &Identity,
+    transport: &TransportSettings,
+    stop: impl Future<Output = ()>,
+    ready: impl FnOnce(SocketAddr),
+) -> CmdResult {
+    let server = MasterServer::start(master, identity, transport).await?;
+    ready(server.local_addr());
+    stop.await;
+    tracing::info!("stopping the master");
+    server.shutdown().await;
+    Ok(())
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(e) = tokio::signal::ctrl_c().await {
+            tracing::error!(error = %e, "cannot listen for Ctrl-C");
+            std::future::pending::<()>().await;
+        }
+    };
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = term => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cv_net::config::TlsConfig;
+    use cv_net::rpc::{Conn, client_endpoint};
+    use cv_net::tls::ClusterCa;
+    use cv_wire::Limits;
+    use cv_wire::msg::{Mkdir, Role, Stat, StatOk};
+
+    fn file(dir: &std::path::Path, master: &str) -> CvConfig {
+        ClusterCa::init_dir(dir, "t", &[]).unwrap();
+        let tls = TlsConfig::in_dir(dir, "node");
+        let text = format!(
+            "[tls]\nca = {:?}\ncert = {:?}\nkey = {:?}\n{master}",
+            tls.ca.display().to_string(),
+            tls.cert.display().to_string(),
+            tls.key.display().to_string()
+        );
+        CvConfig::parse(&text).unwrap()
+    }
+
+    #[test]
+    fn flags_override_the_file_and_bad_sections_name_the_field() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = file(dir.path(), "[master]\nlisten = \"127.0.0.1:1\"\njournal_dir = \"/a\"\nsnapshot_every = 7\n");
+        let args = |listen: Option<&str>| MasterArgs {
+            config: PathBuf::new(),
+            listen: listen.map(|l| l.parse().unwrap()),
+            journal_dir: Some(PathBuf::from("/b")),
+        };
+        let m = args(None).effective(&cfg).unwrap();
+        assert_eq!((m.listen.port(), m.journal_dir.to_str(), m.snapshot_every), (1, Some("/b"), 7));
+        assert_eq!(args(Some("127.0.0.1:9")).effective(&cfg).unwrap().listen.port(), 9);
+
+        let tls = TlsConfig::in_dir(dir.path(), "node");
+        let text = format!(
+            "[tls]\nca = {:?}\ncert = {:?}\nkey = {:?}\n[master]\nblock_size = \"1KiB\"\n",
+            tls.ca.display().to_string(),
+            tls.cert.display().to_string(),
+            tls.key.display().to_string()
+        );
+        assert_eq!(CvConfig::parse(&text).unwrap_err().field, "master.block_size");
+    }
+
+    #[test]
+    fn serves_until_stopped_and_keeps_the_journal() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = file(dir.path(), "");
+        let args = MasterArgs {
+            config: PathBuf::new(),
+            listen: Some("127.0.0.1:0".parse().unwrap()),
+            journal_dir: Some(dir.path().join("journal")),
+        };
+        let master = args.effective(&cfg).unwrap();
+        let node = Identity::load(&cfg.tls).unwrap();
+        let client = Identity::load(&TlsConfig::in_dir(dir.path(), "client")).unwrap();
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        rt.block_on(async {
+            for round in 0..2 {
+                let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+                let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
+                let stop = async move {
+                    let _ = stop_rx.await;
+                };
+                let server = serve_until(&master, &node, &cfg.transport, stop, move |a| {
+                    let _ = addr_tx.send(a);
+                });
+                let talk = async {
+                    let addr = addr_rx.await.unwrap();
+                    let ep = client_endpoint(&client, &cfg.transport).unwrap();
+                    let conn = Conn::connect(&ep, addr, Role::Admin, "test", Limits::DEFAULT).await.unwrap();
+                    if round == 0 {
+                        conn.call(&Mkdir { path: "/kept".into(), parents: false, mode: 0o755 }, &[]).await.unwrap();
+                    } else {
+                        let reply = conn.call(&Stat { path: "/kept".into() }, &[]).await.unwrap();
+                        assert_eq!(reply.decode_body::<StatOk>().unwrap().status.path, "/kept");
+                    }
+                    stop_tx.send(()).unwrap();
+                };
+                let (served, ()) = tokio::join!(server, talk);
+                served.unwrap();
+            }
+        });
+    }
+}
