@@ -17,13 +17,7 @@ struct PingService;
 
 impl Service for PingService {
     fn handle<'a>(&'a self, _peer: &'a Peer, frame: Frame) -> BoxFuture<'a, Reply> {
-        Box::pin(async move {
-            let id = frame.header().request_id;
-            match frame.access::<Ping>() {
-                Ok(p) => Reply::ok(id, &Pong { nonce: p.nonce.to_native() }, frame.payload().to_vec()),
-                Err(e) => Reply::error(id, e.code(), &e.to_string(), None),
-            }
-        })
+        Box::pin(async move { rpc::answer_ping(&frame) })
     }
 }
 

@@ -73,6 +73,20 @@ impl SequentialReader {
         Ok(n)
     }
 
+    /// Copies everything that is left into `out`; returns the byte count.
+    pub async fn copy_to(&mut self, out: &mut impl std::io::Write) -> Result<u64> {
+        let mut buf = vec![0u8; 1 << 20];
+        let mut total = 0;
+        loop {
+            let n = self.read(&mut buf).await?;
+            if n == 0 {
+                return Ok(total);
+            }
+            out.write_all(&buf[..n]).map_err(|e| Error::new(ErrorKind::Other, format!("write output: {e}")))?;
+            total += n as u64;
+        }
+    }
+
     /// Reads everything that is left.
     pub async fn read_to_end(&mut self) -> Result<Vec<u8>> {
         let mut out = Vec::with_capacity((self.file.len() - self.pos) as usize);

@@ -56,14 +56,37 @@ impl ByteSize {
     }
 }
 
+/// Splits `"64 KiB"` into `(64, "KiB")`; `example` goes into the error.
+fn number_and_unit<'a>(s: &'a str, example: &str) -> Result<(u64, &'a str), String> {
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n = num.parse().map_err(|_| format!("`{s}` is not a {example}"))?;
+    Ok((n, unit.trim()))
+}
+
+/// A value written either as a bare integer or as a string with a unit.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum IntOrStr {
+    N(u64),
+    S(String),
+}
+
+impl IntOrStr {
+    fn parse<T: FromStr<Err = String>, E: serde::de::Error>(self, from_int: fn(u64) -> T) -> Result<T, E> {
+        match self {
+            IntOrStr::N(n) => Ok(from_int(n)),
+            IntOrStr::S(s) => s.parse().map_err(E::custom),
+        }
+    }
+}
+
 impl FromStr for ByteSize {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         let s = s.trim();
-        let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-        let (num, unit) = s.split_at(split);
-        let n: u64 = num.parse().map_err(|_| format!("`{s}` is not a size (e.g. 64KiB, 4MiB)"))?;
-        let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        let (n, unit) = number_and_unit(s, "size (e.g. 64KiB, 4MiB)")?;
+        let shift = match unit.to_ascii_lowercase().as_str() {
             "" | "b" => 0,
             "k" | "kb" | "kib" => 10,
             "m" | "mb" | "mib" => 20,
@@ -89,16 +112,7 @@ impl fmt::Display for ByteSize {
 
 impl<'de> Deserialize<'de> for ByteSize {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            N(u64),
-            S(String),
-        }
-        match Raw::deserialize(d)? {
-            Raw::N(n) => Ok(ByteSize(n)),
-            Raw::S(s) => s.parse().map_err(serde::de::Error::custom),
-        }
+        IntOrStr::deserialize(d)?.parse(ByteSize)
     }
 }
 
@@ -132,10 +146,8 @@ impl FromStr for Dur {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         let s = s.trim();
-        let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-        let (num, unit) = s.split_at(split);
-        let n: u64 = num.parse().map_err(|_| format!("`{s}` is not a duration (e.g. 250ms, 10s)"))?;
-        let d = match unit.trim() {
+        let (n, unit) = number_and_unit(s, "duration (e.g. 250ms, 10s)")?;
+        let d = match unit {
             "" | "ms" => Duration::from_millis(n),
             "us" | "µs" => Duration::from_micros(n),
             "s" => Duration::from_secs(n),
@@ -162,16 +174,7 @@ impl fmt::Display for Dur {
 
 impl<'de> Deserialize<'de> for Dur {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            N(u64),
-            S(String),
-        }
-        match Raw::deserialize(d)? {
-            Raw::N(n) => Ok(Dur::millis(n)),
-            Raw::S(s) => s.parse().map_err(serde::de::Error::custom),
-        }
+        IntOrStr::deserialize(d)?.parse(Dur::millis)
     }
 }
 

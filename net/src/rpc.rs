@@ -171,6 +171,16 @@ impl Reply {
     }
 }
 
+/// Answers a `Ping` with a `Pong` carrying the same nonce and payload: the
+/// null RPC every cv server offers as its transport floor.
+pub fn answer_ping(frame: &Frame) -> Reply {
+    let id = frame.header().request_id;
+    match frame.access::<cv_wire::msg::Ping>() {
+        Ok(p) => Reply::ok(id, &cv_wire::msg::Pong { nonce: p.nonce.to_native() }, frame.payload().to_vec()),
+        Err(e) => Reply::error(id, e.code(), &e.to_string(), None),
+    }
+}
+
 /// The peer of a served connection.
 #[derive(Clone, Debug)]
 pub struct Peer {

@@ -15,16 +15,8 @@ pub struct CatArgs {
 impl CatArgs {
     pub(super) async fn run(self, client: &Client) -> CmdResult {
         let file = client.open(&self.path).await?;
-        let mut reader = file.sequential(0);
         let mut out = std::io::stdout().lock();
-        let mut buf = vec![0u8; 1 << 20];
-        loop {
-            let n = reader.read(&mut buf).await?;
-            if n == 0 {
-                break;
-            }
-            out.write_all(&buf[..n])?;
-        }
+        file.sequential(0).copy_to(&mut out).await?;
         out.flush()?;
         Ok(())
     }
