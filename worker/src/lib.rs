@@ -1,7 +1,19 @@
 //! cv worker: shard-per-core block storage served over QUIC.
 //!
 //! Each shard is one pinned thread running one glommio executor that does both
-//! its network I/O ([`quic`]) and its disk I/O ([`store`]).
+//! its network I/O ([`quic`]) and its disk I/O ([`store`]). A small control-plane
+//! thread registers the worker with the master and heartbeats; it reaches the
+//! shards only by messages. [`WorkerServer::start`] runs it all.
 
+pub mod config;
+mod control;
+pub mod cores;
+mod error;
 pub mod quic;
+mod server;
+mod shard;
 pub mod store;
+
+pub use config::{DataDirSettings, WatermarkSettings, WorkerSettings};
+pub use error::{Result, WorkerError, WorkerErrorKind};
+pub use server::{WorkerHandle, WorkerServer};

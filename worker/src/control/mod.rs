@@ -1,0 +1,264 @@
+//! The control plane: one small thread (tokio, current-thread; never a shard) that
+//! registers the worker with the master, heartbeats with capacity, usage and block-report
+//! deltas gathered from every shard, and hands the master's delete commands to the owning
+//! shards. Shards are reached only through [`ShardCmd`] messages. A master that is down is
+//! retried with backoff while the shards keep serving.
+
+mod backoff;
+mod pending;
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use cv_net::quic::TransportSettings;
+use cv_net::rpc::{Conn, client_endpoint};
+use cv_net::tls::Identity;
+use cv_net::{NetError, NetErrorKind};
+use cv_wire::msg::{Heartbeat, HeartbeatOk, RegisterOk, RegisterWorker, Role, WorkerCommand};
+use cv_wire::{Frame, Limits, Message, block_shard};
+use tokio::sync::watch;
+
+use self::backoff::Backoff;
+use self::pending::Pending;
+use crate::error::{Result, WorkerError, WorkerErrorKind};
+use crate::shard::{ShardCmd, ShardReport};
+
+/// Most blocks one heartbeat reports as added (and as removed); the rest follow next time.
+const MAX_REPORT: usize = 64 << 10;
+/// A shard that does not answer a report request within this is skipped for the round.
+const SHARD_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What the control plane needs, built by the server.
+#[derive(Debug)]
+pub(crate) struct ControlSpec {
+    /// The master's `host:port` (resolved again on every connection attempt).
+    pub(crate) master: String,
+    pub(crate) host: String,
+    pub(crate) node: String,
+    pub(crate) shard_ports: Vec<u16>,
+    /// Heartbeat period unless the master dictates one.
+    pub(crate) heartbeat: Duration,
+    /// Deadline of a connection attempt or of one call.
+    pub(crate) call_timeout: Duration,
+    pub(crate) retry_floor: Duration,
+    pub(crate) retry_ceiling: Duration,
+    pub(crate) identity: Identity,
+    pub(crate) transport: TransportSettings,
+    /// One sender per shard, by shard index.
+    pub(crate) shards: Vec<flume::Sender<ShardCmd>>,
+}
+
+/// The running control thread.
+#[derive(Debug)]
+pub(crate) struct ControlHandle {
+    stop: flume::Sender<()>,
+    thread: JoinHandle<()>,
+    worker_id: watch::Receiver<Option<u64>>,
+}
+
+impl ControlHandle {
+    /// The id the master assigned, once registered.
+    pub(crate) fn worker_id(&self) -> Option<u64> {
+        *self.worker_id.borrow()
+    }
+
+    /// Stops heartbeating and waits for the thread.
+    pub(crate) fn stop(self) {
+        let _ = self.stop.send(());
+        if self.thread.join().is_err() {
+            tracing::error!("control-plane thread panicked");
+        }
+    }
+}
+
+/// Starts the control thread.
+pub(crate) fn spawn(spec: ControlSpec) -> Result<ControlHandle> {
+    let (stop_tx, stop_rx) = flume::bounded(1);
+    let (id_tx, id_rx) = watch::channel(None);
+    let thread = std::thread::Builder::new()
+        .name("cv-control".into())
+        .spawn(move || match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+            Ok(rt) => rt.block_on(run(spec, stop_rx, id_tx)),
+            Err(e) => tracing::error!(error = %e, "control plane: no tokio runtime; not registering"),
+        })
+        .map_err(|e| WorkerError::new(WorkerErrorKind::Executor, "spawn cv-control").with_source(e))?;
+    Ok(ControlHandle { stop: stop_tx, thread, worker_id: id_rx })
+}
+
+/// State that outlives one connection to the master.
+#[derive(Debug)]
+struct State {
+    worker_id: Option<u64>,
+    pending: Pending,
+    backoff: Backoff,
+    ids: watch::Sender<Option<u64>>,
+    /// Heartbeat period the master asked for at registration (0: ours).
+    heartbeat_ms: u64,
+}
+
+async fn run(spec: ControlSpec, stop: flume::Receiver<()>, ids: watch::Sender<Option<u64>>) {
+    let ep = match client_endpoint(&spec.identity, &spec.transport) {
+        Ok(ep) => ep,
+        Err(e) => {
+            tracing::error!(error = %e, "control plane: no client endpoint; not registering");
+            return;
+        }
+    };
+    let mut st = State {
+        worker_id: None,
+        pending: Pending::default(),
+        backoff: Backoff::new(spec.retry_floor, spec.retry_ceiling),
+        ids,
+        heartbeat_ms: 0,
+    };
+    loop {
+        let err = tokio::select! {
+            _ = stop.recv_async() => break,
+            r = session(&spec, &ep, &mut st) => match r {
+                Err(e) => e,
+                Ok(never) => match never {},
+            },
+        };
+        let delay = st.backoff.next_delay();
+        tracing::warn!(master = %spec.master, error = %err, retry_in = ?delay, "master unreachable; shards keep serving");
+        tokio::select! {
+            _ = stop.recv_async() => break,
+            _ = tokio::time::sleep(delay) => {}
+        }
+    }
+    ep.close(0u32.into(), b"worker stopping");
+    let _ = tokio::time::timeout(Duration::from_secs(1), ep.wait_idle()).await;
+}
+
+/// One connection to the master: register, then heartbeat until something fails.
+async fn session(
+    spec: &ControlSpec,
+    ep: &quinn::Endpoint,
+    st: &mut State,
+) -> std::result::Result<Infallible, NetError> {
+    let addr = resolve(&spec.master).await?;
+    let conn = deadline(spec, "connect", Conn::connect(ep, addr, Role::Worker, &spec.node, Limits::DEFAULT)).await?;
+    loop {
+        register(spec, &conn, st).await?;
+        let interval = heartbeat_interval(spec, st);
+        loop {
+            if !heartbeat(spec, &conn, st).await? {
+                break; // the master asked us to register again
+            }
+            tokio::time::sleep(interval).await;
+        }
+    }
+}
+
+async fn register(spec: &ControlSpec, conn: &Conn, st: &mut State) -> std::result::Result<(), NetError> {
+    // Registration is followed by a full block report: the master may have lost its map.
+    let (capacity, used) = gather(&spec.shards, true, &mut st.pending).await;
+    let req = RegisterWorker {
+        worker_id: st.worker_id,
+        host: spec.host.clone(),
+        shard_ports: spec.shard_ports.clone(),
+        capacity,
+        used,
+    };
+    let ok: RegisterOk = call(spec, conn, &req).await?.decode_body()?;
+    if st.worker_id.is_some_and(|old| old != ok.worker_id) {
+        tracing::warn!(old = ?st.worker_id, new = ok.worker_id, "master assigned a new worker id");
+    }
+    st.worker_id = Some(ok.worker_id);
+    st.ids.send_replace(Some(ok.worker_id));
+    st.backoff.reset();
+    tracing::info!(worker_id = ok.worker_id, master = %spec.master, "registered");
+    // Remember the master's pace for this registration.
+    st.heartbeat_ms = ok.heartbeat_ms;
+    Ok(())
+}
+
+fn heartbeat_interval(spec: &ControlSpec, st: &State) -> Duration {
+    match st.heartbeat_ms {
+        0 => spec.heartbeat,
+        ms => Duration::from_millis(ms),
+    }
+}
+
+/// Sends one heartbeat and runs the master's commands; `Ok(false)` means register again.
+async fn heartbeat(spec: &ControlSpec, conn: &Conn, st: &mut State) -> std::result::Result<bool, NetError> {
+    let Some(worker_id) = st.worker_id else {
+        return Ok(false);
+    };
+    let (capacity, used) = gather(&spec.shards, false, &mut st.pending).await;
+    let batch = st.pending.batch(MAX_REPORT);
+    let hb = Heartbeat { worker_id, capacity, used, added: batch.added, removed: batch.removed };
+    let ok: HeartbeatOk = call(spec, conn, &hb).await?.decode_body()?;
+    st.pending.acknowledge(&hb.added, &hb.removed);
+    let mut again = true;
+    for cmd in ok.commands {
+        match cmd {
+            WorkerCommand::DeleteBlocks(ids) => route_deletes(&spec.shards, ids),
+            WorkerCommand::Reregister => again = false,
+        }
+    }
+    Ok(again)
+}
+
+/// Asks every shard for its report, merges them into `pending`, and returns the worker's
+/// total capacity and used bytes. A shard that does not answer is skipped this round.
+async fn gather(shards: &[flume::Sender<ShardCmd>], full: bool, pending: &mut Pending) -> (u64, u64) {
+    let mut waiting = Vec::with_capacity(shards.len());
+    for (i, s) in shards.iter().enumerate() {
+        let (tx, rx) = flume::bounded::<ShardReport>(1);
+        if s.send(ShardCmd::Report { full, reply: tx }).is_ok() {
+            waiting.push((i, rx));
+        }
+    }
+    let (mut capacity, mut used) = (0u64, 0u64);
+    for (i, rx) in waiting {
+        match tokio::time::timeout(SHARD_TIMEOUT, rx.recv_async()).await {
+            Ok(Ok(r)) => {
+                capacity += r.usage.capacity_bytes;
+                used += r.usage.used_bytes;
+                pending.merge(r);
+            }
+            _ => tracing::warn!(shard = i, "shard did not report"),
+        }
+    }
+    (capacity, used)
+}
+
+/// Hands each block to the shard that owns it.
+fn route_deletes(shards: &[flume::Sender<ShardCmd>], ids: Vec<u64>) {
+    let mut by_shard: Vec<Vec<u64>> = vec![Vec::new(); shards.len()];
+    for id in ids {
+        match by_shard.get_mut(usize::from(block_shard(id))) {
+            Some(v) => v.push(id),
+            None => tracing::warn!(block = id, "master asked to delete a block of a shard this worker lacks"),
+        }
+    }
+    for (shard, ids) in by_shard.into_iter().enumerate().filter(|(_, v)| !v.is_empty()) {
+        if shards[shard].send(ShardCmd::Delete(ids)).is_err() {
+            tracing::warn!(shard, "shard gone; delete dropped");
+        }
+    }
+}
+
+async fn call<M: Message>(spec: &ControlSpec, conn: &Conn, msg: &M) -> std::result::Result<Frame, NetError> {
+    deadline(spec, M::KIND.name(), conn.call(msg, &[])).await
+}
+
+async fn deadline<T>(
+    spec: &ControlSpec,
+    what: &str,
+    fut: impl Future<Output = std::result::Result<T, NetError>>,
+) -> std::result::Result<T, NetError> {
+    tokio::time::timeout(spec.call_timeout, fut).await.map_err(|_| {
+        NetError::new(NetErrorKind::Timeout, format!("{what} with the master took over {:?}", spec.call_timeout))
+    })?
+}
+
+async fn resolve(master: &str) -> std::result::Result<SocketAddr, NetError> {
+    let mut addrs = tokio::net::lookup_host(master)
+        .await
+        .map_err(|e| NetError::new(NetErrorKind::Connect, format!("resolve {master}")).with_source(e))?;
+    addrs.next().ok_or_else(|| NetError::new(NetErrorKind::Connect, format!("{master} resolves to nothing")))
+}

@@ -1,0 +1,185 @@
+//! The worker process: start every shard, then the control plane; stop them in reverse.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use cv_net::quic::TransportSettings;
+use cv_net::tls::Identity;
+use cv_wire::Limits;
+
+use crate::config::WorkerSettings;
+use crate::control::{self, ControlHandle, ControlSpec};
+use crate::cores::allowed_cpus;
+use crate::error::{Result, WorkerError, WorkerErrorKind};
+use crate::quic::EndpointOptions;
+use crate::shard::{self, ShardCmd, ShardSpec, Started, host_port};
+
+/// Starts workers; see [`WorkerServer::start`].
+#[derive(Debug)]
+pub struct WorkerServer;
+
+/// A running worker. [`WorkerHandle::shutdown`] stops it cleanly; dropping it does the same
+/// without reporting errors.
+#[derive(Debug)]
+pub struct WorkerHandle {
+    shards: Vec<(flume::Sender<ShardCmd>, JoinHandle<Result<()>>)>,
+    addrs: Vec<SocketAddr>,
+    routes: Arc<[String]>,
+    control: Option<ControlHandle>,
+}
+
+impl WorkerServer {
+    /// Validates `settings`, starts one pinned glommio shard per configured core (each with
+    /// its block store under `<dir>/shard-<i>` and its QUIC endpoint on `base_port + i`),
+    /// and, when a master is configured, the control-plane thread that registers with it.
+    ///
+    /// Returns once every shard listens; if one cannot start, the others are stopped and
+    /// its error is returned.
+    pub fn start(
+        settings: &WorkerSettings,
+        identity: &Identity,
+        transport: &TransportSettings,
+    ) -> Result<WorkerHandle> {
+        transport.validate("transport")?;
+        let cpus = allowed_cpus();
+        let mut settings = settings.clone();
+        if settings.shards == 0 {
+            settings.shards = u16::try_from(cpus.len()).unwrap_or(u16::MAX);
+        }
+        settings.validate("worker")?;
+        let n = settings.shards;
+        let server_config = Arc::new(cv_net::quic::server_config(identity, transport)?);
+        let endpoint = EndpointOptions {
+            socket_buffer_bytes: usize::try_from(transport.socket_buffer.bytes()).unwrap_or(usize::MAX),
+            ..EndpointOptions::default()
+        };
+
+        let mut starting = Vec::with_capacity(usize::from(n));
+        for i in 0..n {
+            let port = if settings.base_port == 0 { 0 } else { settings.base_port + i };
+            let spec = ShardSpec {
+                index: i,
+                cpu: settings.pin_cores.then(|| cpus[usize::from(i) % cpus.len()]),
+                store: settings.store_config(i, n),
+                bind: SocketAddr::new(settings.bind, port),
+                server_config: server_config.clone(),
+                endpoint: endpoint.clone(),
+                io_memory: usize::try_from(settings.io_memory.bytes()).unwrap_or(usize::MAX),
+                ring_depth: settings.ring_depth as usize,
+                preempt_timer: settings.preempt_timer.get(),
+                node: format!("{}/shard-{i}", settings.node),
+                limits: Limits::DEFAULT,
+            };
+            match shard::spawn(spec) {
+                Ok(s) => starting.push(s),
+                Err(e) => {
+                    abandon(starting.into_iter().filter_map(|s| s.wait().ok()).collect());
+                    return Err(e);
+                }
+            }
+        }
+        let mut started: Vec<Started> = Vec::with_capacity(starting.len());
+        let mut failure = None;
+        for s in starting {
+            match s.wait() {
+                Ok(s) => started.push(s),
+                Err(e) => failure = failure.or(Some(e)),
+            }
+        }
+        if let Some(e) = failure {
+            abandon(started);
+            return Err(e);
+        }
+
+        let addrs: Vec<SocketAddr> = started.iter().map(|s| s.addr).collect();
+        let routes: Arc<[String]> = addrs.iter().map(|a| host_port(&settings.host, a.port())).collect();
+        for s in &started {
+            // A shard that died meanwhile shows up when it is joined.
+            let _ = s.routes.send(routes.clone());
+        }
+        let shards: Vec<_> = started.into_iter().map(|s| (s.cmds, s.thread)).collect();
+        let mut handle = WorkerHandle { shards, addrs, routes, control: None };
+        if let Some(master) = settings.master.clone() {
+            let heartbeat = settings.heartbeat_interval.get();
+            let spec = ControlSpec {
+                master,
+                host: settings.host.clone(),
+                node: settings.node.clone(),
+                shard_ports: handle.addrs.iter().map(SocketAddr::port).collect(),
+                heartbeat,
+                call_timeout: (heartbeat * 4).clamp(Duration::from_secs(1), Duration::from_secs(10)),
+                retry_floor: Duration::from_millis(100),
+                retry_ceiling: Duration::from_secs(5),
+                identity: identity.clone(),
+                transport: transport.clone(),
+                shards: handle.shards.iter().map(|(c, _)| c.clone()).collect(),
+            };
+            handle.control = Some(control::spawn(spec)?);
+        }
+        tracing::info!(shards = n, routes = ?handle.routes, master = ?settings.master, "worker started");
+        Ok(handle)
+    }
+}
+
+/// Stops shards that started while another failed: without a routing table they exit.
+fn abandon(started: Vec<Started>) {
+    for s in started {
+        drop(s.routes);
+        drop(s.cmds);
+        let _ = s.thread.join();
+    }
+}
+
+impl WorkerHandle {
+    /// The address each shard's socket is bound to, by shard index.
+    pub fn shard_addrs(&self) -> &[SocketAddr] {
+        &self.addrs
+    }
+
+    /// The `host:port` each shard is advertised at (to the master, in redirects).
+    pub fn routes(&self) -> &[String] {
+        &self.routes
+    }
+
+    /// The id the master assigned, once registered (`None` without a master).
+    pub fn worker_id(&self) -> Option<u64> {
+        self.control.as_ref().and_then(ControlHandle::worker_id)
+    }
+
+    /// Stops heartbeating, closes every endpoint, lets in-flight requests finish, closes
+    /// every store and joins every thread. Returns the first error a shard reported.
+    pub fn shutdown(mut self) -> Result<()> {
+        self.stop()
+    }
+
+    fn stop(&mut self) -> Result<()> {
+        if let Some(c) = self.control.take() {
+            c.stop();
+        }
+        for (cmds, _) in &self.shards {
+            let _ = cmds.send(ShardCmd::Shutdown);
+        }
+        let mut first = Ok(());
+        for (i, (_, thread)) in self.shards.drain(..).enumerate() {
+            let res = match thread.join() {
+                Ok(r) => r,
+                Err(_) => Err(WorkerError::new(WorkerErrorKind::ShardGone, format!("shard {i} panicked"))),
+            };
+            if let Err(e) = res {
+                tracing::error!(shard = i, error = %e, "shard stopped with an error");
+                if first.is_ok() {
+                    first = Err(e);
+                }
+            }
+        }
+        first
+    }
+}
+
+impl Drop for WorkerHandle {
+    fn drop(&mut self) {
+        let _ = self.stop();
+    }
+}

@@ -1,0 +1,37 @@
+//! The one place where store errors become protocol error codes.
+
+use cv_wire::ErrorCode;
+
+use crate::store::{ErrorKind, StoreError};
+
+/// The code a client acts on: `Corrupt` (retryable) makes it refetch, `NotFound` makes it
+/// go to the object store, `Unavailable` makes it retry or fall back.
+pub(crate) fn store_code(e: &StoreError) -> ErrorCode {
+    match e.kind() {
+        ErrorKind::NotFound => ErrorCode::NotFound,
+        ErrorKind::Corrupt => ErrorCode::Corrupt,
+        ErrorKind::NoSpace => ErrorCode::NoSpace,
+        ErrorKind::InvalidArgument => ErrorCode::InvalidArgument,
+        // Another writer holds the id, or the disk failed an I/O: may pass if tried again.
+        ErrorKind::Busy | ErrorKind::Io => ErrorCode::Unavailable,
+        ErrorKind::Incompatible => ErrorCode::Internal,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_keep_the_meaning_callers_rely_on() {
+        let code = |k| store_code(&StoreError::new(k, "x"));
+        assert_eq!(code(ErrorKind::Corrupt), ErrorCode::Corrupt);
+        assert!(code(ErrorKind::Corrupt).retryable());
+        assert_eq!(code(ErrorKind::NotFound), ErrorCode::NotFound);
+        assert_eq!(code(ErrorKind::NoSpace), ErrorCode::NoSpace);
+        assert_eq!(code(ErrorKind::InvalidArgument), ErrorCode::InvalidArgument);
+        assert!(code(ErrorKind::Busy).retryable());
+        assert!(code(ErrorKind::Io).retryable());
+        assert_eq!(code(ErrorKind::Incompatible), ErrorCode::Internal);
+    }
+}

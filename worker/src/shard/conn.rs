@@ -1,0 +1,124 @@
+//! Connections of one shard: the hello on the first stream, then one task per stream.
+
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cv_wire::msg::{Hello, HelloOk, Role};
+use cv_wire::{ErrorCode, Limits, PROTOCOL_VERSION};
+use glommio::sync::Gate;
+
+use super::frame_io::{ReadFail, read_frame, read_head};
+use super::handler;
+use super::reply::Reply;
+use crate::quic::{Connection, Endpoint, RecvStream, SendStream, VarInt};
+use crate::store::BlockStore;
+
+/// A refused peer gets this long to read why before its connection is closed.
+const LINGER: Duration = Duration::from_secs(2);
+/// Application close code for a failed hello.
+const CODE_HELLO_FAILED: u32 = 1;
+
+/// What every request handler of a shard sees.
+#[derive(Debug)]
+pub(crate) struct ShardCtx {
+    pub(crate) index: u16,
+    pub(crate) store: BlockStore,
+    /// `host:port` of every shard of this worker, by shard index (for redirects).
+    pub(crate) routes: Arc<[String]>,
+    pub(crate) node: String,
+    pub(crate) limits: Limits,
+    /// Every connection and stream task runs inside it, so shutdown can wait for them.
+    pub(crate) gate: Gate,
+}
+
+/// Accepts connections until the endpoint closes.
+pub(crate) async fn accept_loop(ep: Endpoint, ctx: Rc<ShardCtx>) {
+    while let Some(conn) = ep.accept().await {
+        match ctx.gate.spawn(serve_conn(conn, ctx.clone())) {
+            Ok(task) => {
+                task.detach();
+            }
+            Err(_) => return, // shutting down
+        }
+    }
+}
+
+async fn serve_conn(conn: Connection, ctx: Rc<ShardCtx>) {
+    if let Err(why) = hello(&conn, &ctx).await {
+        tracing::info!(shard = ctx.index, peer = %conn.remote_address(), %why, "hello refused");
+        let _ = glommio::timer::timeout(LINGER, async { Ok(conn.closed().await) }).await;
+        conn.close(VarInt::from_u32(CODE_HELLO_FAILED), b"hello failed");
+        return;
+    }
+    loop {
+        let (send, recv) = match conn.accept_bi().await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::debug!(shard = ctx.index, peer = %conn.remote_address(), error = %e, "connection ended");
+                return;
+            }
+        };
+        match ctx.gate.spawn(serve_stream(send, recv, ctx.clone())) {
+            Ok(task) => {
+                task.detach();
+            }
+            Err(_) => return,
+        }
+    }
+}
+
+/// Reads the peer's `Hello` on the first stream and answers `HelloOk`, or refuses versions
+/// this build does not speak with `VersionMismatch`.
+async fn hello(conn: &Connection, ctx: &ShardCtx) -> Result<(), String> {
+    let (mut send, mut recv) = conn.accept_bi().await.map_err(|e| format!("no hello stream: {e}"))?;
+    let frame = match read_frame(&mut recv, &ctx.limits).await {
+        Ok(f) => f,
+        Err(ReadFail::Gone(e)) => return Err(format!("hello stream: {e}")),
+        Err(bad) => {
+            let msg = format!("{bad}; this server speaks version {PROTOCOL_VERSION}");
+            let _ = Reply::error(0, bad.code(), &msg, None).send(&mut send).await;
+            return Err(msg);
+        }
+    };
+    let id = frame.header().request_id;
+    let hello: Hello = match frame.decode_body() {
+        Ok(h) => h,
+        Err(e) => {
+            let _ = Reply::error(id, e.code(), &e.to_string(), None).send(&mut send).await;
+            return Err(e.to_string());
+        }
+    };
+    if hello.min_version > PROTOCOL_VERSION || hello.max_version < PROTOCOL_VERSION {
+        let msg = format!(
+            "peer speaks versions {}..={}, this server speaks {PROTOCOL_VERSION}",
+            hello.min_version, hello.max_version
+        );
+        let _ = Reply::error(id, ErrorCode::VersionMismatch, &msg, None).send(&mut send).await;
+        return Err(msg);
+    }
+    let ok = HelloOk { version: PROTOCOL_VERSION, role: Role::Worker, node: ctx.node.clone() };
+    Reply::ok(id, &ok).send(&mut send).await.map_err(|e| format!("hello reply: {e}"))?;
+    tracing::debug!(shard = ctx.index, peer = %conn.remote_address(), role = ?hello.role, node = %hello.node, "hello");
+    Ok(())
+}
+
+/// One request: read its frame, answer it. A malformed frame gets an error reply; only a
+/// vanished stream or connection ends the task without one.
+async fn serve_stream(mut send: SendStream, mut recv: RecvStream, ctx: Rc<ShardCtx>) {
+    let reply = match read_head(&mut recv, &ctx.limits).await {
+        Ok(head) => handler::dispatch(&ctx, head, &mut recv).await,
+        Err(ReadFail::Gone(e)) => {
+            tracing::debug!(shard = ctx.index, error = %e, "request stream gone");
+            return;
+        }
+        Err(bad) => {
+            // Nothing more of this stream is read: give its credit back.
+            let _ = recv.stop(VarInt::from_u32(0));
+            Reply::error(0, bad.code(), &bad.to_string(), None)
+        }
+    };
+    if let Err(e) = reply.send(&mut send).await {
+        tracing::debug!(shard = ctx.index, error = %e, "reply not delivered");
+    }
+}

@@ -1,0 +1,205 @@
+//! Request handlers of a shard: read, write, delete and stat blocks, ping.
+//!
+//! Every block id is checked against its owning shard (`cv_wire::block_shard`) first; a
+//! block of a sibling shard is refused with `WrongShard` naming that shard's address.
+
+use cv_wire::msg::{
+    DeleteBlocks, Done, Ping, Pong, ReadBlock, ReadBlockOk, StatBlock, StatBlockOk, WriteBlock, WriteBlockOk,
+};
+use cv_wire::{ErrorCode, Frame, HEADER_LEN, Kind, Message, block_shard};
+
+use super::codes::store_code;
+use super::conn::ShardCtx;
+use super::frame_io::{Head, ReadFail, read_payload};
+use super::reply::Reply;
+use crate::quic::{RecvStream, VarInt};
+use crate::store::StoreError;
+
+/// Header bytes covered by the frame crc: all but the crc field (wire/FORMAT.md).
+const CRC_COVERED: usize = HEADER_LEN - 4;
+
+/// Answers one request whose header and body have been read.
+pub(crate) async fn dispatch(ctx: &ShardCtx, head: Head, recv: &mut RecvStream) -> Reply {
+    let id = head.header.request_id;
+    if head.header.kind == Kind::WriteBlock {
+        return write_block(ctx, head, recv).await;
+    }
+    // Only a ping carries a payload besides writes (echoed, to measure transfer).
+    let payload = if head.header.kind == Kind::Ping {
+        match read_payload(recv, &head).await {
+            Ok(p) => p,
+            Err(e) => return Reply::error(id, e.code(), &e.to_string(), None),
+        }
+    } else if head.header.payload_len > 0 {
+        let _ = recv.stop(VarInt::from_u32(0));
+        let msg = format!("{} carries no payload", head.header.kind.name());
+        return Reply::error(id, ErrorCode::Malformed, &msg, None);
+    } else {
+        Vec::new()
+    };
+    let frame = match head.into_frame(payload, &ctx.limits) {
+        Ok(f) => f,
+        Err(e) => return Reply::error(id, e.code(), &e.to_string(), None),
+    };
+    let result = match frame.kind() {
+        Kind::ReadBlock => read_block(ctx, &frame).await,
+        Kind::StatBlock => stat_block(ctx, &frame),
+        Kind::DeleteBlocks => delete_blocks(ctx, &frame).await,
+        Kind::Ping => match frame.access::<Ping>() {
+            Ok(p) => {
+                let nonce = p.nonce.to_native();
+                Ok(Reply::with_bytes(id, &Pong { nonce }, frame.into_payload()))
+            }
+            Err(e) => Err(e.into()),
+        },
+        other => Err(Refusal::new(ErrorCode::Unsupported, format!("{} is not served by a worker shard", other.name()))),
+    };
+    result.unwrap_or_else(|r| r.reply(id))
+}
+
+/// A request refused with an error code.
+#[derive(Debug)]
+struct Refusal {
+    code: ErrorCode,
+    message: String,
+    redirect: Option<String>,
+}
+
+impl Refusal {
+    fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self { code, message: message.into(), redirect: None }
+    }
+
+    fn reply(self, request_id: u64) -> Reply {
+        Reply::error(request_id, self.code, &self.message, self.redirect)
+    }
+}
+
+impl From<cv_wire::WireError> for Refusal {
+    fn from(e: cv_wire::WireError) -> Self {
+        Refusal::new(e.code(), e.to_string())
+    }
+}
+
+impl From<StoreError> for Refusal {
+    fn from(e: StoreError) -> Self {
+        Refusal::new(store_code(&e), e.to_string())
+    }
+}
+
+/// Refuses a block this shard does not own: `WrongShard` with the owner's address, or
+/// `NotFound` when no shard of this worker has that index.
+fn owned(ctx: &ShardCtx, block_id: u64) -> Result<(), Refusal> {
+    let owner = block_shard(block_id);
+    if owner == ctx.index {
+        return Ok(());
+    }
+    match ctx.routes.get(usize::from(owner)) {
+        Some(addr) => Err(Refusal {
+            code: ErrorCode::WrongShard,
+            message: format!("block {block_id} belongs to shard {owner}, not {}", ctx.index),
+            redirect: Some(addr.clone()),
+        }),
+        None => Err(Refusal::new(
+            ErrorCode::NotFound,
+            format!("block {block_id} names shard {owner}; this worker has {} shards", ctx.routes.len()),
+        )),
+    }
+}
+
+async fn read_block(ctx: &ShardCtx, frame: &Frame) -> Result<Reply, Refusal> {
+    let req = frame.access::<ReadBlock>()?;
+    let (block_id, offset, len) = (req.block_id.to_native(), req.offset.to_native(), req.len.to_native());
+    owned(ctx, block_id)?;
+    let block_len = ctx.store.stat(block_id)?.len;
+    if offset > block_len {
+        return Err(Refusal::new(
+            ErrorCode::InvalidArgument,
+            format!("offset {offset} past the end of block {block_id} ({block_len} bytes)"),
+        ));
+    }
+    // The reply is shorter at the block's end, as the protocol allows.
+    let n = len.min(block_len - offset);
+    let bytes = ctx.store.read(block_id, offset, n).await.inspect_err(|e| {
+        if e.kind() == crate::store::ErrorKind::Corrupt {
+            tracing::warn!(shard = ctx.index, block = block_id, error = %e, "corrupt block dropped");
+        }
+    })?;
+    Ok(Reply::with_block(frame.header().request_id, &ReadBlockOk { block_len }, bytes))
+}
+
+fn stat_block(ctx: &ShardCtx, frame: &Frame) -> Result<Reply, Refusal> {
+    let block_id = frame.access::<StatBlock>()?.block_id.to_native();
+    owned(ctx, block_id)?;
+    let s = ctx.store.stat(block_id)?;
+    // The store does not expose memory-tier residency per block; report it as not resident.
+    let ok = StatBlockOk { len: s.len, pinned: s.pinned, in_memory: false };
+    Ok(Reply::ok(frame.header().request_id, &ok))
+}
+
+/// Deletes every listed block, or none if any belongs to another shard.
+async fn delete_blocks(ctx: &ShardCtx, frame: &Frame) -> Result<Reply, Refusal> {
+    let req = frame.access::<DeleteBlocks>()?;
+    let ids: Vec<u64> = req.block_ids.iter().map(|id| id.to_native()).collect();
+    for &id in &ids {
+        owned(ctx, id)?;
+    }
+    for id in ids {
+        ctx.store.delete(id).await?;
+    }
+    Ok(Reply::ok(frame.header().request_id, &Done {}))
+}
+
+/// Streams the payload into a block writer, verifies the frame checksum over everything
+/// received, and only then commits. Any failure drops the writer: nothing becomes visible.
+async fn write_block(ctx: &ShardCtx, head: Head, recv: &mut RecvStream) -> Reply {
+    let id = head.header.request_id;
+    let refuse = |recv: &mut RecvStream, r: Refusal| {
+        // The rest of the payload is not wanted: give the stream's credit back.
+        let _ = recv.stop(VarInt::from_u32(0));
+        r.reply(id)
+    };
+    let (block_id, pinned) =
+        match WriteBlock::access(&head.body).and_then(|a| WriteBlock::check(a, &ctx.limits).map(|_| a)) {
+            Ok(req) => (req.block_id.to_native(), req.pinned),
+            Err(e) => return refuse(recv, e.into()),
+        };
+    if let Err(r) = owned(ctx, block_id) {
+        return refuse(recv, r);
+    }
+    let len = u64::from(head.header.payload_len);
+    let mut writer = match ctx.store.begin_write(block_id, len, pinned).await {
+        Ok(w) => w,
+        Err(e) => return refuse(recv, e.into()),
+    };
+    let mut data_crc = crc32fast::Hasher::new();
+    let mut remaining = len;
+    while remaining > 0 {
+        let chunk = match recv.read_chunk(usize::try_from(remaining).unwrap_or(usize::MAX)).await {
+            Ok(Some(c)) => c,
+            Ok(None) => {
+                let fail = ReadFail::Truncated("payload");
+                return Reply::error(id, fail.code(), &format!("{fail}: {remaining} bytes missing"), None);
+            }
+            Err(e) => return Reply::error(id, ErrorCode::Malformed, &format!("payload: {e}"), None),
+        };
+        remaining -= chunk.len() as u64;
+        data_crc.update(&chunk);
+        if let Err(e) = writer.append(&chunk).await {
+            return refuse(recv, e.into());
+        }
+    }
+    let mut frame_crc = crc32fast::Hasher::new();
+    frame_crc.update(&head.raw[..CRC_COVERED]);
+    frame_crc.update(&head.body);
+    frame_crc.combine(&data_crc);
+    let (got, want) = (frame_crc.finalize(), head.header.crc32);
+    if got != want {
+        let msg = format!("frame crc32 {got:08x}, header says {want:08x}; block {block_id} not stored");
+        return Reply::error(id, ErrorCode::Malformed, &msg, None);
+    }
+    match writer.commit().await {
+        Ok(stat) => Reply::ok(id, &WriteBlockOk { len: stat.len, crc32: data_crc.finalize() }),
+        Err(e) => Refusal::from(e).reply(id),
+    }
+}

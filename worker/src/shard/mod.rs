@@ -1,0 +1,101 @@
+//! Shards: one pinned thread per shard running one glommio executor that owns the shard's
+//! block store and QUIC endpoint. Nothing mutable is shared with other threads: the
+//! control plane talks to a shard only through [`ShardCmd`] messages.
+
+mod codes;
+mod conn;
+mod frame_io;
+mod handler;
+mod reply;
+mod run;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use crate::error::{Result, WorkerError, WorkerErrorKind};
+use crate::store::Usage;
+
+pub(crate) use run::ShardSpec;
+
+/// A message to a shard from the control plane or the server handle.
+#[derive(Debug)]
+pub(crate) enum ShardCmd {
+    /// Drain the block-report deltas (and list every block when `full`) and send them back.
+    Report { full: bool, reply: flume::Sender<ShardReport> },
+    /// Delete these blocks (the master's command); their removal shows in the next report.
+    Delete(Vec<u64>),
+    /// Close the endpoint, finish in-flight requests, close the store, end the thread.
+    Shutdown,
+}
+
+/// What a shard reports for a heartbeat.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct ShardReport {
+    /// Shard index.
+    pub(crate) shard: u16,
+    /// Blocks committed since the last report (every block if `full`), with their length.
+    pub(crate) added: Vec<(u64, u64)>,
+    /// Blocks gone since the last report.
+    pub(crate) removed: Vec<u64>,
+    /// Disk space now.
+    pub(crate) usage: Usage,
+}
+
+/// A shard thread that is opening its store and binding its port.
+#[derive(Debug)]
+pub(crate) struct Starting {
+    name: String,
+    ready: flume::Receiver<Result<SocketAddr>>,
+    cmds: flume::Sender<ShardCmd>,
+    routes: flume::Sender<Arc<[String]>>,
+    thread: JoinHandle<Result<()>>,
+}
+
+/// A shard that listens, waiting for the routing table before it serves.
+#[derive(Debug)]
+pub(crate) struct Started {
+    pub(crate) addr: SocketAddr,
+    pub(crate) cmds: flume::Sender<ShardCmd>,
+    pub(crate) routes: flume::Sender<Arc<[String]>>,
+    pub(crate) thread: JoinHandle<Result<()>>,
+}
+
+/// Spawns shard `spec.index`; it opens its store and binds its endpoint in the background.
+pub(crate) fn spawn(spec: ShardSpec) -> Result<Starting> {
+    let (ready_tx, ready_rx) = flume::bounded::<Result<SocketAddr>>(1);
+    let (routes_tx, routes_rx) = flume::bounded::<Arc<[String]>>(1);
+    let (cmd_tx, cmd_rx) = flume::unbounded::<ShardCmd>();
+    let name = format!("cv-shard-{}", spec.index);
+    let thread = std::thread::Builder::new()
+        .name(name.clone())
+        .spawn(move || run::thread_main(spec, ready_tx, routes_rx, cmd_rx))
+        .map_err(|e| WorkerError::new(WorkerErrorKind::Executor, format!("spawn {name}")).with_source(e))?;
+    Ok(Starting { name, ready: ready_rx, cmds: cmd_tx, routes: routes_tx, thread })
+}
+
+impl Starting {
+    /// Waits until the shard listens, or says why it could not start (its thread is joined).
+    pub(crate) fn wait(self) -> Result<Started> {
+        match self.ready.recv() {
+            Ok(Ok(addr)) => Ok(Started { addr, cmds: self.cmds, routes: self.routes, thread: self.thread }),
+            Ok(Err(e)) => {
+                let _ = self.thread.join();
+                Err(e)
+            }
+            Err(_) => {
+                let why = match self.thread.join() {
+                    Ok(Err(e)) => e.to_string(),
+                    Ok(Ok(())) => "exited".to_string(),
+                    Err(_) => "panicked".to_string(),
+                };
+                Err(WorkerError::new(WorkerErrorKind::ShardGone, format!("{} ended while starting: {why}", self.name)))
+            }
+        }
+    }
+}
+
+/// `host:port`, with brackets around an IPv6 literal.
+pub(crate) fn host_port(host: &str, port: u16) -> String {
+    if host.contains(':') && !host.starts_with('[') { format!("[{host}]:{port}") } else { format!("{host}:{port}") }
+}

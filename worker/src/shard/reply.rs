@@ -1,0 +1,79 @@
+//! Replies of a shard: an encoded frame whose payload (block bytes) is sent from the store's
+//! buffers as they are, never gathered into one copy.
+
+use cv_wire::msg::ErrorReply;
+use cv_wire::{EncodedFrame, ErrorCode, Message, WireError};
+
+use crate::quic::{QuicError, SendStream, VarInt};
+use crate::store::BlockBytes;
+
+/// Longest error message sent (peers refuse strings over their limit).
+const MAX_MESSAGE: usize = 1024;
+/// Stream reset code when a reply cannot even be encoded.
+const CODE_ENCODE_FAILED: u32 = 2;
+
+/// The payload of a reply.
+#[derive(Debug)]
+enum Payload {
+    /// Block bytes, still in the store's buffers.
+    Block(BlockBytes),
+    /// Bytes owned by the reply (a ping's echo).
+    Owned(Vec<u8>),
+}
+
+/// One reply frame and the bytes that form its payload.
+#[derive(Debug)]
+pub(crate) struct Reply {
+    frame: Result<EncodedFrame, WireError>,
+    payload: Payload,
+}
+
+impl Reply {
+    /// A reply without payload.
+    pub(crate) fn ok<M: Message>(request_id: u64, msg: &M) -> Reply {
+        Reply::with_bytes(request_id, msg, Vec::new())
+    }
+
+    /// A reply whose payload is `bytes`.
+    pub(crate) fn with_bytes<M: Message>(request_id: u64, msg: &M, bytes: Vec<u8>) -> Reply {
+        Reply { frame: cv_wire::encode(msg, request_id, &bytes), payload: Payload::Owned(bytes) }
+    }
+
+    /// A reply whose payload is `bytes` (checksummed in place, sent piece by piece).
+    pub(crate) fn with_block<M: Message>(request_id: u64, msg: &M, bytes: BlockBytes) -> Reply {
+        let parts: Vec<&[u8]> = bytes.parts().collect();
+        let frame = cv_wire::encode_with(msg, request_id, &parts);
+        Reply { frame, payload: Payload::Block(bytes) }
+    }
+
+    /// An `ErrorReply` with `code`; `redirect` names the owning shard for `WrongShard`.
+    pub(crate) fn error(request_id: u64, code: ErrorCode, message: &str, redirect: Option<String>) -> Reply {
+        let mut end = message.len().min(MAX_MESSAGE);
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        let msg = ErrorReply { code: code as u16, message: message[..end].to_string(), redirect };
+        Reply::ok(request_id, &msg)
+    }
+
+    /// Writes the frame and its payload, then finishes the stream.
+    pub(crate) async fn send(self, send: &mut SendStream) -> Result<(), QuicError> {
+        let frame = match self.frame {
+            Ok(f) => f,
+            Err(e) => {
+                tracing::error!(error = %e, "reply could not be encoded; resetting the stream");
+                return send.reset(VarInt::from_u32(CODE_ENCODE_FAILED));
+            }
+        };
+        send.write_all(frame.head()).await?;
+        match &self.payload {
+            Payload::Block(bytes) => {
+                for part in bytes.parts() {
+                    send.write_all(part).await?;
+                }
+            }
+            Payload::Owned(bytes) => send.write_all(bytes).await?,
+        }
+        send.finish()
+    }
+}

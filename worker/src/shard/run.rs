@@ -1,0 +1,153 @@
+//! The life of one shard thread: executor, store, endpoint, command loop, orderly shutdown.
+
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cv_wire::Limits;
+use glommio::sync::Gate;
+use glommio::{LocalExecutorBuilder, Placement};
+
+use super::conn::{ShardCtx, accept_loop};
+use super::{ShardCmd, ShardReport};
+use crate::error::{Result, WorkerError, WorkerErrorKind};
+use crate::quic::{Endpoint, EndpointOptions, ServerConfig, VarInt};
+use crate::store::BlockStore;
+use crate::store::StoreConfig;
+
+/// In-flight requests get this long to finish once shutdown starts.
+const DRAIN: Duration = Duration::from_secs(10);
+
+/// Everything a shard thread needs, built by the server before spawning it.
+#[derive(Debug)]
+pub(crate) struct ShardSpec {
+    pub(crate) index: u16,
+    /// CPU to pin to; `None` leaves the thread unbound.
+    pub(crate) cpu: Option<usize>,
+    pub(crate) store: StoreConfig,
+    pub(crate) bind: SocketAddr,
+    pub(crate) server_config: Arc<ServerConfig>,
+    pub(crate) endpoint: EndpointOptions,
+    pub(crate) io_memory: usize,
+    pub(crate) ring_depth: usize,
+    pub(crate) preempt_timer: Duration,
+    pub(crate) node: String,
+    pub(crate) limits: Limits,
+}
+
+pub(crate) fn thread_main(
+    spec: ShardSpec,
+    ready: flume::Sender<Result<SocketAddr>>,
+    routes: flume::Receiver<Arc<[String]>>,
+    cmds: flume::Receiver<ShardCmd>,
+) -> Result<()> {
+    let placement = spec.cpu.map_or(Placement::Unbound, Placement::Fixed);
+    let made = LocalExecutorBuilder::new(placement)
+        .name(&format!("cv-shard-{}", spec.index))
+        .io_memory(spec.io_memory)
+        .ring_depth(spec.ring_depth)
+        .preempt_timer(spec.preempt_timer)
+        .make();
+    match made {
+        Ok(ex) => ex.run(shard_main(spec, ready, routes, cmds)),
+        Err(e) => {
+            let msg = format!("shard {}: glommio executor on cpu {:?}: {e}", spec.index, spec.cpu);
+            let _ = ready.send(Err(WorkerError::new(WorkerErrorKind::Executor, msg)));
+            Ok(())
+        }
+    }
+}
+
+async fn shard_main(
+    spec: ShardSpec,
+    ready: flume::Sender<Result<SocketAddr>>,
+    routes: flume::Receiver<Arc<[String]>>,
+    cmds: flume::Receiver<ShardCmd>,
+) -> Result<()> {
+    let index = spec.index;
+    // The store opens first: glommio settles per-device I/O modes on the first DmaFile.
+    let store = match BlockStore::open(spec.store.clone()).await {
+        Ok(s) => s,
+        Err(e) => {
+            let err = WorkerError::new(WorkerErrorKind::Store, format!("shard {index}: open store")).with_source(e);
+            let _ = ready.send(Err(err));
+            return Ok(());
+        }
+    };
+    let ep = match Endpoint::bind(spec.bind, spec.server_config.clone(), spec.endpoint.clone()) {
+        Ok(ep) => ep,
+        Err(e) => {
+            let err =
+                WorkerError::new(WorkerErrorKind::Bind, format!("shard {index}: bind {}", spec.bind)).with_source(e);
+            let _ = ready.send(Err(err));
+            return close_store(index, store).await;
+        }
+    };
+    let gate = Gate::new();
+    let mut ctx = None;
+    if ready.send(Ok(ep.local_addr())).is_ok()
+        && let Ok(routes) = routes.recv_async().await
+    {
+        tracing::info!(shard = index, addr = %ep.local_addr(), "shard serving");
+        let c = Rc::new(ShardCtx {
+            index,
+            store: store.clone(),
+            routes,
+            node: spec.node,
+            limits: spec.limits,
+            gate: gate.clone(),
+        });
+        if let Ok(task) = gate.spawn(accept_loop(ep.clone(), c.clone())) {
+            task.detach();
+        }
+        command_loop(&c, &cmds).await;
+        ctx = Some(c);
+    }
+    ep.close(VarInt::from_u32(0), b"worker shutting down");
+    if glommio::timer::timeout(DRAIN, gate.close()).await.is_err() {
+        tracing::warn!(shard = index, "requests still running after {DRAIN:?}; closing anyway");
+    }
+    let _ = glommio::timer::timeout(DRAIN, async {
+        ep.wait_idle().await;
+        Ok(())
+    })
+    .await;
+    drop(ctx);
+    close_store(index, store).await
+}
+
+/// Serves control-plane messages until `Shutdown` or until every sender is gone.
+async fn command_loop(ctx: &ShardCtx, cmds: &flume::Receiver<ShardCmd>) {
+    while let Ok(cmd) = cmds.recv_async().await {
+        match cmd {
+            ShardCmd::Report { full, reply } => {
+                let _ = reply.send(report(ctx, full));
+            }
+            ShardCmd::Delete(ids) => {
+                for id in ids {
+                    if let Err(e) = ctx.store.delete(id).await {
+                        tracing::warn!(shard = ctx.index, block = id, error = %e, "delete from master failed");
+                    }
+                }
+            }
+            ShardCmd::Shutdown => return,
+        }
+    }
+}
+
+fn report(ctx: &ShardCtx, full: bool) -> ShardReport {
+    let store = &ctx.store;
+    let deltas = store.drain_report();
+    let ids = if full { store.block_ids() } else { deltas.added };
+    // A block gone between the drain and the stat shows up as removed in the next drain.
+    let added = ids.into_iter().filter_map(|id| store.stat(id).ok().map(|s| (id, s.len))).collect();
+    ShardReport { shard: ctx.index, added, removed: deltas.removed, usage: store.usage() }
+}
+
+async fn close_store(index: u16, store: BlockStore) -> Result<()> {
+    store
+        .close()
+        .await
+        .map_err(|e| WorkerError::new(WorkerErrorKind::Store, format!("shard {index}: close store")).with_source(e))
+}
