@@ -1,6 +1,8 @@
 //! `cvctl bench …`: each benchmark prints the baseline and cv side by side
 //! from one run, with their ratio; `--json` prints the same as JSON.
 
+mod meta;
+mod open;
 mod rtt;
 mod wire;
 
@@ -16,6 +18,10 @@ pub enum Bench {
     /// QUIC loopback round trip of a 64-byte request: bare quinn echo against a
     /// cv Ping call (the latency floor).
     Rtt(rtt::RttArgs),
+    /// Master open latency (block map + footer in one reply) next to a null RPC.
+    Open(open::OpenArgs),
+    /// Master metadata ops/s and p99 at concurrency 1 and 40, journal fsync on.
+    Meta(meta::MetaArgs),
 }
 
 impl Bench {
@@ -24,6 +30,8 @@ impl Bench {
         match self {
             Bench::Wire(a) => a.run(),
             Bench::Rtt(a) => a.run(),
+            Bench::Open(a) => a.run(),
+            Bench::Meta(a) => a.run(),
         }
     }
 }
