@@ -35,6 +35,8 @@ pub struct CvConfig {
     pub client: Option<cv_client::ClientSettings>,
     /// Master server settings (`cvctl master`); flags may override some.
     pub master: Option<cv_master::server::ServerConfig>,
+    /// Worker settings (`cvctl worker`); flags may override some.
+    pub worker: Option<cv_worker::WorkerSettings>,
 }
 
 impl CvConfig {
@@ -63,6 +65,9 @@ impl CvConfig {
         }
         if let Some(m) = &self.master {
             m.validate("master")?;
+        }
+        if let Some(w) = &self.worker {
+            w.validate("worker")?;
         }
         Ok(())
     }

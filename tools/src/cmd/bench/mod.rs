@@ -3,6 +3,7 @@
 
 mod meta;
 mod open;
+mod open_latency;
 mod rtt;
 mod wire;
 
@@ -12,6 +13,10 @@ use clap::Subcommand;
 /// Benchmarks.
 #[derive(Subcommand, Debug)]
 pub enum Bench {
+    /// cv's main job: open N real Parquet files and read their footers through
+    /// cv and straight from their source (OpenDAL), with a null RPC as the
+    /// floor. Starts an embedded cluster unless `--master` is given.
+    OpenLatency(open_latency::OpenLatencyArgs),
     /// Frame encode + validate + access of an open reply with a 64 KiB tail,
     /// against a bincode serialize + deserialize copy.
     Wire(wire::WireArgs),
@@ -28,6 +33,7 @@ impl Bench {
     /// Runs the benchmark.
     pub fn run(self) -> CmdResult {
         match self {
+            Bench::OpenLatency(a) => a.run(),
             Bench::Wire(a) => a.run(),
             Bench::Rtt(a) => a.run(),
             Bench::Open(a) => a.run(),
