@@ -63,7 +63,13 @@ impl OpenLatencyArgs {
                 }
                 None => {
                     eprintln!("starting an embedded cluster (master + 1 worker) under {}", dir.display());
-                    let c = LocalCluster::start(&ClusterOptions::ephemeral(&dir.join("cluster"))).await?;
+                    // Room for every file with a margin: the benchmark measures opens, not eviction.
+                    let total = self.files as u64 * self.file_size.bytes();
+                    let opts = ClusterOptions {
+                        capacity: ByteSize((total + total / 2).max(ByteSize::gib(2).bytes())),
+                        ..ClusterOptions::ephemeral(&dir.join("cluster"))
+                    };
+                    let c = LocalCluster::start(&opts).await?;
                     let client = c.client().await?;
                     (Some(c), client)
                 }
