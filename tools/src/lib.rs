@@ -1,7 +1,6 @@
 //! `cvctl`: one binary to run cv's servers, manage its certificates, work
 //! with files and measure. One file per subcommand under [`cmd`].
 
-pub mod cluster;
 pub mod cmd;
 pub mod config;
 pub mod connect;
