@@ -4,7 +4,7 @@
 
 use crate::client::{Client, resolve};
 use crate::error::{Error, ErrorKind, Result};
-use cv_wire::msg::{AddBlock, AddBlockOk, BlockLen, Complete, FileStatus, StatOk, WriteBlock, WriteBlockOk};
+use cv_wire::msg::{AddBlock, AddBlockOk, BlockLen, Complete, Done, FileStatus, WriteBlock, WriteBlockOk};
 use tokio::task::JoinHandle;
 
 /// Default tail budget for files whose format is not recognised.
@@ -109,8 +109,8 @@ impl Writer {
             blocks: std::mem::take(&mut self.blocks),
             tail_offset: self.length - want,
         };
-        let frame = self.client.master("complete", &req, &[tail]).await?;
-        Ok(frame.decode_body::<StatOk>()?.status)
+        self.client.master("complete", &req, &[tail]).await?.access::<Done>()?;
+        self.client.stat(&self.path).await
     }
 
     /// The path being written.

@@ -21,7 +21,7 @@ pub struct ClientArgs {
 
 impl ClientArgs {
     /// Loads the file, applies overrides and connects.
-    pub async fn connect(&self) -> Result<Client, Box<dyn std::error::Error>> {
+    pub async fn connect(&self) -> Result<Client, Box<dyn std::error::Error + Send + Sync>> {
         let cfg = CvConfig::load(&self.config)?;
         let mut settings = cfg.client.clone().unwrap_or_default();
         if let Some(m) = self.master {

@@ -5,6 +5,7 @@ pub mod cert;
 pub mod fs;
 pub mod master;
 pub mod report;
+pub mod up;
 pub mod worker;
 
 use clap::Subcommand;
@@ -12,6 +13,9 @@ use clap::Subcommand;
 /// What `cvctl` can do.
 #[derive(Subcommand, Debug)]
 pub enum Command {
+    /// Run a local cluster in this process: a master and one worker with its
+    /// shards, fresh certificates, and a client config to use against it.
+    Up(up::UpArgs),
     /// Create the cluster CA and node/client certificates (mutual TLS).
     #[command(subcommand)]
     Cert(cert::Cert),
@@ -29,12 +33,13 @@ pub enum Command {
 }
 
 /// Error of a subcommand: what failed, for the user.
-pub type CmdResult = Result<(), Box<dyn std::error::Error>>;
+pub type CmdResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
 
 impl Command {
     /// Runs the subcommand.
     pub fn run(self) -> CmdResult {
         match self {
+            Command::Up(u) => u.run(),
             Command::Cert(c) => c.run(),
             Command::Bench(b) => b.run(),
             Command::Fs(f) => f.run(),

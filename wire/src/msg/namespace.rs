@@ -38,7 +38,7 @@ pub struct Stat {
     pub path: String,
 }
 
-/// Reply carrying one entry's metadata (stat, complete).
+/// Reply to [`Stat`]: one entry's metadata.
 #[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[rkyv(derive(Debug))]
 pub struct StatOk {
@@ -132,8 +132,8 @@ pub struct BlockLen {
     pub len: u64,
 }
 
-/// Finish a file. The frame's payload holds the file's tail, starting at
-/// `tail_offset`; the master keeps it hot for opens.
+/// Finish a file (answered by `Done`). The frame's payload holds the file's
+/// tail, starting at `tail_offset`; the master keeps it hot for opens.
 #[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[rkyv(derive(Debug))]
 pub struct Complete {

@@ -1,0 +1,81 @@
+//! `cvctl up`: a master and one worker with its shards in this process.
+
+use super::CmdResult;
+use crate::cluster::{ClusterOptions, LocalCluster};
+use crate::connect::runtime;
+use clap::Args;
+use cv_net::config::ByteSize;
+use std::path::PathBuf;
+
+/// Arguments of `cvctl up`.
+#[derive(Args, Debug)]
+pub struct UpArgs {
+    /// Directory for certificates, the journal, block data and `client.toml`
+    /// (default: a new temporary directory, removed on exit).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Worker shards (0 = one per core).
+    #[arg(long, default_value_t = 0)]
+    shards: u16,
+    /// Worker disk capacity, e.g. 10GiB.
+    #[arg(long, default_value = "4GiB")]
+    capacity: ByteSize,
+    /// Worker memory tier, e.g. 256MiB.
+    #[arg(long, default_value = "256MiB")]
+    memory: ByteSize,
+    /// Master UDP port.
+    #[arg(long, default_value_t = 7700)]
+    master_port: u16,
+    /// First worker shard UDP port (shard i listens on port + i).
+    #[arg(long, default_value_t = 7100)]
+    worker_port: u16,
+}
+
+impl UpArgs {
+    /// Runs the cluster until Ctrl-C or SIGTERM.
+    pub fn run(self) -> CmdResult {
+        let tmp;
+        let dir = match &self.dir {
+            Some(d) => d.clone(),
+            None => {
+                tmp = tempfile::Builder::new().prefix("cv-up-").tempdir()?;
+                tmp.path().to_path_buf()
+            }
+        };
+        std::fs::create_dir_all(&dir)?;
+        let opts = ClusterOptions {
+            dir: dir.clone(),
+            shards: self.shards,
+            capacity: self.capacity,
+            memory_tier: self.memory,
+            master_port: self.master_port,
+            worker_port: self.worker_port,
+            sync_data: true,
+        };
+        runtime()?.block_on(async move {
+            let cluster = LocalCluster::start(&opts).await?;
+            println!("cv is up");
+            println!("  master        {}", cluster.master_addr());
+            for (i, a) in cluster.shard_addrs().iter().enumerate() {
+                println!("  worker shard  {i} {a}");
+            }
+            println!("  data          {}", dir.display());
+            println!("  client config {}", cluster.client_config().display());
+            println!("try: cvctl fs --config {} ls /", cluster.client_config().display());
+            println!("Ctrl-C stops it.");
+            wait_for_stop().await?;
+            println!("stopping");
+            cluster.shutdown().await?;
+            Ok(())
+        })
+    }
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+pub(crate) async fn wait_for_stop() -> std::io::Result<()> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r,
+        _ = term.recv() => Ok(()),
+    }
+}

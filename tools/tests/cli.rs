@@ -1,0 +1,91 @@
+//! `cvctl` exercised through the built binary against a real local cluster.
+
+use cv_tools::cluster::{ClusterOptions, LocalCluster};
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn cvctl(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cvctl")).args(args).output().expect("run cvctl")
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = cvctl(args);
+    assert!(out.status.success(), "cvctl {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).expect("utf-8 output")
+}
+
+fn fs(cfg: &Path, args: &[&str]) -> Output {
+    let mut all = vec!["fs", "--config", cfg.to_str().unwrap()];
+    all.extend_from_slice(args);
+    cvctl(&all)
+}
+
+fn fs_ok(cfg: &Path, args: &[&str]) -> String {
+    let out = fs(cfg, args);
+    assert!(out.status.success(), "cvctl fs {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).expect("utf-8 output")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn file_commands_and_report_through_the_binary() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = LocalCluster::start(&ClusterOptions::ephemeral(&dir.path().join("c"))).await.unwrap();
+    let cfg = cluster.client_config().to_path_buf();
+    let local = dir.path().join("in.bin");
+    let data: Vec<u8> = (0..5_000_000u32).map(|i| (i % 251) as u8).collect();
+    std::fs::write(&local, &data).unwrap();
+
+    // The commands block on their own runtime: run them off this one.
+    let d = dir.path().to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        fs_ok(&cfg, &["mkdir", "-p", "/a/b"]);
+        let out = fs_ok(&cfg, &["put", local.to_str().unwrap(), "/a/b/f.bin"]);
+        assert!(out.contains("5000000"), "{out}");
+        let ls = fs_ok(&cfg, &["ls", "/a/b", "--json"]);
+        let v: serde_json::Value = serde_json::from_str(&ls).unwrap();
+        assert_eq!(v[0]["path"], "/a/b/f.bin");
+        assert_eq!(v[0]["length"], 5_000_000);
+        let st = fs_ok(&cfg, &["stat", "/a/b/f.bin"]);
+        assert!(st.contains("/a/b/f.bin") && st.contains("5000000"), "{st}");
+        let out = fs(&cfg, &["cat", "/a/b/f.bin"]);
+        assert!(out.status.success());
+        assert!(out.stdout == data, "cat returned other bytes");
+        let back = d.join("out.bin");
+        fs_ok(&cfg, &["get", "/a/b/f.bin", back.to_str().unwrap()]);
+        assert!(std::fs::read(&back).unwrap() == data, "get returned other bytes");
+        fs_ok(&cfg, &["mv", "/a/b/f.bin", "/a/g.bin"]);
+        let missing = fs(&cfg, &["stat", "/a/b/f.bin"]);
+        assert!(!missing.status.success());
+        assert!(String::from_utf8_lossy(&missing.stderr).contains("NotFound"));
+        let refused = fs(&cfg, &["rm", "/a"]);
+        assert!(!refused.status.success(), "non-recursive rm of a non-empty dir must fail");
+        fs_ok(&cfg, &["rm", "-r", "/a"]);
+        assert_eq!(fs_ok(&cfg, &["ls", "/"]).trim(), "");
+
+        let report = ok(&["report", "--config", cfg.to_str().unwrap(), "--json"]);
+        let v: serde_json::Value = serde_json::from_str(&report).unwrap();
+        assert_eq!(v["workers"].as_array().unwrap().len(), 1);
+        assert_eq!(v["workers"][0]["live"], true);
+        assert_eq!(v["workers"][0]["shard_ports"].as_array().unwrap().len(), 2);
+    })
+    .await
+    .unwrap();
+    cluster.shutdown().await.unwrap();
+}
+
+#[test]
+fn cert_init_and_help() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = dir.path().join("certs");
+    let out = ok(&["cert", "init", "--dir", certs.to_str().unwrap()]);
+    assert!(out.contains("ca.pem"));
+    assert!(certs.join("client.key").is_file());
+    let again = cvctl(&["cert", "init", "--dir", certs.to_str().unwrap()]);
+    assert!(!again.status.success(), "must refuse to replace a CA");
+    let help = ok(&["--help"]);
+    for cmd in ["up", "master", "worker", "fs", "report", "bench", "cert"] {
+        assert!(help.contains(cmd), "--help lacks {cmd}");
+    }
+    let bench = ok(&["bench", "--help"]);
+    assert!(bench.contains("open-latency"));
+}

@@ -1,0 +1,150 @@
+//! End to end: a real cluster (master + a worker with 2 shards) on loopback,
+//! real QUIC with mutual TLS, real O_DIRECT stores; clients through the SDK.
+
+use cv_client::{ErrorKind, FileKind};
+use cv_tools::cluster::{ClusterOptions, LocalCluster};
+use std::time::{Duration, Instant};
+
+const BLOCK: usize = 4 << 20;
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len).map(|i| (i as u32).wrapping_mul(2_654_435_761).rotate_left(u32::from(seed)) as u8).collect()
+}
+
+async fn start() -> (tempfile::TempDir, LocalCluster) {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = LocalCluster::start(&ClusterOptions::ephemeral(dir.path())).await.unwrap();
+    (dir, cluster)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn edge_sizes_round_trip_through_every_read_path() {
+    let (_dir, cluster) = start().await;
+    let client = cluster.client().await.unwrap();
+    client.mkdir("/e2e", false).await.unwrap();
+    for (i, len) in [0, 1, BLOCK - 1, BLOCK, BLOCK + 1, BLOCK * 7 / 2].into_iter().enumerate() {
+        let data = pattern(len, i as u8);
+        let path = format!("/e2e/f{i}");
+        let mut w = client.create(&path, false).await.unwrap();
+        // Uneven write sizes cross block boundaries mid-call.
+        for piece in data.chunks(1_000_003) {
+            w.write(piece).await.unwrap();
+        }
+        let st = w.close().await.unwrap();
+        assert_eq!(st.length, len as u64);
+
+        let f = client.open(&path).await.unwrap();
+        assert_eq!(f.len(), len as u64);
+        assert_eq!(f.blocks().len(), len.div_ceil(BLOCK));
+
+        // read_at: the whole file, then ranges at awkward places.
+        let mut all = vec![0u8; len + 10];
+        let n = f.read_at(0, &mut all).await.unwrap();
+        assert_eq!(n, len, "len {len}");
+        assert!(all[..len] == data[..], "read_at whole, len {len}");
+        for (off, l) in [(0usize, 1usize), (len / 2, 4097), (len.saturating_sub(3), 3), (BLOCK - 2, 5)] {
+            if off >= len {
+                continue;
+            }
+            let mut buf = vec![0u8; l];
+            let n = f.read_at(off as u64, &mut buf).await.unwrap();
+            let want = &data[off..(off + l).min(len)];
+            assert_eq!(&buf[..n], want, "read_at({off}, {l}) of {len}");
+        }
+        let mut past = [0u8; 4];
+        assert_eq!(f.read_at(len as u64, &mut past).await.unwrap(), 0);
+
+        // read_vectored: overlapping, adjacent and past-the-end ranges.
+        let ranges = [(0u64, 10usize), (5, 10), (15, 1), (len as u64 / 3, 70_000), (len as u64, 5)];
+        let got = f.read_vectored(&ranges).await.unwrap();
+        for ((off, l), bytes) in ranges.iter().zip(&got) {
+            let s = (*off as usize).min(len);
+            let e = (s + l).min(len);
+            assert_eq!(bytes[..], data[s..e], "vectored ({off}, {l}) of {len}");
+        }
+
+        // The sequential reader with read-ahead.
+        let back = f.sequential(0).read_to_end().await.unwrap();
+        assert!(back == data, "sequential, len {len}");
+    }
+    client.close();
+    cluster.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parquet_footer_arrives_with_open() {
+    let (dir, cluster) = start().await;
+    let client = cluster.client().await.unwrap();
+    let local = dir.path().join("t.parquet");
+    cv_benches::parquet_gen::write_file(&local, 6 << 20, 3).unwrap();
+    let bytes = std::fs::read(&local).unwrap();
+    let mut w = client.create("/t.parquet", false).await.unwrap();
+    w.write(&bytes).await.unwrap();
+    w.close().await.unwrap();
+
+    let f = client.open("/t.parquet").await.unwrap();
+    let (tail_off, tail) = f.tail().expect("the open reply carries the tail");
+    let flen = cv_benches::parquet_gen::footer_len(&bytes[bytes.len() - 8..]).unwrap();
+    // Exactly the footer plus its 8-byte trailer: what an engine reads next.
+    assert_eq!(tail.len() as u64, flen + 8);
+    assert_eq!(tail_off, bytes.len() as u64 - flen - 8);
+    assert_eq!(tail, &bytes[tail_off as usize..]);
+    assert!(cv_benches::parquet_gen::parse_footer(&tail[..tail.len() - 8]).unwrap() >= 2);
+    client.close();
+    cluster.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rename_and_delete_are_visible_to_a_second_client() {
+    let (_dir, cluster) = start().await;
+    let a = cluster.client().await.unwrap();
+    let b = cluster.client().await.unwrap();
+    a.mkdir("/d/sub", true).await.unwrap();
+    let mut w = a.create("/d/sub/x", false).await.unwrap();
+    w.write(b"hello").await.unwrap();
+    w.close().await.unwrap();
+
+    a.rename("/d/sub", "/d/moved").await.unwrap();
+    assert_eq!(b.stat("/d/sub/x").await.unwrap_err().kind(), ErrorKind::NotFound);
+    let f = b.open("/d/moved/x").await.unwrap();
+    let mut buf = [0u8; 5];
+    f.read_at(0, &mut buf).await.unwrap();
+    assert_eq!(&buf, b"hello");
+    let names: Vec<_> = b.list("/d").await.unwrap().into_iter().map(|s| (s.path, s.kind)).collect();
+    assert_eq!(names, vec![("/d/moved".to_string(), FileKind::Dir)]);
+
+    assert_eq!(a.delete("/d", false).await.unwrap_err().kind(), ErrorKind::NotEmpty);
+    a.delete("/d", true).await.unwrap();
+    assert_eq!(b.open("/d/moved/x").await.unwrap_err().kind(), ErrorKind::NotFound);
+    assert_eq!(b.stat("/d").await.unwrap_err().kind(), ErrorKind::NotFound);
+    a.close();
+    b.close();
+    cluster.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_worker_gives_a_timely_error_not_a_hang() {
+    let (_dir, mut cluster) = start().await;
+    let client = cluster.client().await.unwrap();
+    let data = pattern(BLOCK + 100, 9);
+    let mut w = client.create("/x", false).await.unwrap();
+    w.write(&data).await.unwrap();
+    w.close().await.unwrap();
+    let f = client.open("/x").await.unwrap();
+    cluster.stop_worker().await.unwrap();
+
+    let mut settings = cluster.client_settings();
+    settings.deadline = cv_net::config::Dur::secs(2);
+    let impatient = cluster.client_with(settings).await.unwrap();
+    let f2 = impatient.open("/x").await.unwrap();
+    let t = Instant::now();
+    let mut buf = vec![0u8; 1000];
+    let err = f2.read_at(10, &mut buf).await.unwrap_err();
+    let took = t.elapsed();
+    assert!(matches!(err.kind(), ErrorKind::Timeout | ErrorKind::Unavailable), "{err}");
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+    drop(f);
+    client.close();
+    impatient.close();
+    cluster.shutdown().await.unwrap();
+}
