@@ -338,6 +338,39 @@ impl MasterCore {
         self.begin_add_block(file_id)?.wait()
     }
 
+    /// Add-block for block `index` of the file, idempotent: a retry whose first
+    /// reply was lost gets the block it already has instead of a second one.
+    pub fn begin_add_block_at(&self, file_id: InodeId, index: u32) -> Result<Pending<NewBlock>> {
+        let existing = self.read(|st| {
+            Ok(st.written_block(file_id, index)?.map(|(block_id, b)| {
+                let w = st.worker(b.worker);
+                NewBlock {
+                    block_id,
+                    index,
+                    worker_id: b.worker,
+                    shard: b.shard,
+                    host: w.map(|w| w.host.clone()).unwrap_or_default(),
+                    port: w.and_then(|w| w.shard_ports.get(usize::from(b.shard)).copied()).unwrap_or(0),
+                }
+            }))
+        })?;
+        let Pending { value, ticket } = existing;
+        match value {
+            Some(block) => Ok(Pending { value: block, ticket }),
+            None => {
+                let pending = self.begin_add_block(file_id)?;
+                if pending.value.index != index {
+                    // Another add-block for this file raced in between; the writer is confused.
+                    return Err(Error::new(
+                        ErrorKind::InvalidArgument,
+                        format!("block {index} of file {file_id} was allocated as {}", pending.value.index),
+                    ));
+                }
+                Ok(pending)
+            }
+        }
+    }
+
     /// Completes a file. `tail` is `(offset, bytes)`: the file's last bytes, which the tail
     /// cache keeps (trimmed to the footer size of the file's format).
     pub fn begin_complete(

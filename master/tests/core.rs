@@ -240,3 +240,26 @@ fn core_is_send_and_sync() {
     fn check<T: Send + Sync>() {}
     check::<MasterCore>();
 }
+
+#[test]
+fn add_block_at_is_idempotent_for_retries() {
+    let (j, s, clock) = (MemStorage::new(), MemStorage::new(), ManualClock::new(1_000));
+    let core = mem_core(&j, &s, &clock, MasterConfig::default());
+    core.register_worker(None, "127.0.0.1", vec![9001, 9002], 1 << 30).unwrap();
+    let c = core.create("/f", false, 0o644).unwrap();
+    let b0 = core.begin_add_block_at(c.file_id, 0).unwrap().wait().unwrap();
+    // The reply to that call was "lost": the retry gets the same block, not a second one.
+    let again = core.begin_add_block_at(c.file_id, 0).unwrap().wait().unwrap();
+    assert_eq!(again, b0);
+    let b1 = core.begin_add_block_at(c.file_id, 1).unwrap().wait().unwrap();
+    assert_ne!(b1.block_id, b0.block_id);
+    assert_eq!(b1.index, 1);
+    // Skipping ahead is refused.
+    let err = core.begin_add_block_at(c.file_id, 5).map(|_| ()).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    core.complete(c.file_id, 10, vec![5, 5], None).unwrap();
+    assert_eq!(core.open("/f").unwrap().blocks.len(), 2);
+    // Once complete, no block can be added, not even a "retry".
+    let err = core.begin_add_block_at(c.file_id, 0).map(|_| ()).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::FileNotWritable);
+}

@@ -96,12 +96,7 @@ pub(super) async fn create(s: &MasterService, frame: &Frame) -> Result<Reply, Fa
 
 pub(super) async fn add_block(s: &MasterService, frame: &Frame) -> Result<Reply, Fail> {
     let req: AddBlock = frame.decode_body()?;
-    let b = s.core.begin_add_block(req.file_id)?.wait_async().await?;
-    if b.index != req.index {
-        // The core appends without looking at the index, so a retried add-block gets a new
-        // block; the reply's offset tells the client which index it really got.
-        tracing::warn!(file = req.file_id, asked = req.index, got = b.index, "add-block index differs");
-    }
+    let b = s.core.begin_add_block_at(req.file_id, req.index)?.wait_async().await?;
     let block = BlockLoc {
         block_id: b.block_id,
         offset: u64::from(b.index) * s.core.config().block_size,

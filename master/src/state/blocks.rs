@@ -30,6 +30,25 @@ impl State {
         Ok(f)
     }
 
+    /// For a file being written: the block already at `index` (a retried
+    /// add-block whose reply was lost), or `None` if `index` is the next one.
+    pub fn written_block(&self, file_id: InodeId, index: u32) -> Result<Option<(BlockId, &BlockInfo)>> {
+        let blocks = &self.writable(file_id)?.blocks;
+        match blocks.get(index as usize) {
+            Some(id) => {
+                let info = self.data.blocks.get(id).ok_or_else(|| {
+                    crate::Error::new(ErrorKind::CorruptData, format!("block {id} of file {file_id} has no entry"))
+                })?;
+                Ok(Some((*id, info)))
+            }
+            None if index as usize == blocks.len() => Ok(None),
+            None => err(
+                ErrorKind::InvalidArgument,
+                format!("file {file_id} has {} blocks; cannot add block {index}", blocks.len()),
+            ),
+        }
+    }
+
     pub(super) fn add_block(
         &mut self,
         file_id: InodeId,
