@@ -71,6 +71,16 @@ async fn rough_read_numbers_through_one_shard() {
     }
     lat.sort_unstable();
     println!("random 64 KiB reads, QD1: p50 {:?} p99 {:?}", pct(&lat, 0.5), pct(&lat, 0.99));
+    // The transport floor in the same run: a 64 KiB ping echoed by the shard (no disk).
+    let pad = vec![0u8; 64 << 10];
+    let mut lat = Vec::new();
+    for i in 0..3000 {
+        let t = Instant::now();
+        conn.call(&cv_wire::msg::Ping { nonce: i }, &[&pad]).await.unwrap();
+        lat.push(t.elapsed());
+    }
+    lat.sort_unstable();
+    println!("64 KiB ping echo (no disk), QD1: p50 {:?} p99 {:?}", pct(&lat, 0.5), pct(&lat, 0.99));
     let n = 20_000;
     let start = Instant::now();
     let mut set = tokio::task::JoinSet::new();
