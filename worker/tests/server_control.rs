@@ -53,12 +53,13 @@ impl Service for FakeMaster {
 
 /// Serves a fake master on `addr` until the returned endpoint is closed.
 async fn master_on(pki: &Pki, addr: SocketAddr) -> (quinn::Endpoint, Arc<FakeMaster>) {
-    // A closed predecessor releases the port once its connections drained (quinn: ~3 s here).
+    // A closed predecessor releases the port once its connections drained (quinn: ~3 s here,
+    // far longer on a loaded machine).
     let start = Instant::now();
     let ep = loop {
         match server_endpoint(addr, &pki.node, &TransportSettings::default()) {
             Ok(ep) => break ep,
-            Err(_) if start.elapsed() < Duration::from_secs(10) => {
+            Err(_) if start.elapsed() < Duration::from_secs(60) => {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
             Err(e) => panic!("master cannot bind {addr}: {e}"),
