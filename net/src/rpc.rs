@@ -292,6 +292,15 @@ pub async fn accept_hello(conn: &quinn::Connection, role: Role, node: &str, limi
         let _ = write_frame(&mut send, &reply.frame, &[]).await;
         return Err(NetError::remote(ErrorCode::VersionMismatch, msg, None));
     }
+    // Node roles need a node certificate: a client identity cannot register as a worker.
+    if matches!(hello.role, Role::Worker | Role::Master)
+        && !crate::tls::peer_leaf(conn.peer_identity()).is_some_and(|c| crate::tls::is_node_certificate(&c))
+    {
+        let msg = format!("role {:?} needs a node certificate", hello.role);
+        let reply = Reply::error(id, ErrorCode::PermissionDenied, &msg, None);
+        let _ = write_frame(&mut send, &reply.frame, &[]).await;
+        return Err(NetError::remote(ErrorCode::PermissionDenied, msg, None));
+    }
     let ok = HelloOk { version: PROTOCOL_VERSION, role, node: node.into() };
     let reply = Reply::ok(id, &ok, Vec::new());
     write_frame(&mut send, &reply.frame, &[]).await?;

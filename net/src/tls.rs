@@ -23,6 +23,9 @@ use std::sync::Arc;
 /// The name every cv server certificate carries and every client verifies.
 pub const SERVER_NAME: &str = "cv.cluster";
 
+/// The name client certificates carry instead: they can never pass as a node.
+pub const CLIENT_NAME: &str = "client.cv.cluster";
+
 /// What a certificate may be used for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Usage {
@@ -86,10 +89,13 @@ impl ClusterCa {
     }
 
     /// Issues a certificate for `name` with the given usage. Node certificates
-    /// also name `extra_sans` (hostnames or IPs) besides [`SERVER_NAME`].
+    /// name [`SERVER_NAME`] and `extra_sans` (hostnames or IPs); client
+    /// certificates name only [`CLIENT_NAME`].
     pub fn issue(&self, name: &str, usage: Usage, extra_sans: &[String]) -> Result<Issued, NetError> {
-        let mut sans = vec![SERVER_NAME.to_string()];
-        sans.extend(extra_sans.iter().cloned());
+        let sans = match usage {
+            Usage::Node => std::iter::once(SERVER_NAME.to_string()).chain(extra_sans.iter().cloned()).collect(),
+            Usage::Client => vec![CLIENT_NAME.to_string()],
+        };
         let mut params = CertificateParams::new(sans).map_err(|e| tls_err("certificate names", e))?;
         let mut dn = DistinguishedName::new();
         dn.push(DnType::CommonName, name);
@@ -138,6 +144,20 @@ fn write_file(path: &Path, contents: &str, secret: bool) -> Result<(), NetError>
         .open(path)
         .map_err(|e| tls_err(&format!("create {}", path.display()), e))?;
     f.write_all(contents.as_bytes()).map_err(|e| tls_err(&format!("write {}", path.display()), e))
+}
+
+/// Whether a peer's (already CA-verified) leaf certificate is a node
+/// certificate, i.e. names [`SERVER_NAME`]. Servers use it to refuse node
+/// roles (worker, master) to client identities.
+pub fn is_node_certificate(leaf: &CertificateDer<'_>) -> bool {
+    let Ok(cert) = webpki::EndEntityCert::try_from(leaf) else { return false };
+    let Ok(name) = rustls_pki_types::ServerName::try_from(SERVER_NAME) else { return false };
+    cert.verify_is_valid_for_subject_name(&name).is_ok()
+}
+
+/// The verified leaf certificate of a rustls/quinn peer identity.
+pub fn peer_leaf(identity: Option<Box<dyn std::any::Any>>) -> Option<CertificateDer<'static>> {
+    identity?.downcast::<Vec<CertificateDer<'static>>>().ok()?.into_iter().next()
 }
 
 /// A loaded identity: the CA to trust, our chain and our key.

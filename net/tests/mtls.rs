@@ -189,3 +189,17 @@ fn cert_init_writes_a_usable_directory() {
     Identity::load(&cv_net::config::TlsConfig::in_dir(dir.path(), "client")).unwrap();
     assert!(ClusterCa::init_dir(dir.path(), "t", &[]).is_err(), "must not overwrite a CA");
 }
+
+#[tokio::test]
+async fn a_client_identity_cannot_claim_a_node_role() {
+    let ca = ClusterCa::generate("t").unwrap();
+    let (addr, _ep) = start_server(&identity(&ca, Usage::Node));
+    let client_id = identity(&ca, Usage::Client);
+    let ep = rpc::client_endpoint(&client_id, &TransportSettings::default()).unwrap();
+    let err = Conn::connect(&ep, addr, Role::Worker, "pretender", Limits::DEFAULT).await.unwrap_err();
+    assert_eq!(err.code(), Some(ErrorCode::PermissionDenied), "{err}");
+    // The same identity as a client is fine, and a node identity may be a worker.
+    Conn::connect(&ep, addr, Role::Client, "honest", Limits::DEFAULT).await.unwrap();
+    let node_ep = rpc::client_endpoint(&identity(&ca, Usage::Node), &TransportSettings::default()).unwrap();
+    Conn::connect(&node_ep, addr, Role::Worker, "worker", Limits::DEFAULT).await.unwrap();
+}

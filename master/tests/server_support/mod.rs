@@ -52,7 +52,9 @@ impl Harness {
     }
 
     pub async fn connect(&self, server: &MasterServer, role: Role) -> Conn {
-        let ep = rpc::client_endpoint(&self.identity(Usage::Client), &TransportSettings::default()).unwrap();
+        // Node roles need a node certificate; everything else connects as a client.
+        let usage = if matches!(role, Role::Worker | Role::Master) { Usage::Node } else { Usage::Client };
+        let ep = rpc::client_endpoint(&self.identity(usage), &TransportSettings::default()).unwrap();
         let fut = Conn::connect(&ep, server.local_addr(), role, "test-peer", Limits::DEFAULT);
         tokio::time::timeout(Duration::from_secs(10), fut).await.expect("connect hangs").unwrap()
     }
