@@ -6,3 +6,4 @@ pub mod cmd;
 pub mod config;
 pub mod connect;
 pub mod logging;
+pub mod signal;

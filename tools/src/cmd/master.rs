@@ -4,6 +4,7 @@
 
 use super::CmdResult;
 use crate::config::CvConfig;
+use crate::signal::shutdown_signal;
 use clap::Args;
 use cv_master::server::{MasterServer, ServerConfig};
 use cv_net::quic::TransportSettings;
@@ -66,31 +67,6 @@ pub async fn serve_until(
     tracing::info!("stopping the master");
     server.shutdown().await;
     Ok(())
-}
-
-/// Resolves on Ctrl-C or SIGTERM.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        if let Err(e) = tokio::signal::ctrl_c().await {
-            tracing::error!(error = %e, "cannot listen for Ctrl-C");
-            std::future::pending::<()>().await;
-        }
-    };
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "cannot listen for SIGTERM");
-                std::future::pending::<()>().await;
-            }
-        }
-    };
-    tokio::select! {
-        _ = ctrl_c => {}
-        _ = term => {}
-    }
 }
 
 #[cfg(test)]

@@ -63,19 +63,10 @@ impl UpArgs {
             println!("  client config {}", cluster.client_config().display());
             println!("try: cvctl fs --config {} ls /", cluster.client_config().display());
             println!("Ctrl-C stops it.");
-            wait_for_stop().await?;
+            crate::signal::shutdown_signal().await;
             println!("stopping");
             cluster.shutdown().await?;
             Ok(())
         })
-    }
-}
-
-/// Resolves on Ctrl-C or SIGTERM.
-pub(crate) async fn wait_for_stop() -> std::io::Result<()> {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    tokio::select! {
-        r = tokio::signal::ctrl_c() => r,
-        _ = term.recv() => Ok(()),
     }
 }

@@ -5,6 +5,7 @@
 
 use super::CmdResult;
 use crate::config::CvConfig;
+use crate::signal::shutdown_signal;
 use clap::Args;
 use cv_net::config::{ByteSize, ConfigError};
 use cv_net::quic::TransportSettings;
@@ -101,28 +102,6 @@ pub fn serve_until<S: Future<Output = ()>>(
     tracing::info!("stopping the worker");
     worker.shutdown()?;
     Ok(())
-}
-
-/// Resolves on Ctrl-C or SIGTERM.
-async fn shutdown_signal() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "cannot listen for SIGTERM");
-                std::future::pending::<()>().await;
-            }
-        }
-    };
-    tokio::select! {
-        r = tokio::signal::ctrl_c() => if let Err(e) = r {
-            tracing::error!(error = %e, "cannot listen for Ctrl-C");
-            std::future::pending::<()>().await;
-        },
-        _ = term => {}
-    }
 }
 
 #[cfg(test)]
