@@ -1,0 +1,84 @@
+//! Mount options, typed and checked before anything is mounted.
+
+use crate::error::{FuseError, FuseErrorKind};
+use std::time::Duration;
+
+/// How to mount.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MountOptions {
+    /// The cv directory shown at the mount point (absolute, e.g. `/` or `/warehouse`).
+    pub root: String,
+    /// How long the kernel may trust file attributes without asking again.
+    pub attr_ttl: Duration,
+    /// How long the kernel may trust a name → file lookup (and a negative one).
+    pub entry_ttl: Duration,
+    /// Let every user in (`allow_other`); the kernel then checks permission bits.
+    pub allow_other: bool,
+    /// Threads reading requests from the kernel; the work itself runs on tokio.
+    pub threads: usize,
+    /// Name shown in `/proc/mounts`.
+    pub fs_name: String,
+}
+
+impl Default for MountOptions {
+    fn default() -> Self {
+        MountOptions {
+            root: "/".into(),
+            attr_ttl: Duration::from_secs(1),
+            entry_ttl: Duration::from_secs(1),
+            allow_other: false,
+            threads: 2,
+            fs_name: "cv".into(),
+        }
+    }
+}
+
+impl MountOptions {
+    /// Checks the values, naming the one that is wrong.
+    pub fn validate(&self) -> Result<(), FuseError> {
+        let bad = |what: &str| Err(FuseError::new(FuseErrorKind::Config, what.to_string()));
+        if !self.root.starts_with('/') {
+            return bad("root must be an absolute cv path");
+        }
+        if self.threads == 0 || self.threads > 64 {
+            return bad("threads must be between 1 and 64");
+        }
+        if self.attr_ttl > Duration::from_secs(3600) || self.entry_ttl > Duration::from_secs(3600) {
+            return bad("attr_ttl and entry_ttl must be at most 1h");
+        }
+        if self.fs_name.is_empty() || self.fs_name.contains([',', ' ', '\n']) {
+            return bad("fs_name must be non-empty without commas or spaces");
+        }
+        Ok(())
+    }
+
+    /// The root without a trailing slash, except for `/` itself.
+    pub(crate) fn normalized_root(&self) -> String {
+        let r = self.root.trim_end_matches('/');
+        if r.is_empty() { "/".into() } else { r.into() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validate_names_the_bad_value() {
+        assert!(MountOptions::default().validate().is_ok());
+        let rel = MountOptions { root: "data".into(), ..MountOptions::default() };
+        assert!(rel.validate().unwrap_err().to_string().contains("root"));
+        let threads = MountOptions { threads: 0, ..MountOptions::default() };
+        assert!(threads.validate().unwrap_err().to_string().contains("threads"));
+        let name = MountOptions { fs_name: "a,b".into(), ..MountOptions::default() };
+        assert_eq!(name.validate().unwrap_err().kind(), FuseErrorKind::Config);
+    }
+
+    #[test]
+    fn root_is_normalized() {
+        let o = |r: &str| MountOptions { root: r.into(), ..MountOptions::default() }.normalized_root();
+        assert_eq!(o("/"), "/");
+        assert_eq!(o("///"), "/");
+        assert_eq!(o("/a/b/"), "/a/b");
+    }
+}

@@ -1,0 +1,149 @@
+//! File contents: open, create, read, write, flush, release.
+
+use crate::attr::new_file_attr;
+use crate::errno::errno_of;
+use crate::paths::child;
+use crate::read::ReadHandle;
+use crate::volume::{Handle, Volume};
+use crate::write::WriteHandle;
+use cv_client::{ErrorKind, FileKind};
+use fuser::{Errno, FileAttr, FopenFlags};
+use std::ffi::OsStr;
+use std::sync::Arc;
+
+/// An opened file: its handle number and what the kernel should do with its pages.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Opened {
+    pub fh: u64,
+    pub flags: FopenFlags,
+}
+
+fn writes(flags: i32) -> bool {
+    flags & libc::O_ACCMODE != libc::O_RDONLY
+}
+
+impl Volume {
+    pub(crate) async fn open(&self, ino: u64, flags: i32) -> Result<Opened, Errno> {
+        let path = self.path_of(ino)?;
+        if writes(flags) {
+            return self.open_for_write(ino, path, flags).await;
+        }
+        let file = self.client.open(&path).await.map_err(|e| errno_of(&e))?;
+        // Pages from an earlier open are still right only if the content
+        // is the same version; otherwise the kernel drops them.
+        let keep = self.keep_cache(ino, file.version());
+        let fh = self.add_handle(Handle::Read(Arc::new(ReadHandle::new(file))));
+        Ok(Opened { fh, flags: if keep { FopenFlags::FOPEN_KEEP_CACHE } else { FopenFlags::empty() } })
+    }
+
+    async fn open_for_write(&self, ino: u64, path: String, flags: i32) -> Result<Opened, Errno> {
+        let st = self.client.stat(&path).await.map_err(|e| errno_of(&e))?;
+        if st.kind == FileKind::Dir {
+            return Err(Errno::EISDIR);
+        }
+        let truncate = flags & libc::O_TRUNC != 0;
+        // An O_RDWR open of a file with content can still read that content.
+        let read = if flags & libc::O_ACCMODE == libc::O_RDWR && !truncate && st.length > 0 {
+            let file = self.client.open(&path).await.map_err(|e| errno_of(&e))?;
+            Some(Arc::new(ReadHandle::new(file)))
+        } else {
+            None
+        };
+        let writer = Arc::new(WriteHandle::opened(self.client.clone(), path, st.length, truncate));
+        self.set_writer(ino, writer.clone());
+        self.content_changed(ino);
+        let fh = self.add_handle(Handle::Write { ino, writer, read });
+        Ok(Opened { fh, flags: FopenFlags::empty() })
+    }
+
+    /// Creates a new file and opens it for writing.
+    pub(crate) async fn create(&self, parent: u64, name: &OsStr, flags: i32) -> Result<(FileAttr, Opened), Errno> {
+        let path = child(&self.path_of(parent)?, name)?;
+        match self.client.create(&path, false).await {
+            Ok(w) => {
+                let ino = self.inodes().remember(&path);
+                let writer = Arc::new(WriteHandle::created(self.client.clone(), path, w));
+                self.set_writer(ino, writer.clone());
+                self.content_changed(ino);
+                let fh = self.add_handle(Handle::Write { ino, writer, read: None });
+                Ok((new_file_attr(ino, self.owner, 0), Opened { fh, flags: FopenFlags::empty() }))
+            }
+            // Made by another client since the kernel's lookup: without
+            // O_EXCL this is an open of the existing file.
+            Err(e) if e.kind() == ErrorKind::AlreadyExists && flags & libc::O_EXCL == 0 => {
+                let ino = self.inodes().remember(&path);
+                let opened = self.open(ino, flags).await?;
+                Ok((self.attr(ino, &path).await?, opened))
+            }
+            Err(e) => Err(errno_of(&e)),
+        }
+    }
+
+    /// mknod of a regular file makes an empty one; other node types cv cannot hold.
+    pub(crate) async fn mknod(&self, parent: u64, name: &OsStr, mode: u32) -> Result<FileAttr, Errno> {
+        if mode & libc::S_IFMT != libc::S_IFREG {
+            return Err(Errno::EPERM);
+        }
+        let path = child(&self.path_of(parent)?, name)?;
+        let w = self.client.create(&path, false).await.map_err(|e| errno_of(&e))?;
+        let st = w.close().await.map_err(|e| errno_of(&e))?;
+        let ino = self.inodes().remember(&path);
+        Ok(self.attr_from(ino, &st).await)
+    }
+
+    pub(crate) async fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>, Errno> {
+        match self.handle(fh)? {
+            Handle::Read(r) | Handle::Write { read: Some(r), .. } => r.read(offset, size).await,
+            // Bytes being written are not readable until the file is complete.
+            Handle::Write { writer, read: None, .. } => {
+                if offset >= writer.len().await {
+                    Ok(Vec::new())
+                } else {
+                    Err(Errno::EOPNOTSUPP)
+                }
+            }
+            Handle::Dir(_) => Err(Errno::EISDIR),
+        }
+    }
+
+    pub(crate) async fn write(&self, fh: u64, offset: u64, data: &[u8]) -> Result<u32, Errno> {
+        match self.handle(fh)? {
+            Handle::Write { writer, .. } => writer.write(offset, data).await,
+            Handle::Read(_) | Handle::Dir(_) => Err(Errno::EBADF),
+        }
+    }
+
+    /// close(2) of a descriptor: a file being written is completed here, so
+    /// a failure reaches the application as close's error.
+    pub(crate) async fn flush(&self, fh: u64) -> Result<(), Errno> {
+        match self.handle(fh)? {
+            Handle::Write { ino, writer, .. } => {
+                writer.complete().await?;
+                self.content_changed(ino);
+                Ok(())
+            }
+            Handle::Read(_) | Handle::Dir(_) => Ok(()),
+        }
+    }
+
+    /// The last reference to a handle is gone.
+    pub(crate) async fn release(&self, fh: u64) -> Result<(), Errno> {
+        match self.take_handle(fh) {
+            Some(Handle::Write { ino, writer, .. }) => {
+                let done = writer.complete().await;
+                self.clear_writer(ino, &writer);
+                done.map(|_| ())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The status a read handle was opened with (for fstat of a file
+    /// unlinked while open).
+    pub(crate) fn open_status(&self, fh: u64) -> Option<cv_client::FileStatus> {
+        match self.handle(fh).ok()? {
+            Handle::Read(r) => Some(r.file().status().clone()),
+            _ => None,
+        }
+    }
+}

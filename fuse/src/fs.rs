@@ -1,0 +1,389 @@
+//! The `fuser::Filesystem` implementation: each request is handed to the
+//! tokio runtime and answered from there, so a slow call never holds up the
+//! kernel's request threads. Operations cv does not have answer with the
+//! errno POSIX gives for "not supported here" (see fuse/README.md).
+
+use crate::attr::attr_of;
+use crate::meta::SetAttr;
+use crate::volume::Volume;
+use fuser::{
+    AccessFlags, BsdFileFlags, Errno, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
+    KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
+    ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
+    WriteFlags,
+};
+use std::ffi::OsStr;
+use std::future::Future;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+/// Inode numbers are never reused, so every generation is the same.
+const GEN: Generation = Generation(0);
+/// Largest read and write the kernel sends in one request.
+const MAX_IO: u32 = 1 << 20;
+
+/// The mounted file system.
+#[derive(Debug)]
+pub(crate) struct CvFs {
+    vol: Arc<Volume>,
+    rt: tokio::runtime::Handle,
+}
+
+impl CvFs {
+    pub(crate) fn new(vol: Arc<Volume>, rt: tokio::runtime::Handle) -> Self {
+        CvFs { vol, rt }
+    }
+
+    /// Runs `f` with the volume on the runtime; `f` replies.
+    fn run<F, Fut>(&self, f: F)
+    where
+        F: FnOnce(Arc<Volume>) -> Fut,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        self.rt.spawn(f(self.vol.clone()));
+    }
+}
+
+fn entry(reply: ReplyEntry, vol: &Volume, r: Result<fuser::FileAttr, Errno>) {
+    match r {
+        Ok(a) => reply.entry(&vol.opts.entry_ttl, &a, GEN),
+        Err(e) => reply.error(e),
+    }
+}
+
+fn empty(reply: ReplyEmpty, r: Result<(), Errno>) {
+    match r {
+        Ok(()) => reply.ok(),
+        Err(e) => reply.error(e),
+    }
+}
+
+impl Filesystem for CvFs {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        // readdirplus: `ls -l` costs one listing, not a lookup per entry.
+        // atomic O_TRUNC: open(O_TRUNC) replaces the file once, at the first write.
+        for cap in [InitFlags::FUSE_DO_READDIRPLUS, InitFlags::FUSE_ATOMIC_O_TRUNC, InitFlags::FUSE_PARALLEL_DIROPS] {
+            if config.add_capabilities(cap).is_err() {
+                tracing::info!("kernel lacks {cap:?}");
+            }
+        }
+        let _ = config.set_max_write(MAX_IO).or_else(|max| config.set_max_write(max));
+        let _ = config.set_max_readahead(MAX_IO).or_else(|max| config.set_max_readahead(max));
+        Ok(())
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let name = name.to_owned();
+        self.run(|vol| async move { entry(reply, &vol, vol.lookup(parent.0, &name).await) });
+    }
+
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        self.vol.inodes().forget(ino.0, nlookup);
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
+        self.run(|vol| async move {
+            // A file unlinked while open keeps the attributes it was opened with.
+            if let Some(st) = fh.filter(|_| !vol.inodes().linked(ino.0)).and_then(|fh| vol.open_status(fh.0)) {
+                return reply.attr(&vol.opts.attr_ttl, &attr_of(ino.0, &st, vol.owner, None));
+            }
+            match vol.getattr(ino.0).await {
+                Ok(a) => reply.attr(&vol.opts.attr_ttl, &a),
+                Err(e) => reply.error(e),
+            }
+        });
+    }
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        _atime: Option<TimeOrNow>,
+        _mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let set = SetAttr { mode, uid, gid, size, fh: fh.map(|f| f.0) };
+        self.run(|vol| async move {
+            match vol.setattr(ino.0, set).await {
+                Ok(a) => reply.attr(&vol.opts.attr_ttl, &a),
+                Err(e) => reply.error(e),
+            }
+        });
+    }
+
+    fn readlink(&self, _req: &Request, _ino: INodeNo, reply: ReplyData) {
+        // Nothing in cv is a symbolic link.
+        reply.error(Errno::EINVAL);
+    }
+
+    fn mknod(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        _rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        let name = name.to_owned();
+        self.run(|vol| async move { entry(reply, &vol, vol.mknod(parent.0, &name, mode).await) });
+    }
+
+    fn mkdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, _mode: u32, _umask: u32, reply: ReplyEntry) {
+        let name = name.to_owned();
+        self.run(|vol| async move { entry(reply, &vol, vol.mkdir(parent.0, &name).await) });
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let name = name.to_owned();
+        self.run(|vol| async move { empty(reply, vol.remove(parent.0, &name, false).await) });
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let name = name.to_owned();
+        self.run(|vol| async move { empty(reply, vol.remove(parent.0, &name, true).await) });
+    }
+
+    fn symlink(&self, _req: &Request, _parent: INodeNo, _name: &OsStr, _target: &Path, reply: ReplyEntry) {
+        // symlink(2): EPERM when the file system does not support symbolic links.
+        reply.error(Errno::EPERM);
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        let (name, newname) = (name.to_owned(), newname.to_owned());
+        self.run(|vol| async move { empty(reply, vol.rename(parent.0, &name, newparent.0, &newname, flags).await) });
+    }
+
+    fn link(&self, _req: &Request, _ino: INodeNo, _newparent: INodeNo, _newname: &OsStr, reply: ReplyEntry) {
+        // link(2): EPERM when the file system does not support hard links.
+        reply.error(Errno::EPERM);
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        self.run(|vol| async move {
+            match vol.open(ino.0, flags.0).await {
+                Ok(o) => reply.opened(FileHandle(o.fh), o.flags),
+                Err(e) => reply.error(e),
+            }
+        });
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        self.run(|vol| async move {
+            match vol.read(fh.0, offset, size).await {
+                Ok(bytes) => reply.data(&bytes),
+                Err(e) => reply.error(e),
+            }
+        });
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        let data = data.to_vec();
+        self.run(|vol| async move {
+            match vol.write(fh.0, offset, &data).await {
+                Ok(n) => reply.written(n),
+                Err(e) => reply.error(e),
+            }
+        });
+    }
+
+    fn flush(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
+        self.run(|vol| async move { empty(reply, vol.flush(fh.0).await) });
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.run(|vol| async move { empty(reply, vol.release(fh.0).await) });
+    }
+
+    fn fsync(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        // A write-once file becomes durable as a whole at close; complete
+        // files are durable already. See fuse/README.md.
+        reply.ok();
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        self.run(|vol| async move {
+            match vol.opendir(ino.0).await {
+                Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+                Err(e) => reply.error(e),
+            }
+        });
+    }
+
+    fn readdir(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+        let entries = match self.vol.listing(fh.0) {
+            Ok(e) => e,
+            Err(e) => return reply.error(e),
+        };
+        let dots = [(ino.0, FileType::Directory, "."), (self.vol.parent_ino(ino.0), FileType::Directory, "..")];
+        for i in offset as usize..entries.len() + 2 {
+            let full = if i < 2 {
+                let (n, kind, name) = dots[i];
+                reply.add(INodeNo(n), i as u64 + 1, kind, name)
+            } else {
+                let st = &entries[i - 2];
+                let kind =
+                    if st.kind == cv_client::FileKind::Dir { FileType::Directory } else { FileType::RegularFile };
+                // Plain readdir does not count a lookup: give a known number
+                // or one that stays reserved for the path.
+                let known = self.vol.inodes().peek(&st.path);
+                let n = match known {
+                    Some(n) => n,
+                    None => self.vol.inodes().remember(&st.path),
+                };
+                reply.add(INodeNo(n), i as u64 + 1, kind, crate::paths::name_of(&st.path))
+            };
+            if full {
+                break;
+            }
+        }
+        reply.ok();
+    }
+
+    fn readdirplus(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectoryPlus) {
+        self.run(|vol| async move {
+            let entries = match vol.listing(fh.0) {
+                Ok(e) => e,
+                Err(e) => return reply.error(e),
+            };
+            let ttl = vol.opts.entry_ttl;
+            for i in offset as usize..entries.len() + 2 {
+                let full = if i < 2 {
+                    // "." and ".." are not counted as lookups by the kernel.
+                    let n = if i == 0 { ino.0 } else { vol.parent_ino(ino.0) };
+                    let attr = match vol.getattr(n).await {
+                        Ok(a) => a,
+                        Err(e) => return reply.error(e),
+                    };
+                    reply.add(INodeNo(n), i as u64 + 1, if i == 0 { "." } else { ".." }, &ttl, &attr, GEN)
+                } else {
+                    let st = &entries[i - 2];
+                    let n = vol.inodes().remember(&st.path);
+                    let attr = vol.attr_from(n, st).await;
+                    let full = reply.add(INodeNo(n), i as u64 + 1, crate::paths::name_of(&st.path), &ttl, &attr, GEN);
+                    if full {
+                        // Not sent: the kernel will not count it.
+                        vol.inodes().forget(n, 1);
+                    }
+                    full
+                };
+                if full {
+                    break;
+                }
+            }
+            reply.ok();
+        });
+    }
+
+    fn releasedir(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _flags: OpenFlags, reply: ReplyEmpty) {
+        self.vol.take_handle(fh.0);
+        reply.ok();
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        self.run(|vol| async move {
+            match vol.statfs().await {
+                Ok(t) => reply.statfs(t.blocks, t.free, t.free, t.files, u64::MAX / 2, 4096, 255, 4096),
+                Err(e) => reply.error(e),
+            }
+        });
+    }
+
+    fn setxattr(&self, _req: &Request, _ino: INodeNo, _n: &OsStr, _v: &[u8], _f: i32, _p: u32, reply: ReplyEmpty) {
+        // ENOSYS: the kernel then answers EOPNOTSUPP itself for every later xattr call.
+        reply.error(Errno::ENOSYS);
+    }
+
+    fn getxattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, _size: u32, reply: ReplyXattr) {
+        reply.error(Errno::ENOSYS);
+    }
+
+    fn listxattr(&self, _req: &Request, _ino: INodeNo, _size: u32, reply: ReplyXattr) {
+        reply.error(Errno::ENOSYS);
+    }
+
+    fn removexattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
+        reply.error(Errno::ENOSYS);
+    }
+
+    fn access(&self, _req: &Request, ino: INodeNo, _mask: AccessFlags, reply: ReplyEmpty) {
+        // Permission bits are checked by the kernel (default_permissions);
+        // here only existence.
+        self.run(|vol| async move { empty(reply, vol.getattr(ino.0).await.map(|_| ())) });
+    }
+
+    fn create(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let name = name.to_owned();
+        self.run(|vol| async move {
+            match vol.create(parent.0, &name, flags).await {
+                Ok((attr, o)) => reply.created(&vol.opts.entry_ttl, &attr, GEN, FileHandle(o.fh), o.flags),
+                Err(e) => reply.error(e),
+            }
+        });
+    }
+
+    fn fallocate(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _o: u64, _l: u64, _m: i32, reply: ReplyEmpty) {
+        // fallocate(2): EOPNOTSUPP when the file system does not support it.
+        reply.error(Errno::EOPNOTSUPP);
+    }
+}

@@ -1,0 +1,29 @@
+//! A FUSE mount of cv: every program that knows only files (DuckDB,
+//! pyarrow, `cp`, fio) reads cv as a local directory.
+//!
+//! Reads go through the client SDK: `open` is the one-round-trip open whose
+//! tail answers footer reads from memory; reads in a row switch to the
+//! client's read-ahead; random reads go straight to the owning shard. The
+//! kernel keeps a file's pages across opens while its version is unchanged.
+//! Writes follow cv's write-once files: create, write in order, close.
+//! fuse/README.md lists every POSIX operation cv does not offer and the
+//! errno it gives.
+
+mod attr;
+mod config;
+mod data;
+mod errno;
+mod error;
+mod fs;
+mod inodes;
+mod meta;
+mod mount;
+mod paths;
+mod read;
+mod volume;
+mod write;
+
+pub use config::MountOptions;
+pub use errno::errno_of;
+pub use error::{FuseError, FuseErrorKind};
+pub use mount::{Mounted, mount};

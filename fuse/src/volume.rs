@@ -1,0 +1,130 @@
+//! State shared by every request of one mount: the client, inode numbers,
+//! open handles, and what the kernel may still cache.
+
+use crate::attr::{Owner, attr_of};
+use crate::config::MountOptions;
+use crate::errno::errno_of;
+use crate::inodes::Inodes;
+use crate::read::ReadHandle;
+use crate::write::WriteHandle;
+use cv_client::{Client, FileStatus};
+use fuser::{Errno, FileAttr};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// An open file or directory.
+#[derive(Clone, Debug)]
+pub(crate) enum Handle {
+    Read(Arc<ReadHandle>),
+    /// A file open for writing; `read` serves reads of what it held before.
+    Write {
+        ino: u64,
+        writer: Arc<WriteHandle>,
+        read: Option<Arc<ReadHandle>>,
+    },
+    /// A directory listing taken at opendir, served page by page.
+    Dir(Arc<Vec<FileStatus>>),
+}
+
+/// One mount's shared state.
+#[derive(Debug)]
+pub(crate) struct Volume {
+    pub(crate) client: Client,
+    pub(crate) opts: MountOptions,
+    pub(crate) owner: Owner,
+    inodes: Mutex<Inodes>,
+    handles: Mutex<HashMap<u64, Handle>>,
+    next_fh: AtomicU64,
+    /// Version of each file whose pages the kernel may hold from an earlier open.
+    versions: Mutex<HashMap<u64, u64>>,
+    /// Files this mount is writing, by inode: their length is ahead of the master's.
+    writers: Mutex<HashMap<u64, Arc<WriteHandle>>>,
+}
+
+/// Locks a mutex; a poisoned one (a panic elsewhere) still holds valid data
+/// for these tables, so carry on.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Volume {
+    pub(crate) fn new(client: Client, opts: MountOptions, owner: Owner) -> Self {
+        let inodes = Inodes::new(&opts.normalized_root());
+        Volume {
+            client,
+            opts,
+            owner,
+            inodes: Mutex::new(inodes),
+            handles: Mutex::new(HashMap::new()),
+            next_fh: AtomicU64::new(1),
+            versions: Mutex::new(HashMap::new()),
+            writers: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub(crate) fn inodes(&self) -> MutexGuard<'_, Inodes> {
+        lock(&self.inodes)
+    }
+
+    /// The path of an inode the kernel knows.
+    pub(crate) fn path_of(&self, ino: u64) -> Result<String, Errno> {
+        self.inodes().path(ino).map(str::to_string).ok_or(Errno::ENOENT)
+    }
+
+    pub(crate) fn add_handle(&self, h: Handle) -> u64 {
+        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        lock(&self.handles).insert(fh, h);
+        fh
+    }
+
+    pub(crate) fn handle(&self, fh: u64) -> Result<Handle, Errno> {
+        lock(&self.handles).get(&fh).cloned().ok_or(Errno::EBADF)
+    }
+
+    pub(crate) fn take_handle(&self, fh: u64) -> Option<Handle> {
+        lock(&self.handles).remove(&fh)
+    }
+
+    /// Whether the kernel may keep its pages of `ino` for a file at
+    /// `version`, and records that it now holds that version.
+    pub(crate) fn keep_cache(&self, ino: u64, version: u64) -> bool {
+        lock(&self.versions).insert(ino, version) == Some(version)
+    }
+
+    /// The content of `ino` changed here: the kernel must drop its pages at the next open.
+    pub(crate) fn content_changed(&self, ino: u64) {
+        lock(&self.versions).remove(&ino);
+    }
+
+    pub(crate) fn set_writer(&self, ino: u64, w: Arc<WriteHandle>) {
+        lock(&self.writers).insert(ino, w);
+    }
+
+    pub(crate) fn writer(&self, ino: u64) -> Option<Arc<WriteHandle>> {
+        lock(&self.writers).get(&ino).cloned()
+    }
+
+    /// Drops the writer registration of `ino` if it is `w`.
+    pub(crate) fn clear_writer(&self, ino: u64, w: &Arc<WriteHandle>) {
+        let mut map = lock(&self.writers);
+        if map.get(&ino).is_some_and(|cur| Arc::ptr_eq(cur, w)) {
+            map.remove(&ino);
+        }
+    }
+
+    /// Attributes of `ino` at `path` from the master, with the length of a
+    /// write in progress here.
+    pub(crate) async fn attr(&self, ino: u64, path: &str) -> Result<FileAttr, Errno> {
+        let st = self.client.stat(path).await.map_err(|e| errno_of(&e))?;
+        Ok(self.attr_from(ino, &st).await)
+    }
+
+    pub(crate) async fn attr_from(&self, ino: u64, st: &FileStatus) -> FileAttr {
+        let size = match self.writer(ino) {
+            Some(w) => Some(w.len().await),
+            None => None,
+        };
+        attr_of(ino, st, self.owner, size)
+    }
+}

@@ -1,0 +1,147 @@
+//! Writes of one open file. cv files are write-once: a writer streams bytes
+//! in order and `close` completes the file. So a handle accepts writes that
+//! continue exactly where the last one ended, starting at 0 on a new or
+//! truncated file; the file is completed (durable and visible to every
+//! client) when the application closes it. Anything else is EOPNOTSUPP.
+
+use crate::errno::errno_of;
+use cv_client::{Client, FileStatus, Writer};
+use fuser::Errno;
+use tokio::sync::Mutex;
+
+/// One file open for writing.
+#[derive(Debug)]
+pub(crate) struct WriteHandle {
+    client: Client,
+    path: String,
+    state: Mutex<State>,
+}
+
+#[derive(Debug)]
+enum State {
+    /// Opened, nothing written; the file holds `len` bytes (after a pending
+    /// truncation, none).
+    Idle { len: u64, truncate: bool },
+    /// Bytes are streaming to the workers.
+    Writing(Writer),
+    /// Completed by a close.
+    Done(u64),
+    /// A write failed: the file cannot be completed, every later call says so.
+    Failed(Errno),
+}
+
+impl WriteHandle {
+    /// A handle with a writer already made (create).
+    pub(crate) fn created(client: Client, path: String, writer: Writer) -> Self {
+        WriteHandle { client, path, state: Mutex::new(State::Writing(writer)) }
+    }
+
+    /// A handle on an existing complete file of `len` bytes; `truncate`
+    /// when opened with O_TRUNC.
+    pub(crate) fn opened(client: Client, path: String, len: u64, truncate: bool) -> Self {
+        WriteHandle { client, path, state: Mutex::new(State::Idle { len, truncate }) }
+    }
+
+    /// The length the file has as seen through this handle.
+    pub(crate) async fn len(&self) -> u64 {
+        match &*self.state.lock().await {
+            State::Idle { truncate: true, .. } => 0,
+            State::Idle { len, .. } | State::Done(len) => *len,
+            State::Writing(w) => w.len(),
+            State::Failed(_) => 0,
+        }
+    }
+
+    /// Writes `data` at `offset`; only the next byte of the stream is accepted.
+    pub(crate) async fn write(&self, offset: u64, data: &[u8]) -> Result<u32, Errno> {
+        let mut st = self.state.lock().await;
+        let fresh = matches!(*st, State::Idle { len: 0, .. } | State::Idle { truncate: true, .. } | State::Done(0));
+        if fresh && offset == 0 {
+            let w = self.client.create(&self.path, true).await.map_err(|e| errno_of(&e))?;
+            *st = State::Writing(w);
+        }
+        match &mut *st {
+            State::Writing(w) if w.len() == offset => match w.write(data).await {
+                Ok(()) => Ok(data.len() as u32),
+                Err(e) => {
+                    let errno = errno_of(&e);
+                    *st = State::Failed(errno);
+                    Err(errno)
+                }
+            },
+            State::Failed(errno) => Err(*errno),
+            // Not the next byte: a random write, an append to a complete
+            // file, or a rewrite; cv cannot change bytes once written.
+            _ => Err(Errno::EOPNOTSUPP),
+        }
+    }
+
+    /// `ftruncate` through this handle: to 0 before anything was written, or
+    /// to the length it already has.
+    pub(crate) async fn truncate(&self, size: u64) -> Result<(), Errno> {
+        let mut st = self.state.lock().await;
+        match &*st {
+            State::Idle { len, truncate } => {
+                let cur = if *truncate { 0 } else { *len };
+                if size == cur {
+                    return Ok(());
+                }
+                if size == 0 {
+                    *st = State::Idle { len: *len, truncate: true };
+                    return Ok(());
+                }
+                Err(Errno::EOPNOTSUPP)
+            }
+            State::Writing(w) if w.len() == size => Ok(()),
+            State::Done(len) if *len == size => Ok(()),
+            State::Done(len) if size == 0 => {
+                *st = State::Idle { len: *len, truncate: true };
+                Ok(())
+            }
+            State::Failed(errno) => Err(*errno),
+            _ => Err(Errno::EOPNOTSUPP),
+        }
+    }
+
+    /// Completes the file (on close or flush): after this it is durable and
+    /// every client sees it. Returns the final status when something changed.
+    pub(crate) async fn complete(&self) -> Result<Option<FileStatus>, Errno> {
+        let mut st = self.state.lock().await;
+        match std::mem::replace(&mut *st, State::Failed(Errno::EIO)) {
+            State::Writing(w) => match w.close().await {
+                Ok(status) => {
+                    *st = State::Done(status.length);
+                    Ok(Some(status))
+                }
+                Err(e) => {
+                    let errno = errno_of(&e);
+                    *st = State::Failed(errno);
+                    Err(errno)
+                }
+            },
+            State::Idle { truncate: true, .. } => {
+                let made = async {
+                    let w = self.client.create(&self.path, true).await?;
+                    w.close().await
+                }
+                .await;
+                match made {
+                    Ok(status) => {
+                        *st = State::Done(0);
+                        Ok(Some(status))
+                    }
+                    Err(e) => {
+                        let errno = errno_of(&e);
+                        *st = State::Failed(errno);
+                        Err(errno)
+                    }
+                }
+            }
+            other => {
+                let failed = if let State::Failed(e) = other { Some(e) } else { None };
+                *st = other;
+                failed.map_or(Ok(None), Err)
+            }
+        }
+    }
+}
