@@ -1,0 +1,78 @@
+package io.cv;
+
+import java.io.IOException;
+import java.io.OutputStream;
+import java.nio.ByteBuffer;
+import java.util.Objects;
+
+/**
+ * A file being written. Bytes become visible to readers at {@link #close()},
+ * which completes the file. Not for concurrent use (as Hadoop's streams).
+ */
+public final class CvOutputStream extends OutputStream {
+    private final long writer;
+    private final String path;
+    private long written;
+    private boolean closed;
+    private CvFileStatus status;
+
+    CvOutputStream(long writer, String path) {
+        this.writer = writer;
+        this.path = path;
+    }
+
+    public String getPath() {
+        return path;
+    }
+
+    /** Bytes written so far. */
+    public long getPos() {
+        return written;
+    }
+
+    @Override
+    public void write(int b) throws IOException {
+        write(new byte[] {(byte) b}, 0, 1);
+    }
+
+    @Override
+    public void write(byte[] b, int off, int len) throws IOException {
+        Objects.checkFromIndexSize(off, len, b.length);
+        Native.writeArray(writer, b, off, len);
+        written += len;
+    }
+
+    /** Writes buf's remaining bytes; from a direct buffer without a heap copy. */
+    public void write(ByteBuffer buf) throws IOException {
+        int len = buf.remaining();
+        if (buf.isDirect()) {
+            Native.write(writer, buf, buf.position(), len);
+        } else {
+            Native.writeArray(writer, buf.array(), buf.arrayOffset() + buf.position(), len);
+        }
+        buf.position(buf.position() + len);
+        written += len;
+    }
+
+    /** Completes the file. Idempotent; writes afterwards fail with BAD_HANDLE. */
+    @Override
+    public void close() throws IOException {
+        if (!closed) {
+            closed = true;
+            status = Native.writerClose(writer);
+        }
+    }
+
+    /** Drops the file without completing it. */
+    public void abort() throws IOException {
+        if (!closed) {
+            closed = true;
+            Native.writerAbort(writer);
+        }
+    }
+
+    /** Metadata of the finished file, after a successful close; null before. */
+    public CvFileStatus getFileStatus() {
+        return status;
+    }
+}

@@ -1,0 +1,182 @@
+//! The operations both bindings expose, as safe Rust over handles: every
+//! call looks its handle up, runs the client future on the internal runtime
+//! and maps errors. The C and JNI layers only convert arguments.
+
+use crate::config::ClientConfig;
+use crate::error::{Error, ErrorKind, Result};
+use crate::handles::Table;
+use crate::runtime::block_on;
+use cv_client::{Client, File, FileStatus, Writer};
+use cv_net::tls::Identity;
+use std::path::Path;
+use std::sync::{LazyLock, Mutex};
+
+/// Most ranges one vectored read may ask for.
+pub const MAX_RANGES: usize = 1 << 16;
+
+static CLIENTS: LazyLock<Table<Client>> = LazyLock::new(|| Table::new(1, "client"));
+static FILES: LazyLock<Table<File>> = LazyLock::new(|| Table::new(2, "file"));
+/// A writer is consumed by close; `None` once taken.
+static WRITERS: LazyLock<Table<Mutex<Option<Writer>>>> = LazyLock::new(|| Table::new(3, "writer"));
+
+/// What `open` learned about a file, without a further round trip.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileInfo {
+    /// Length in bytes.
+    pub length: u64,
+    /// Changes whenever the content does.
+    pub version: u64,
+    /// Reads at or after this offset are served from memory (the tail);
+    /// equals `length` when no tail came with the open.
+    pub tail_offset: u64,
+}
+
+/// Connects a client configured by the TOML file at `path`.
+pub fn client_from_file(path: &str) -> Result<u64> {
+    connect(ClientConfig::load(Path::new(path))?)
+}
+
+/// Connects a client configured by TOML text.
+pub fn client_from_toml(text: &str) -> Result<u64> {
+    connect(ClientConfig::parse(text)?)
+}
+
+fn connect(cfg: ClientConfig) -> Result<u64> {
+    let identity = Identity::load(&cfg.tls).map_err(|e| Error::new(ErrorKind::Config, e.to_string()))?;
+    let client = block_on(Client::connect(cfg.client, &identity, &cfg.transport))??;
+    Ok(CLIENTS.insert(client))
+}
+
+/// Closes a client's connections and frees its handle. Files and writers
+/// opened through it stay valid handles, but their calls fail from now on.
+pub fn client_close(client: u64) -> Result<()> {
+    CLIENTS.remove(client)?.close();
+    Ok(())
+}
+
+/// Opens a file (one round trip, the tail included).
+pub fn open(client: u64, path: &str) -> Result<u64> {
+    let c = CLIENTS.get(client)?;
+    let f = block_on(c.open(path))??;
+    Ok(FILES.insert(f))
+}
+
+/// Length, version and tail position of an open file.
+pub fn file_info(file: u64) -> Result<FileInfo> {
+    let f = FILES.get(file)?;
+    let tail_offset = f.tail().map_or(f.len(), |(off, _)| off);
+    Ok(FileInfo { length: f.len(), version: f.version(), tail_offset })
+}
+
+/// The status that came with the open.
+pub fn file_status(file: u64) -> Result<FileStatus> {
+    Ok(FILES.get(file)?.status().clone())
+}
+
+/// Reads up to `buf.len()` bytes at `offset`; 0 at or past the end.
+pub fn pread(file: u64, offset: u64, buf: &mut [u8]) -> Result<usize> {
+    let f = FILES.get(file)?;
+    Ok(block_on(f.read_at(offset, buf))??)
+}
+
+/// Reads exactly `buf.len()` bytes at `offset`, or fails with `Eof` (and
+/// reads nothing) when the range reaches past the end.
+pub fn pread_fully(file: u64, offset: u64, buf: &mut [u8]) -> Result<()> {
+    let f = FILES.get(file)?;
+    let end = offset.checked_add(buf.len() as u64);
+    if end.is_none_or(|end| end > f.len()) {
+        return Err(Error::new(
+            ErrorKind::Eof,
+            format!("{} bytes at {offset} reach past the end of a {}-byte file", buf.len(), f.len()),
+        ));
+    }
+    let n = block_on(f.read_at(offset, buf))??;
+    if n != buf.len() {
+        return Err(Error::new(ErrorKind::Protocol, format!("read {n} of {} bytes inside the file", buf.len())));
+    }
+    Ok(())
+}
+
+/// Reads several `(offset, len)` ranges at once (coalesced, in parallel);
+/// each result is cut at the end of the file.
+pub fn preadv(file: u64, ranges: &[(u64, usize)]) -> Result<Vec<Vec<u8>>> {
+    if ranges.len() > MAX_RANGES {
+        return Err(Error::invalid(format!("{} ranges; at most {MAX_RANGES}", ranges.len())));
+    }
+    let f = FILES.get(file)?;
+    Ok(block_on(f.read_vectored(ranges))??)
+}
+
+/// Frees a file handle.
+pub fn file_close(file: u64) -> Result<()> {
+    FILES.remove(file).map(drop)
+}
+
+/// Creates a file and returns a writer handle.
+pub fn create(client: u64, path: &str, overwrite: bool) -> Result<u64> {
+    let c = CLIENTS.get(client)?;
+    let w = block_on(c.create(path, overwrite))??;
+    Ok(WRITERS.insert(Mutex::new(Some(w))))
+}
+
+/// Appends `data` to a file being written.
+pub fn write(writer: u64, data: &[u8]) -> Result<()> {
+    let cell = WRITERS.get(writer)?;
+    let mut guard = cell.lock().unwrap_or_else(|p| p.into_inner());
+    let w = guard.as_mut().ok_or_else(|| closed(writer))?;
+    Ok(block_on(w.write(data))??)
+}
+
+/// Completes the file and frees the handle (also when completing fails).
+pub fn writer_close(writer: u64) -> Result<FileStatus> {
+    let cell = WRITERS.remove(writer)?;
+    let w = cell.lock().unwrap_or_else(|p| p.into_inner()).take().ok_or_else(|| closed(writer))?;
+    Ok(block_on(w.close())??)
+}
+
+/// Frees a writer handle without completing the file (it stays incomplete
+/// and invisible to readers).
+pub fn writer_abort(writer: u64) -> Result<()> {
+    let cell = WRITERS.remove(writer)?;
+    drop(cell.lock().unwrap_or_else(|p| p.into_inner()).take());
+    Ok(())
+}
+
+fn closed(writer: u64) -> Error {
+    Error::new(ErrorKind::BadHandle, format!("writer handle {writer:#x} is closed"))
+}
+
+/// Metadata of a path.
+pub fn stat(client: u64, path: &str) -> Result<FileStatus> {
+    let c = CLIENTS.get(client)?;
+    Ok(block_on(c.stat(path))??)
+}
+
+/// Entries of a directory in name order.
+pub fn list(client: u64, path: &str) -> Result<Vec<FileStatus>> {
+    let c = CLIENTS.get(client)?;
+    Ok(block_on(c.list(path))??)
+}
+
+/// Creates a directory (and its parents when asked).
+pub fn mkdir(client: u64, path: &str, parents: bool) -> Result<()> {
+    let c = CLIENTS.get(client)?;
+    Ok(block_on(c.mkdir(path, parents))??)
+}
+
+/// Renames atomically.
+pub fn rename(client: u64, src: &str, dst: &str) -> Result<()> {
+    let c = CLIENTS.get(client)?;
+    Ok(block_on(c.rename(src, dst))??)
+}
+
+/// Deletes a path; a directory with content only when `recursive`.
+pub fn delete(client: u64, path: &str, recursive: bool) -> Result<()> {
+    let c = CLIENTS.get(client)?;
+    Ok(block_on(c.delete(path, recursive))??)
+}
+
+/// Live handles (clients, files, writers), for leak checks.
+pub fn live_handles() -> (usize, usize, usize) {
+    (CLIENTS.len(), FILES.len(), WRITERS.len())
+}
