@@ -5,6 +5,7 @@
 pub mod master_bench;
 pub mod open_latency;
 pub mod parquet_gen;
+pub mod read_bench;
 pub mod report;
 pub mod rtt;
 pub mod wire_codec;

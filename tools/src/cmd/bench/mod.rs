@@ -4,6 +4,7 @@
 mod meta;
 mod open;
 mod open_latency;
+mod read;
 mod rtt;
 mod wire;
 
@@ -27,6 +28,9 @@ pub enum Bench {
     Open(open::OpenArgs),
     /// Master metadata ops/s and p99 at concurrency 1 and 40, journal fsync on.
     Meta(meta::MetaArgs),
+    /// Cached sequential 1 MiB and random 64 KiB reads through cv, next to the
+    /// device limit (fio/io_uring O_DIRECT) and bare QUIC (quinn) in one run.
+    Read(read::ReadArgs),
 }
 
 impl Bench {
@@ -38,6 +42,7 @@ impl Bench {
             Bench::Rtt(a) => a.run(),
             Bench::Open(a) => a.run(),
             Bench::Meta(a) => a.run(),
+            Bench::Read(a) => a.run(),
         }
     }
 }

@@ -1,0 +1,211 @@
+//! The cv series: a data set written through cv in verifiable bytes, one
+//! warm pass, then sequential reads with the client's read-ahead and random
+//! aligned reads from `depth` concurrent `read_at` callers.
+
+use super::pattern::{fill, first_mismatch};
+use super::series::{Series, Source, Workload};
+use super::{ReadBenchError, ReadBenchErrorKind, Result};
+use crate::report::histogram;
+use cv_client::{Client, File};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use std::time::{Duration, Instant};
+use tokio::task::JoinSet;
+
+/// Measured reads are checked one in this many unless every read is asked for.
+const SAMPLE_EVERY: u64 = 64;
+/// Bytes handed to the writer per call.
+const WRITE_PIECE: usize = 4 << 20;
+
+/// Files written through cv; file `i` holds pattern seed `i`.
+#[derive(Debug)]
+pub struct DataSet {
+    dir: String,
+    files: Vec<File>,
+}
+
+fn wrong(path: &str, offset: u64, at: usize) -> ReadBenchError {
+    ReadBenchError::new(
+        ReadBenchErrorKind::WrongBytes,
+        format!("{path}: bytes at offset {} differ from those written", offset + at as u64),
+    )
+}
+
+fn join_err(e: tokio::task::JoinError) -> ReadBenchError {
+    ReadBenchError::new(ReadBenchErrorKind::Cv, format!("reader task: {e}"))
+}
+
+impl DataSet {
+    /// Writes `total` bytes as files of `file_size` under `dir` (replacing
+    /// it), two files at a time, and opens them.
+    pub async fn write(client: &Client, dir: &str, total: u64, file_size: u64) -> Result<DataSet> {
+        if client.stat(dir).await.is_ok() {
+            client.delete(dir, true).await.map_err(|e| ReadBenchError::cv("remove the old data set", e))?;
+        }
+        client.mkdir(dir, true).await.map_err(|e| ReadBenchError::cv("mkdir", e))?;
+        let count = total.div_ceil(file_size);
+        let mut set = JoinSet::new();
+        let mut paths = Vec::new();
+        for i in 0..count {
+            if set.len() >= 2
+                && let Some(r) = set.join_next().await
+            {
+                r.map_err(join_err)??;
+            }
+            let len = file_size.min(total - i * file_size);
+            let path = format!("{dir}/part-{i:05}");
+            paths.push(path.clone());
+            let client = client.clone();
+            set.spawn(async move { write_file(&client, &path, i, len).await });
+        }
+        while let Some(r) = set.join_next().await {
+            r.map_err(join_err)??;
+        }
+        let mut files = Vec::with_capacity(paths.len());
+        for p in &paths {
+            files.push(client.open(p).await.map_err(|e| ReadBenchError::cv("open", e))?);
+        }
+        Ok(DataSet { dir: dir.to_string(), files })
+    }
+
+    /// Files in the set.
+    pub fn len(&self) -> usize {
+        self.files.len()
+    }
+
+    /// Whether the set has no files.
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+
+    /// Reads every byte once and checks it; returns the bytes checked.
+    pub async fn warm(&self, client: &Client) -> Result<u64> {
+        let chunk = client.settings().read_chunk.bytes() as usize;
+        let mut checked = 0;
+        for (seed, f) in self.files.iter().enumerate() {
+            let (_, n, _) = read_sequential(f, seed as u64, 1, chunk).await?;
+            if n != f.len() {
+                return Err(ReadBenchError::new(
+                    ReadBenchErrorKind::WrongBytes,
+                    format!("{}: read {n} of {} bytes", f.status().path, f.len()),
+                ));
+            }
+            checked += n;
+        }
+        Ok(checked)
+    }
+
+    /// One sequential pass over every file; returns the series and the bytes checked.
+    pub async fn sequential(&self, client: &Client, verify_all: bool) -> Result<(Series, u64)> {
+        let every = if verify_all { 1 } else { SAMPLE_EVERY };
+        let s = client.settings();
+        let (block, depth) = (s.read_chunk.bytes(), s.prefetch_depth);
+        let (mut ops, mut bytes, mut checked) = (0, 0, 0);
+        let start = Instant::now();
+        for (seed, f) in self.files.iter().enumerate() {
+            let (o, b, c) = read_sequential(f, seed as u64, every, block as usize).await?;
+            (ops, bytes, checked) = (ops + o, bytes + b, checked + c);
+        }
+        let label = format!("cv sequential reader, read-ahead {depth}");
+        Ok((
+            Series::new(Source::Cv, label, Workload::Sequential, block, depth, ops, bytes, start.elapsed(), None),
+            checked,
+        ))
+    }
+
+    /// `depth` tasks issue `read_at` of `block` bytes at random aligned
+    /// offsets for `duration`; returns the series and the bytes checked.
+    pub async fn random(&self, block: u64, depth: u32, duration: Duration, verify_all: bool) -> Result<(Series, u64)> {
+        let every = if verify_all { 1 } else { SAMPLE_EVERY };
+        // Offsets below each file's tail: the tail is served from client memory, not the worker.
+        let slots: Vec<u64> = self.files.iter().map(|f| f.tail().map_or(f.len(), |(o, _)| o) / block).collect();
+        if slots.iter().all(|&s| s == 0) {
+            return Err(ReadBenchError::new(ReadBenchErrorKind::Config, "files too small for the random block"));
+        }
+        let start = Instant::now();
+        let deadline = start + duration;
+        let mut set = JoinSet::new();
+        for t in 0..depth {
+            let (files, slots) = (self.files.clone(), slots.clone());
+            set.spawn(async move {
+                let mut rng = SmallRng::seed_from_u64(u64::from(t) + 1);
+                let mut buf = vec![0u8; block as usize];
+                let (mut h, mut ops, mut checked) = (histogram(), 0u64, 0u64);
+                while Instant::now() < deadline {
+                    let i = rng.gen_range(0..files.len());
+                    if slots[i] == 0 {
+                        continue;
+                    }
+                    let off = rng.gen_range(0..slots[i]) * block;
+                    let t0 = Instant::now();
+                    let n = files[i].read_at(off, &mut buf).await.map_err(|e| ReadBenchError::cv("read_at", e))?;
+                    h.saturating_record(t0.elapsed().as_nanos() as u64);
+                    if n != buf.len() {
+                        return Err(ReadBenchError::new(ReadBenchErrorKind::WrongBytes, format!("short read {n}")));
+                    }
+                    if ops.is_multiple_of(every) {
+                        if let Some(at) = first_mismatch(i as u64, off, &buf) {
+                            return Err(wrong(&files[i].status().path, off, at));
+                        }
+                        checked += n as u64;
+                    }
+                    ops += 1;
+                }
+                Ok((h, ops, checked))
+            });
+        }
+        let (mut h, mut ops, mut checked) = (histogram(), 0, 0);
+        while let Some(r) = set.join_next().await {
+            let (th, to, tc) = r.map_err(join_err)??;
+            h.add(&th).map_err(|e| ReadBenchError::new(ReadBenchErrorKind::Cv, format!("merge histograms: {e}")))?;
+            (ops, checked) = (ops + to, checked + tc);
+        }
+        let label = format!("cv read_at × {depth} concurrent");
+        let s =
+            Series::new(Source::Cv, label, Workload::Random, block, depth, ops, ops * block, start.elapsed(), Some(&h));
+        Ok((s, checked))
+    }
+
+    /// Deletes the data set from cv.
+    pub async fn remove(&self, client: &Client) -> Result<()> {
+        client.delete(&self.dir, true).await.map_err(|e| ReadBenchError::cv("remove the data set", e))
+    }
+}
+
+async fn write_file(client: &Client, path: &str, seed: u64, len: u64) -> Result<()> {
+    let mut w = client.create(path, true).await.map_err(|e| ReadBenchError::cv("create", e))?;
+    let mut buf = vec![0u8; WRITE_PIECE];
+    let mut off = 0;
+    while off < len {
+        let n = (WRITE_PIECE as u64).min(len - off) as usize;
+        fill(seed, off, &mut buf[..n]);
+        w.write(&buf[..n]).await.map_err(|e| ReadBenchError::cv("write", e))?;
+        off += n as u64;
+    }
+    w.close().await.map_err(|e| ReadBenchError::cv("close", e))?;
+    Ok(())
+}
+
+/// Reads `f` front to back in `chunk`-byte reads with read-ahead; checks
+/// one read in `every`.
+/// Returns (reads, bytes, bytes checked).
+async fn read_sequential(f: &File, seed: u64, every: u64, chunk: usize) -> Result<(u64, u64, u64)> {
+    let mut reader = f.sequential(0);
+    let mut buf = vec![0u8; chunk];
+    let (mut ops, mut bytes, mut checked) = (0u64, 0u64, 0u64);
+    loop {
+        let off = reader.position();
+        let n = reader.read(&mut buf).await.map_err(|e| ReadBenchError::cv("sequential read", e))?;
+        if n == 0 {
+            return Ok((ops, bytes, checked));
+        }
+        if ops.is_multiple_of(every) {
+            if let Some(at) = first_mismatch(seed, off, &buf[..n]) {
+                return Err(wrong(&f.status().path, off, at));
+            }
+            checked += n as u64;
+        }
+        ops += 1;
+        bytes += n as u64;
+    }
+}

@@ -1,0 +1,191 @@
+//! Result rows of the read benchmark and the issue's goals computed from
+//! them: ≥ 90 % of min(device, QUIC) sequential GiB/s; ≥ 80 % of the
+//! device's random IOPS at the same depth, p99 ≤ device p99 + 100 µs.
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use std::time::Duration;
+
+/// Who served the bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Source {
+    /// The disk, O_DIRECT + io_uring, no network.
+    Device,
+    /// Bare quinn on tokio, no disk.
+    Quic,
+    /// cv: client → worker shard over QUIC → disk tier.
+    Cv,
+}
+
+/// Access pattern.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Workload {
+    /// Front to back, `depth` requests in flight.
+    Sequential,
+    /// Uniform random aligned offsets, `depth` requests in flight.
+    Random,
+}
+
+/// One measured series.
+#[derive(Clone, Debug, Serialize)]
+pub struct Series {
+    /// Who served the bytes.
+    pub source: Source,
+    /// How, in words (tool, engine).
+    pub label: String,
+    /// Access pattern.
+    pub workload: Workload,
+    /// Bytes per request.
+    pub block: u64,
+    /// Requests in flight.
+    pub depth: u32,
+    /// Requests completed.
+    pub ops: u64,
+    /// Bytes read.
+    pub bytes: u64,
+    /// Wall time of the series.
+    pub secs: f64,
+    /// Throughput in GiB/s.
+    pub gib_s: f64,
+    /// Requests per second.
+    pub iops: f64,
+    /// Median request latency (absent where requests are not timed one by one).
+    pub p50_us: Option<f64>,
+    /// 99th percentile request latency.
+    pub p99_us: Option<f64>,
+}
+
+impl Series {
+    /// A series from its totals; latencies from `hist` (nanoseconds) if given.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        source: Source,
+        label: impl Into<String>,
+        workload: Workload,
+        block: u64,
+        depth: u32,
+        ops: u64,
+        bytes: u64,
+        elapsed: Duration,
+        hist: Option<&Histogram<u64>>,
+    ) -> Series {
+        let secs = elapsed.as_secs_f64().max(1e-9);
+        let q = |h: &Histogram<u64>, q: f64| h.value_at_quantile(q) as f64 / 1000.0;
+        Series {
+            source,
+            label: label.into(),
+            workload,
+            block,
+            depth,
+            ops,
+            bytes,
+            secs,
+            gib_s: bytes as f64 / secs / f64::from(1u32 << 30),
+            iops: ops as f64 / secs,
+            p50_us: hist.filter(|h| !h.is_empty()).map(|h| q(h, 0.5)),
+            p99_us: hist.filter(|h| !h.is_empty()).map(|h| q(h, 0.99)),
+        }
+    }
+}
+
+/// One goal of the issue checked against this run.
+#[derive(Clone, Debug, Serialize)]
+pub struct Verdict {
+    /// The goal in words.
+    pub goal: String,
+    /// cv's value divided by the limit (or cv p99 − device p99 in µs for the latency goal).
+    pub value: f64,
+    /// The value the goal asks for.
+    pub target: f64,
+    /// Whether this run meets it.
+    pub met: bool,
+}
+
+fn find(series: &[Series], source: Source, workload: Workload, depth: u32) -> Option<&Series> {
+    series.iter().find(|s| s.source == source && s.workload == workload && s.depth == depth)
+}
+
+/// The goals for every workload that has all three sources.
+pub fn verdicts(series: &[Series]) -> Vec<Verdict> {
+    let mut out = Vec::new();
+    for cv in series.iter().filter(|s| s.source == Source::Cv) {
+        let dev = find(series, Source::Device, cv.workload, cv.depth);
+        let quic = find(series, Source::Quic, cv.workload, cv.depth);
+        let (Some(dev), Some(quic)) = (dev, quic) else { continue };
+        match cv.workload {
+            Workload::Sequential => {
+                let (limit, name) = if dev.gib_s <= quic.gib_s { (dev.gib_s, "device") } else { (quic.gib_s, "QUIC") };
+                let value = cv.gib_s / limit.max(1e-12);
+                out.push(Verdict {
+                    goal: format!("sequential, depth {}: cv ≥ 90 % of the lower limit ({name})", cv.depth),
+                    value,
+                    target: 0.9,
+                    met: value >= 0.9,
+                });
+            }
+            Workload::Random => {
+                let value = cv.iops / dev.iops.max(1e-12);
+                out.push(Verdict {
+                    goal: format!("random, depth {}: cv IOPS ≥ 80 % of the device's", cv.depth),
+                    value,
+                    target: 0.8,
+                    met: value >= 0.8,
+                });
+                if let (Some(c), Some(d)) = (cv.p99_us, dev.p99_us) {
+                    out.push(Verdict {
+                        goal: format!("random, depth {}: cv p99 ≤ device p99 + 100 µs", cv.depth),
+                        value: c - d,
+                        target: 100.0,
+                        met: c - d <= 100.0,
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(source: Source, workload: Workload, depth: u32, ops: u64, hist_us: Option<u64>) -> Series {
+        let mut h = crate::report::histogram();
+        if let Some(us) = hist_us {
+            h.record(us * 1000).unwrap();
+        }
+        Series::new(source, "t", workload, 1 << 20, depth, ops, ops << 20, Duration::from_secs(1), Some(&h))
+    }
+
+    #[test]
+    fn sequential_goal_uses_the_lower_limit() {
+        let s = vec![
+            row(Source::Device, Workload::Sequential, 4, 1000, None),
+            row(Source::Quic, Workload::Sequential, 4, 800, None),
+            row(Source::Cv, Workload::Sequential, 4, 730, None),
+        ];
+        let v = verdicts(&s);
+        assert_eq!(v.len(), 1);
+        assert!((v[0].value - 730.0 / 800.0).abs() < 1e-9, "{v:?}");
+        assert!(v[0].met && v[0].goal.contains("QUIC"));
+        assert_eq!(s[0].p50_us, None, "no samples, no percentile");
+        assert!((s[0].gib_s - 1000.0 / 1024.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn random_goals_compare_iops_and_p99_with_the_device_at_the_same_depth() {
+        let s = vec![
+            row(Source::Device, Workload::Random, 32, 10_000, Some(400)),
+            row(Source::Device, Workload::Random, 1, 9_000, Some(90)),
+            row(Source::Quic, Workload::Random, 32, 50_000, Some(100)),
+            row(Source::Cv, Workload::Random, 32, 7_000, Some(600)),
+        ];
+        let v = verdicts(&s);
+        assert_eq!(v.len(), 2, "depth 1 has no cv row: {v:?}");
+        assert!((v[0].value - 0.7).abs() < 1e-9 && !v[0].met);
+        assert!(!v[1].met, "p99 600 µs > 400 + 100: {v:?}");
+        assert!((v[1].value - 200.0).abs() < 1.0);
+    }
+}

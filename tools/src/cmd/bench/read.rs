@@ -1,0 +1,200 @@
+//! `cvctl bench read`: cached sequential and random reads through cv, next
+//! to the device limit (fio or an in-tree io_uring O_DIRECT reader on the
+//! worker's file system) and the bare QUIC limit (quinn on tokio), in one
+//! run, with ratios and the issue's goals.
+
+use crate::cluster::{ClusterOptions, LocalCluster};
+use crate::cmd::CmdResult;
+use crate::config::CvConfig;
+use crate::connect::runtime;
+use clap::Args;
+use cv_benches::read_bench::{self, DeviceChoice, ReadBenchOptions, ReadReport, Series, Workload};
+use cv_client::{Client, ClientSettings};
+use cv_net::config::{ByteSize, Dur};
+use cv_net::tls::Identity;
+use std::path::PathBuf;
+
+/// Arguments of `cvctl bench read`.
+#[derive(Args, Debug)]
+pub struct ReadArgs {
+    /// Bytes in the data set, written through cv (4 MiB blocks spread over the shards).
+    #[arg(long, default_value = "2GiB")]
+    size: ByteSize,
+    /// Bytes per file of the data set (a multiple of 1MiB).
+    #[arg(long, default_value = "256MiB")]
+    file_size: ByteSize,
+    /// Sequential request size (the client's read_chunk).
+    #[arg(long, default_value = "1MiB")]
+    seq_block: ByteSize,
+    /// Sequential requests in flight (the client's read-ahead, prefetch_depth).
+    #[arg(long, default_value_t = 4)]
+    seq_depth: u32,
+    /// Random request size.
+    #[arg(long, default_value = "64KiB")]
+    rand_block: ByteSize,
+    /// Queue depths of the random series (concurrent read_at calls).
+    #[arg(long, value_delimiter = ',', default_value = "1,32")]
+    rand_depths: Vec<u32>,
+    /// Length of each random series.
+    #[arg(long, default_value = "8s")]
+    duration: Dur,
+    /// Worker shards of the embedded cluster (also the bare QUIC server endpoints).
+    #[arg(long, default_value_t = 2)]
+    shards: u16,
+    /// Worker memory tier of the embedded cluster; 0 measures the disk tier alone.
+    #[arg(long, default_value = "0")]
+    memory_tier: ByteSize,
+    /// Device limit tool: auto (fio if on PATH), fio, or uring (in-tree reader).
+    #[arg(long, default_value = "auto")]
+    device: DeviceChoice,
+    /// Directory of the device file; default: the embedded worker's data directory.
+    /// With `--master`, give a directory on the worker's disk.
+    #[arg(long)]
+    device_dir: Option<PathBuf>,
+    /// Check every byte of every measured read instead of one read in 64.
+    #[arg(long)]
+    verify_all: bool,
+    /// Run against an existing cluster at this master address (needs `--config`);
+    /// default: an embedded local cluster.
+    #[arg(long)]
+    master: Option<std::net::SocketAddr>,
+    /// Client config for `--master`.
+    #[arg(long, default_value = "cv-client.toml")]
+    config: PathBuf,
+    /// Work directory (default: a temporary one, removed at the end).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+impl ReadArgs {
+    /// Runs the benchmark.
+    pub fn run(self) -> CmdResult {
+        let tmp = tempfile::Builder::new().prefix("cv-bench-read-").tempdir()?;
+        let dir = self.dir.clone().unwrap_or_else(|| tmp.path().to_path_buf());
+        std::fs::create_dir_all(&dir)?;
+        runtime()?.block_on(async move {
+            let tuned =
+                |s: ClientSettings| ClientSettings { prefetch_depth: self.seq_depth, read_chunk: self.seq_block, ..s };
+            let (cluster, client, device_dir) = match self.master {
+                Some(m) => {
+                    let cfg = CvConfig::load(&self.config)?;
+                    let settings = tuned(ClientSettings { master: m, ..cfg.client.clone().unwrap_or_default() });
+                    settings.validate("client")?;
+                    let client = Client::connect(settings, &Identity::load(&cfg.tls)?, &cfg.transport).await?;
+                    (None, client, self.device_dir.clone().unwrap_or_else(|| dir.clone()))
+                }
+                None => {
+                    let total = self.size.bytes();
+                    let opts = ClusterOptions {
+                        shards: self.shards,
+                        // Room for the data set with a margin: this measures reads, not eviction.
+                        capacity: ByteSize((total + total / 2).max(ByteSize::gib(1).bytes())),
+                        memory_tier: self.memory_tier,
+                        ..ClusterOptions::ephemeral(&dir.join("cluster"))
+                    };
+                    eprintln!("starting an embedded cluster ({} shards) under {}", self.shards, opts.dir.display());
+                    let c = LocalCluster::start(&opts).await?;
+                    let settings = tuned(c.client_settings());
+                    settings.validate("client")?;
+                    let client = c.client_with(settings).await?;
+                    let dev = self.device_dir.clone().unwrap_or_else(|| opts.dir.join("worker"));
+                    (Some(c), client, dev)
+                }
+            };
+            let opts = ReadBenchOptions {
+                cv_dir: "/bench/read".into(),
+                total: self.size.bytes(),
+                file_size: self.file_size.bytes(),
+                rand_block: self.rand_block.bytes(),
+                rand_depths: self.rand_depths.clone(),
+                duration: self.duration.get(),
+                verify_all: self.verify_all,
+                device_dir,
+                device: self.device,
+                quic_endpoints: usize::from(self.shards.max(1)),
+            };
+            let report = read_bench::run(&client, &opts, &|m| eprintln!("{m}")).await;
+            client.close();
+            if let Some(c) = cluster {
+                c.shutdown().await?;
+            }
+            let mut report = report?;
+            if self.master.is_none() {
+                report.memory_tier_bytes = Some(self.memory_tier.bytes());
+            }
+            if self.json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                print_table(&report, &self);
+            }
+            Ok(())
+        })
+    }
+}
+
+fn cell(s: &Series) -> String {
+    match (s.workload, s.p50_us, s.p99_us) {
+        (Workload::Sequential, _, _) => format!("{:.2} GiB/s", s.gib_s),
+        (Workload::Random, Some(p50), Some(p99)) => format!("{:.0} IOPS {p50:.0}/{p99:.0} µs", s.iops),
+        (Workload::Random, _, _) => format!("{:.0} IOPS", s.iops),
+    }
+}
+
+fn ratio(cv: &Series, base: &Series) -> String {
+    let (c, b) = match cv.workload {
+        Workload::Sequential => (cv.gib_s, base.gib_s),
+        Workload::Random => (cv.iops, base.iops),
+    };
+    format!("{:.0} %", 100.0 * c / b.max(1e-12))
+}
+
+fn print_table(r: &ReadReport, args: &ReadArgs) {
+    println!(
+        "cvctl bench read: {} in {} files of {}, same run (sequential: GiB/s; random: IOPS p50/p99)",
+        ByteSize(r.dataset_bytes),
+        r.files,
+        args.file_size
+    );
+    println!("cached: {}", r.cached);
+    match r.memory_tier_bytes {
+        Some(0) => println!("memory tier: off, so every cv read below reads the disk"),
+        Some(b) => println!("memory tier: {} (hot chunks may be served from RAM)", ByteSize(b)),
+        None => println!("memory tier: as the cluster's worker is configured"),
+    }
+    println!("device: {}", r.device_tool);
+    println!("QUIC:   bare quinn on tokio in this process, cv's TLS and transport settings, no disk");
+    println!(
+        "{:<18} {:>5}  {:<30} {:<30} {:<30} {:>9} {:>9}",
+        "workload", "depth", "device", "bare QUIC", "cv", "cv/device", "cv/QUIC"
+    );
+    // Rows come in threes per workload and depth: device, QUIC, cv.
+    for w in r.series.chunks(3) {
+        let [dev, quic, cv] = w else { continue };
+        let kind = match cv.workload {
+            Workload::Sequential => format!("seq {}", ByteSize(cv.block)),
+            Workload::Random => format!("rand {}", ByteSize(cv.block)),
+        };
+        println!(
+            "{:<18} {:>5}  {:<30} {:<30} {:<30} {:>9} {:>9}",
+            kind,
+            cv.depth,
+            cell(dev),
+            cell(quic),
+            cell(cv),
+            ratio(cv, dev),
+            ratio(cv, quic)
+        );
+    }
+    println!("goals (issue 4):");
+    for v in &r.verdicts {
+        let shown = if v.target > 1.0 { format!("{:+.0} µs", v.value) } else { format!("{:.0} %", v.value * 100.0) };
+        println!("  {:<6} {:<58} {shown}", if v.met { "met" } else { "MISSED" }, v.goal);
+    }
+    println!(
+        "{} bytes checked against what was written. The machine's cores are shared: ratios from one run, not absolutes.",
+        r.verified_bytes
+    );
+}

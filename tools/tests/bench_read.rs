@@ -1,0 +1,57 @@
+//! `cvctl bench read` through the built binary with tiny sizes: every series
+//! runs against a real embedded cluster, real O_DIRECT reads and real QUIC,
+//! and the bytes read are the bytes written. Speed is not asserted.
+
+use serde_json::Value;
+use std::process::Command;
+
+fn bench_read(device: &str) -> Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_cvctl"))
+        .args(["bench", "read", "--size", "6MiB", "--file-size", "2MiB", "--rand-depths", "1,4"])
+        .args(["--duration", "300ms", "--verify-all", "--json", "--device", device])
+        .output()
+        .expect("run cvctl");
+    assert!(out.status.success(), "cvctl bench read failed: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("JSON report")
+}
+
+fn check(report: &Value) {
+    assert_eq!(report["files"], 3);
+    assert_eq!(report["dataset_bytes"], 6 << 20);
+    assert_eq!(report["memory_tier_bytes"], 0, "the embedded default measures the disk tier");
+    let series = report["series"].as_array().expect("series");
+    // Sequential plus two random depths, each from device, QUIC and cv.
+    assert_eq!(series.len(), 9, "{series:?}");
+    for s in series {
+        assert!(s["ops"].as_u64().unwrap() > 0, "a series did nothing: {s}");
+        assert_eq!(s["bytes"].as_u64(), Some(s["ops"].as_u64().unwrap() * s["block"].as_u64().unwrap()), "{s}");
+        if s["workload"] == "sequential" {
+            // One full pass: the whole data set, in 1 MiB requests.
+            assert_eq!(s["bytes"], 6 << 20, "{s}");
+        }
+    }
+    let sources: Vec<&str> = series.iter().map(|s| s["source"].as_str().unwrap()).collect();
+    assert_eq!(sources, ["device", "quic", "cv"].repeat(3));
+    // The warm pass (every byte) and every measured cv read were compared with the pattern.
+    let cv_bytes: u64 = series.iter().filter(|s| s["source"] == "cv").map(|s| s["bytes"].as_u64().unwrap()).sum();
+    assert_eq!(report["verified_bytes"].as_u64(), Some((6 << 20) + cv_bytes));
+    assert!(!report["verdicts"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn bench_read_moves_the_right_bytes_with_the_in_tree_device_reader() {
+    let report = bench_read("uring");
+    assert!(report["device_tool"].as_str().unwrap().contains("glommio"), "{report}");
+    check(&report);
+}
+
+#[test]
+fn bench_read_with_fio_when_installed() {
+    let fio = Command::new("fio").arg("--version").output().is_ok_and(|o| o.status.success());
+    if !fio {
+        eprintln!("fio is not installed (scripts/install-bench-deps); the auto run uses the in-tree reader");
+    }
+    let report = bench_read("auto");
+    assert_eq!(report["device_tool"].as_str().unwrap().starts_with("fio"), fio, "{report}");
+    check(&report);
+}
