@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod cert;
 pub mod fs;
+pub mod fuse;
 pub mod master;
 pub mod report;
 pub mod up;
@@ -24,6 +25,8 @@ pub enum Command {
     Bench(bench::Bench),
     /// File commands against a running cluster: ls, stat, cat, put, get, mkdir, mv, rm.
     Fs(fs::Fs),
+    /// Mount cv as a local directory with FUSE until Ctrl-C, SIGTERM or umount.
+    Fuse(fuse::FuseArgs),
     /// Cluster report: workers, shards, capacity, use, tail-cache hit ratio.
     Report(report::ReportArgs),
     /// Run the master (namespace, journal, tail cache) until Ctrl-C or SIGTERM.
@@ -43,6 +46,7 @@ impl Command {
             Command::Cert(c) => c.run(),
             Command::Bench(b) => b.run(),
             Command::Fs(f) => f.run(),
+            Command::Fuse(f) => f.run(),
             Command::Report(r) => r.run(),
             Command::Master(m) => m.run(),
             Command::Worker(w) => w.run(),
