@@ -76,7 +76,23 @@ pub fn file_status(file: u64) -> Result<FileStatus> {
 /// Reads up to `buf.len()` bytes at `offset`; 0 at or past the end.
 pub fn pread(file: u64, offset: u64, buf: &mut [u8]) -> Result<usize> {
     let f = FILES.get(file)?;
+    if let Some(n) = from_memory(&f, offset, buf) {
+        return Ok(n);
+    }
     Ok(block_on(f.read_at(offset, buf))??)
+}
+
+/// Serves a read that starts inside the tail (or at the end) without
+/// entering the runtime: a footer read is a plain copy.
+fn from_memory(f: &File, offset: u64, buf: &mut [u8]) -> Option<usize> {
+    if offset >= f.len() || buf.is_empty() {
+        return Some(0);
+    }
+    let (tail_off, tail) = f.tail()?;
+    let start = usize::try_from(offset.checked_sub(tail_off)?).ok()?;
+    let n = buf.len().min(tail.len().checked_sub(start)?);
+    buf[..n].copy_from_slice(&tail[start..start + n]);
+    Some(n)
 }
 
 /// Reads exactly `buf.len()` bytes at `offset`, or fails with `Eof` (and
@@ -90,7 +106,10 @@ pub fn pread_fully(file: u64, offset: u64, buf: &mut [u8]) -> Result<()> {
             format!("{} bytes at {offset} reach past the end of a {}-byte file", buf.len(), f.len()),
         ));
     }
-    let n = block_on(f.read_at(offset, buf))??;
+    let n = match from_memory(&f, offset, buf) {
+        Some(n) => n,
+        None => block_on(f.read_at(offset, buf))??,
+    };
     if n != buf.len() {
         return Err(Error::new(ErrorKind::Protocol, format!("read {n} of {} bytes inside the file", buf.len())));
     }

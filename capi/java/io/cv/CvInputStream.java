@@ -27,7 +27,17 @@ public final class CvInputStream extends InputStream {
     CvInputStream(long file, String path) throws IOException {
         this.file = file;
         this.path = path;
-        long[] info = Native.fileInfo(file);
+        long[] info;
+        try {
+            info = Native.fileInfo(file);
+        } catch (CvException | RuntimeException e) {
+            try {
+                Native.fileClose(file); // do not leak the handle
+            } catch (CvException closing) {
+                e.addSuppressed(closing);
+            }
+            throw e;
+        }
         this.length = info[0];
         this.version = info[1];
         this.tailOffset = info[2];
