@@ -216,7 +216,15 @@ async fn deleting_a_file_sends_delete_blocks_in_the_next_heartbeat() {
     let bytes = parquet_bytes(10_000, 100);
     let (_, block) = write_file(&c, "/doomed", &bytes, 108).await;
 
-    let hb = |added: Vec<BlockReport>| Heartbeat { worker_id, capacity: 1 << 30, used: 10_000, added, removed: vec![] };
+    let hb = |added: Vec<BlockReport>| Heartbeat {
+        worker_id,
+        capacity: 1 << 30,
+        used: 10_000,
+        added,
+        removed: vec![],
+        memory: Default::default(),
+        disk: Default::default(),
+    };
     let report = BlockReport { block_id: block.block_id, len: 10_000, shard: 0 };
     let (ok, _): (HeartbeatOk, _) = call(&worker, &hb(vec![report]), &[]).await;
     assert!(ok.commands.is_empty(), "{:?}", ok.commands);
@@ -244,7 +252,15 @@ async fn worker_calls_from_other_roles_are_denied() {
     let worker_id = register(&worker, vec![7001]).await;
     for role in [Role::Client, Role::Admin] {
         let c = h.connect(&server, role).await;
-        let hb = Heartbeat { worker_id, capacity: 0, used: 0, added: vec![], removed: vec![] };
+        let hb = Heartbeat {
+            worker_id,
+            capacity: 0,
+            used: 0,
+            added: vec![],
+            removed: vec![],
+            memory: Default::default(),
+            disk: Default::default(),
+        };
         assert_eq!(call_err(&c, &hb).await, ErrorCode::PermissionDenied);
         let reg = RegisterWorker { worker_id: None, host: "evil".into(), shard_ports: vec![1], capacity: 1, used: 0 };
         assert_eq!(call_err(&c, &reg).await, ErrorCode::PermissionDenied);
@@ -332,7 +348,15 @@ async fn silent_workers_are_marked_lost_by_the_tick() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     // A lost worker's next heartbeat brings it back.
-    let hb = Heartbeat { worker_id, capacity: 1, used: 0, added: vec![], removed: vec![] };
+    let hb = Heartbeat {
+        worker_id,
+        capacity: 1,
+        used: 0,
+        added: vec![],
+        removed: vec![],
+        memory: Default::default(),
+        disk: Default::default(),
+    };
     let (ok, _): (HeartbeatOk, _) = call(&worker, &hb, &[]).await;
     assert!(ok.commands.is_empty());
     server.shutdown().await;

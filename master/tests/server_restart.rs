@@ -69,7 +69,15 @@ async fn restart_keeps_acknowledged_mutations_and_asks_strangers_to_reregister()
 
     // The registered worker is remembered; an id this master never gave out is told to register.
     let worker = h.connect(&server, Role::Worker).await;
-    let hb = |worker_id| Heartbeat { worker_id, capacity: 1 << 30, used: 0, added: vec![], removed: vec![] };
+    let hb = |worker_id| Heartbeat {
+        worker_id,
+        capacity: 1 << 30,
+        used: 0,
+        added: vec![],
+        removed: vec![],
+        memory: Default::default(),
+        disk: Default::default(),
+    };
     let (ok, _): (HeartbeatOk, _) = call(&worker, &hb(registered.worker_id), &[]).await;
     assert!(!ok.commands.contains(&WorkerCommand::Reregister), "{:?}", ok.commands);
     let (ok, _): (HeartbeatOk, _) = call(&worker, &hb(registered.worker_id + 1000), &[]).await;

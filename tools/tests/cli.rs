@@ -62,11 +62,23 @@ async fn file_commands_and_report_through_the_binary() {
         fs_ok(&cfg, &["rm", "-r", "/a"]);
         assert_eq!(fs_ok(&cfg, &["ls", "/"]).trim(), "");
 
-        let report = ok(&["report", "--config", cfg.to_str().unwrap(), "--json"]);
-        let v: serde_json::Value = serde_json::from_str(&report).unwrap();
-        assert_eq!(v["workers"].as_array().unwrap().len(), 1);
-        assert_eq!(v["workers"][0]["live"], true);
-        assert_eq!(v["workers"][0]["shard_ports"].as_array().unwrap().len(), 2);
+        // The cat/get above read blocks; the worker's next heartbeat (every
+        // 500 ms) carries its tier counters to the master's report.
+        let mut tries = 0;
+        loop {
+            let report = ok(&["report", "--config", cfg.to_str().unwrap(), "--json"]);
+            let v: serde_json::Value = serde_json::from_str(&report).unwrap();
+            assert_eq!(v["workers"].as_array().unwrap().len(), 1);
+            assert_eq!(v["workers"][0]["live"], true);
+            assert_eq!(v["workers"][0]["shard_ports"].as_array().unwrap().len(), 2);
+            let hits = |tier: &str| v["workers"][0][tier]["hits"].as_u64().unwrap();
+            if hits("disk_tier") + hits("memory_tier") > 0 {
+                break;
+            }
+            tries += 1;
+            assert!(tries < 50, "no tier hits reported: {v}");
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
     })
     .await
     .unwrap();

@@ -5,9 +5,11 @@ use super::{mounts, namespace, workers};
 use crate::MasterCore;
 use crate::config::Clock;
 use cv_net::rpc::{BoxFuture, Peer, Reply, Service};
+use cv_wire::msg::TierCounters;
 use cv_wire::msg::{Ping, Pong, Role};
 use cv_wire::{ErrorCode, Frame, Kind};
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Serves a [`MasterCore`] to cv-net's [`cv_net::rpc::serve`].
@@ -17,11 +19,14 @@ pub struct MasterService {
     pub(super) clock: Arc<dyn Clock>,
     /// Heartbeat period told to registering workers.
     pub(super) heartbeat_every: Duration,
+    /// Each worker's latest tier counters: statistics, not state, so they are
+    /// kept here and never journaled.
+    pub(super) tiers: Mutex<HashMap<u64, (TierCounters, TierCounters)>>,
 }
 
 impl MasterService {
     pub fn new(core: Arc<MasterCore>, clock: Arc<dyn Clock>, heartbeat_every: Duration) -> Self {
-        MasterService { core, clock, heartbeat_every }
+        MasterService { core, clock, heartbeat_every, tiers: Mutex::new(HashMap::new()) }
     }
 
     pub fn core(&self) -> &Arc<MasterCore> {

@@ -20,6 +20,7 @@ pub(super) async fn register(s: &MasterService, frame: &Frame) -> Result<Reply, 
 
 pub(super) async fn heartbeat(s: &MasterService, frame: &Frame) -> Result<Reply, Fail> {
     let req: Heartbeat = frame.decode_body()?;
+    s.tiers.lock().unwrap_or_else(|p| p.into_inner()).insert(req.worker_id, (req.memory, req.disk));
     let added = req.added.iter().map(|b| b.block_id).collect();
     let commands = match s.core.begin_heartbeat(req.worker_id, req.capacity, req.used, added, req.removed) {
         Ok(pending) => {
@@ -46,6 +47,7 @@ pub(super) async fn report(s: &MasterService, frame: &Frame) -> Result<Reply, Fa
         .map_err(|e| Fail::new(ErrorCode::Internal, format!("report task: {e}")))?;
     let now = s.clock.now_ms();
     let tails = s.core.tail_stats();
+    let tiers = s.tiers.lock().unwrap_or_else(|p| p.into_inner()).clone();
     let workers = data
         .workers
         .values()
@@ -57,6 +59,8 @@ pub(super) async fn report(s: &MasterService, frame: &Frame) -> Result<Reply, Fa
             used: w.used,
             live: w.live,
             last_heartbeat_age_ms: now.saturating_sub(w.last_heartbeat),
+            memory: tiers.get(&w.id).map(|t| t.0).unwrap_or_default(),
+            disk: tiers.get(&w.id).map(|t| t.1).unwrap_or_default(),
         })
         .collect();
     let ok = ReportOk {

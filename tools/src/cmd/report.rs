@@ -3,6 +3,7 @@
 use super::CmdResult;
 use crate::connect::{ClientArgs, runtime};
 use clap::Args;
+use cv_wire::msg::TierCounters;
 
 /// Arguments of `cvctl report`.
 #[derive(Args, Debug)]
@@ -32,6 +33,8 @@ impl ReportArgs {
                             "worker_id": w.worker_id, "host": w.host, "shard_ports": w.shard_ports,
                             "capacity": w.capacity, "used": w.used, "live": w.live,
                             "last_heartbeat_age_ms": w.last_heartbeat_age_ms,
+                            "memory_tier": tier_json(&w.memory),
+                            "disk_tier": tier_json(&w.disk),
                         })
                     })
                     .collect();
@@ -58,17 +61,32 @@ impl ReportArgs {
             );
             for w in &r.workers {
                 println!(
-                    "{:>6} {:<22} {:>6} {:>16} {:>16} {:>6} {:>10}",
+                    "{:>6} {:<22} {:>6} {:>16} {:>16} {:>6} {:>10} {:>8.1}% {:>8.1}%",
                     w.worker_id,
                     w.host,
                     w.shard_ports.len(),
                     w.capacity,
                     w.used,
                     w.live,
-                    w.last_heartbeat_age_ms
+                    w.last_heartbeat_age_ms,
+                    ratio(&w.memory) * 100.0,
+                    ratio(&w.disk) * 100.0
                 );
             }
             Ok(())
         })
     }
+}
+
+/// Hits over lookups (0 when there were none).
+fn ratio(t: &TierCounters) -> f64 {
+    let lookups = t.hits + t.misses;
+    if lookups == 0 { 0.0 } else { t.hits as f64 / lookups as f64 }
+}
+
+fn tier_json(t: &TierCounters) -> serde_json::Value {
+    serde_json::json!({
+        "hits": t.hits, "misses": t.misses, "hit_ratio": ratio(t), "evictions": t.evictions,
+        "bytes_used": t.bytes_used, "capacity": t.capacity,
+    })
 }

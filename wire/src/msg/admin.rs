@@ -1,6 +1,6 @@
 //! Cluster administration: the report behind `cvctl report`.
 
-use super::{check_count, check_str, no_limits};
+use super::{TierCounters, check_count, check_str, no_limits};
 use crate::error::WireError;
 use crate::kinds::CheckLimits;
 use crate::limits::Limits;
@@ -29,6 +29,10 @@ pub struct WorkerInfo {
     pub live: bool,
     /// Milliseconds since its last heartbeat.
     pub last_heartbeat_age_ms: u64,
+    /// Memory tier counters from its last heartbeat.
+    pub memory: TierCounters,
+    /// Disk tier counters from its last heartbeat.
+    pub disk: TierCounters,
 }
 
 /// Reply to [`Report`].

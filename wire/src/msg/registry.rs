@@ -44,6 +44,22 @@ pub struct BlockReport {
     pub shard: u16,
 }
 
+/// Counters of one cache tier of a worker, summed over its shards.
+#[derive(Archive, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+pub struct TierCounters {
+    /// Lookups the tier answered.
+    pub hits: u64,
+    /// Lookups it could not answer.
+    pub misses: u64,
+    /// Entries it evicted to make room.
+    pub evictions: u64,
+    /// Bytes held now.
+    pub bytes_used: u64,
+    /// Bytes it may hold.
+    pub capacity: u64,
+}
+
 /// Periodic liveness report with block-report deltas since the last one.
 #[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[rkyv(derive(Debug))]
@@ -58,6 +74,10 @@ pub struct Heartbeat {
     pub added: Vec<BlockReport>,
     /// Blocks dropped (evicted, deleted, corrupt) since the previous heartbeat.
     pub removed: Vec<u64>,
+    /// Memory tier counters (cumulative since the worker started).
+    pub memory: TierCounters,
+    /// Disk tier counters (cumulative since the worker started).
+    pub disk: TierCounters,
 }
 
 /// Something the master asks a worker to do.

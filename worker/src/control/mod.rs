@@ -16,7 +16,7 @@ use cv_net::quic::TransportSettings;
 use cv_net::rpc::{Conn, client_endpoint};
 use cv_net::tls::Identity;
 use cv_net::{NetError, NetErrorKind};
-use cv_wire::msg::{Heartbeat, HeartbeatOk, RegisterOk, RegisterWorker, Role, WorkerCommand};
+use cv_wire::msg::{Heartbeat, HeartbeatOk, RegisterOk, RegisterWorker, Role, TierCounters, WorkerCommand};
 use cv_wire::{Frame, Limits, Message, block_shard};
 use tokio::sync::watch;
 
@@ -155,7 +155,7 @@ async fn session(
 
 async fn register(spec: &ControlSpec, conn: &Conn, st: &mut State) -> std::result::Result<(), NetError> {
     // Registration is followed by a full block report: the master may have lost its map.
-    let (capacity, used) = gather(&spec.shards, true, &mut st.pending).await;
+    let Gathered { capacity, used, .. } = gather(&spec.shards, true, &mut st.pending).await;
     let req = RegisterWorker {
         worker_id: st.worker_id,
         host: spec.host.clone(),
@@ -188,9 +188,17 @@ async fn heartbeat(spec: &ControlSpec, conn: &Conn, st: &mut State) -> std::resu
     let Some(worker_id) = st.worker_id else {
         return Ok(false);
     };
-    let (capacity, used) = gather(&spec.shards, false, &mut st.pending).await;
+    let g = gather(&spec.shards, false, &mut st.pending).await;
     let batch = st.pending.batch(MAX_REPORT);
-    let hb = Heartbeat { worker_id, capacity, used, added: batch.added, removed: batch.removed };
+    let hb = Heartbeat {
+        worker_id,
+        capacity: g.capacity,
+        used: g.used,
+        added: batch.added,
+        removed: batch.removed,
+        memory: g.memory,
+        disk: g.disk,
+    };
     let ok: HeartbeatOk = call(spec, conn, &hb).await?.decode_body()?;
     st.pending.acknowledge(&hb.added, &hb.removed);
     let mut again = true;
@@ -205,7 +213,24 @@ async fn heartbeat(spec: &ControlSpec, conn: &Conn, st: &mut State) -> std::resu
 
 /// Asks every shard for its report, merges them into `pending`, and returns the worker's
 /// total capacity and used bytes. A shard that does not answer is skipped this round.
-async fn gather(shards: &[flume::Sender<ShardCmd>], full: bool, pending: &mut Pending) -> (u64, u64) {
+/// What the shards reported, summed.
+#[derive(Debug, Default)]
+struct Gathered {
+    capacity: u64,
+    used: u64,
+    memory: TierCounters,
+    disk: TierCounters,
+}
+
+fn add_tier(sum: &mut TierCounters, t: &crate::store::TierStats) {
+    sum.hits += t.hits;
+    sum.misses += t.misses;
+    sum.evictions += t.evictions;
+    sum.bytes_used += t.bytes_used;
+    sum.capacity += t.capacity_bytes;
+}
+
+async fn gather(shards: &[flume::Sender<ShardCmd>], full: bool, pending: &mut Pending) -> Gathered {
     let mut waiting = Vec::with_capacity(shards.len());
     for (i, s) in shards.iter().enumerate() {
         let (tx, rx) = flume::bounded::<ShardReport>(1);
@@ -213,18 +238,20 @@ async fn gather(shards: &[flume::Sender<ShardCmd>], full: bool, pending: &mut Pe
             waiting.push((i, rx));
         }
     }
-    let (mut capacity, mut used) = (0u64, 0u64);
+    let mut g = Gathered::default();
     for (i, rx) in waiting {
         match tokio::time::timeout(SHARD_TIMEOUT, rx.recv_async()).await {
             Ok(Ok(r)) => {
-                capacity += r.usage.capacity_bytes;
-                used += r.usage.used_bytes;
+                g.capacity += r.usage.capacity_bytes;
+                g.used += r.usage.used_bytes;
+                add_tier(&mut g.memory, &r.stats.memory);
+                add_tier(&mut g.disk, &r.stats.disk);
                 pending.merge(r);
             }
             _ => tracing::warn!(shard = i, "shard did not report"),
         }
     }
-    (capacity, used)
+    g
 }
 
 /// Hands each block to the shard that owns it.

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use crate::error::{Result, WorkerError, WorkerErrorKind};
-use crate::store::Usage;
+use crate::store::{StoreStats, Usage};
 
 pub(crate) use run::ShardSpec;
 
@@ -40,6 +40,8 @@ pub(crate) struct ShardReport {
     pub(crate) removed: Vec<u64>,
     /// Disk space now.
     pub(crate) usage: Usage,
+    /// Tier counters now (cumulative).
+    pub(crate) stats: StoreStats,
 }
 
 /// A shard thread that is opening its store and binding its port.

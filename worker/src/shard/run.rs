@@ -142,7 +142,7 @@ fn report(ctx: &ShardCtx, full: bool) -> ShardReport {
     let ids = if full { store.block_ids() } else { deltas.added };
     // A block gone between the drain and the stat shows up as removed in the next drain.
     let added = ids.into_iter().filter_map(|id| store.stat(id).ok().map(|s| (id, s.len))).collect();
-    ShardReport { shard: ctx.index, added, removed: deltas.removed, usage: store.usage() }
+    ShardReport { shard: ctx.index, added, removed: deltas.removed, usage: store.usage(), stats: store.stats() }
 }
 
 async fn close_store(index: u16, store: BlockStore) -> Result<()> {
