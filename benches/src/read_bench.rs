@@ -182,15 +182,44 @@ pub struct ReadReport {
 }
 
 /// Writes the data set through `client`, warms it, then measures every
-/// series. `log` receives progress lines.
+/// series; the data set is removed from cv afterwards, also on error. `log`
+/// receives progress lines.
 pub async fn run(client: &Client, opts: &ReadBenchOptions, log: &dyn Fn(&str)) -> Result<ReadReport> {
-    let settings = client.settings();
-    let (seq_block, seq_depth) = (settings.read_chunk.bytes(), settings.prefetch_depth);
-    opts.validate(seq_block)?;
+    opts.validate(client.settings().read_chunk.bytes())?;
     let tool = device::DeviceTool::pick(opts.device)?;
 
     log(&format!("writing {} B through cv under {} ({} B files)", opts.total, opts.cv_dir, opts.file_size));
     let data = cv::DataSet::write(client, &opts.cv_dir, opts.total, opts.file_size).await?;
+    let measured = measure(client, opts, &data, &tool, log).await;
+    let removed = data.remove(client).await;
+    let (series, verified) = measured?;
+    removed?;
+
+    Ok(ReadReport {
+        cached: "blocks already on the worker's disk tier, read with O_DIRECT through io_uring: the page cache \
+                 is bypassed, so a cv read that misses the worker's memory tier is a device read"
+            .into(),
+        memory_tier_bytes: None,
+        device_tool: tool.describe(),
+        files: data.len(),
+        dataset_bytes: opts.total,
+        verified_bytes: verified,
+        verdicts: verdicts(&series),
+        series,
+    })
+}
+
+/// Warm pass, then every series in order: for each workload the device,
+/// QUIC and cv back to back. Returns the series and the bytes checked.
+async fn measure(
+    client: &Client,
+    opts: &ReadBenchOptions,
+    data: &cv::DataSet,
+    tool: &device::DeviceTool,
+    log: &dyn Fn(&str),
+) -> Result<(Vec<Series>, u64)> {
+    let settings = client.settings();
+    let (seq_block, seq_depth) = (settings.read_chunk.bytes(), settings.prefetch_depth);
     log("warming: reading every byte once through cv and checking it");
     let mut verified = data.warm(client).await?;
 
@@ -199,7 +228,7 @@ pub async fn run(client: &Client, opts: &ReadBenchOptions, log: &dyn Fn(&str)) -
     let quic = quic::QuicBaseline::start(opts.quic_endpoints).await?;
 
     let mut series = Vec::new();
-    log(&format!("sequential {} B reads, depth {seq_depth}: device, QUIC, cv", seq_block));
+    log(&format!("sequential {seq_block} B reads, depth {seq_depth}: device, QUIC, cv"));
     series.push(tool.sequential(&dev_file, seq_block, seq_depth).await?);
     series.push(quic.sequential(opts.total, seq_block, seq_depth).await?);
     let (s, v) = data.sequential(client, opts.verify_all).await?;
@@ -215,18 +244,5 @@ pub async fn run(client: &Client, opts: &ReadBenchOptions, log: &dyn Fn(&str)) -
     }
     quic.shutdown();
     dev_file.remove();
-    data.remove(client).await?;
-
-    Ok(ReadReport {
-        cached: "blocks already on the worker's disk tier, read with O_DIRECT through io_uring: the page cache \
-                 is bypassed, so a cv read that misses the worker's memory tier is a device read"
-            .into(),
-        memory_tier_bytes: None,
-        device_tool: tool.describe(),
-        files: data.len(),
-        dataset_bytes: opts.total,
-        verified_bytes: verified,
-        verdicts: verdicts(&series),
-        series,
-    })
+    Ok((series, verified))
 }

@@ -55,3 +55,17 @@ fn bench_read_with_fio_when_installed() {
     assert_eq!(report["device_tool"].as_str().unwrap().starts_with("fio"), fio, "{report}");
     check(&report);
 }
+
+#[test]
+fn bench_read_refuses_bad_sizes_before_starting_a_cluster() {
+    for (flag, value, says) in [
+        ("--file-size", "3000000", "multiple of 1 MiB"),
+        ("--seq-depth", "0", "prefetch_depth"),
+        ("--rand-depths", "0", "depths"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_cvctl")).args(["bench", "read", flag, value]).output().expect("run");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(says), "{flag} {value}: {err}");
+        assert!(!err.contains("starting an embedded cluster"), "{flag} {value}: {err}");
+    }
+}

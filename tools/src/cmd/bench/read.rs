@@ -75,46 +75,55 @@ impl ReadArgs {
         let tmp = tempfile::Builder::new().prefix("cv-bench-read-").tempdir()?;
         let dir = self.dir.clone().unwrap_or_else(|| tmp.path().to_path_buf());
         std::fs::create_dir_all(&dir)?;
+        let mut opts = ReadBenchOptions {
+            cv_dir: "/bench/read".into(),
+            total: self.size.bytes(),
+            file_size: self.file_size.bytes(),
+            rand_block: self.rand_block.bytes(),
+            rand_depths: self.rand_depths.clone(),
+            duration: self.duration.get(),
+            verify_all: self.verify_all,
+            device_dir: PathBuf::new(),
+            device: self.device,
+            quic_endpoints: usize::from(self.shards.max(1)),
+        };
+        // Fail on bad sizes before a cluster is started and data written.
+        opts.validate(self.seq_block.bytes())?;
+        ClientSettings { prefetch_depth: self.seq_depth, read_chunk: self.seq_block, ..ClientSettings::default() }
+            .validate("bench")?;
         runtime()?.block_on(async move {
             let tuned =
                 |s: ClientSettings| ClientSettings { prefetch_depth: self.seq_depth, read_chunk: self.seq_block, ..s };
-            let (cluster, client, device_dir) = match self.master {
+            let (cluster, client) = match self.master {
                 Some(m) => {
                     let cfg = CvConfig::load(&self.config)?;
                     let settings = tuned(ClientSettings { master: m, ..cfg.client.clone().unwrap_or_default() });
                     settings.validate("client")?;
                     let client = Client::connect(settings, &Identity::load(&cfg.tls)?, &cfg.transport).await?;
-                    (None, client, self.device_dir.clone().unwrap_or_else(|| dir.clone()))
+                    opts.device_dir = self.device_dir.clone().unwrap_or_else(|| dir.clone());
+                    (None, client)
                 }
                 None => {
                     let total = self.size.bytes();
-                    let opts = ClusterOptions {
+                    let cluster_opts = ClusterOptions {
                         shards: self.shards,
                         // Room for the data set with a margin: this measures reads, not eviction.
                         capacity: ByteSize((total + total / 2).max(ByteSize::gib(1).bytes())),
                         memory_tier: self.memory_tier,
                         ..ClusterOptions::ephemeral(&dir.join("cluster"))
                     };
-                    eprintln!("starting an embedded cluster ({} shards) under {}", self.shards, opts.dir.display());
-                    let c = LocalCluster::start(&opts).await?;
+                    eprintln!(
+                        "starting an embedded cluster ({} shards) under {}",
+                        self.shards,
+                        cluster_opts.dir.display()
+                    );
+                    let c = LocalCluster::start(&cluster_opts).await?;
                     let settings = tuned(c.client_settings());
                     settings.validate("client")?;
                     let client = c.client_with(settings).await?;
-                    let dev = self.device_dir.clone().unwrap_or_else(|| opts.dir.join("worker"));
-                    (Some(c), client, dev)
+                    opts.device_dir = self.device_dir.clone().unwrap_or_else(|| cluster_opts.dir.join("worker"));
+                    (Some(c), client)
                 }
-            };
-            let opts = ReadBenchOptions {
-                cv_dir: "/bench/read".into(),
-                total: self.size.bytes(),
-                file_size: self.file_size.bytes(),
-                rand_block: self.rand_block.bytes(),
-                rand_depths: self.rand_depths.clone(),
-                duration: self.duration.get(),
-                verify_all: self.verify_all,
-                device_dir,
-                device: self.device,
-                quic_endpoints: usize::from(self.shards.max(1)),
             };
             let report = read_bench::run(&client, &opts, &|m| eprintln!("{m}")).await;
             client.close();
