@@ -19,8 +19,9 @@ async fn java_program_against_a_real_cluster() {
     cv_benches::parquet_gen::write_file(&parquet, 2 << 20, 11).unwrap();
 
     let config = cluster.client_config().to_path_buf();
-    let out =
-        tokio::task::spawn_blocking(move || run(java("CvJavaTest", &classes).arg(config).arg(parquet))).await.unwrap();
+    let out = tokio::task::spawn_blocking(move || run(java("CvJavaTest", &classes, true).arg(config).arg(parquet)))
+        .await
+        .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("checks ok"), "{stdout}");
     // -Xcheck:jni reports misuse as warnings rather than failures.

@@ -1,6 +1,6 @@
 /* Latency of open + footer and of 64 KiB preads through the C ABI, run by
  * capi/tests/bench.rs. Usage: cv_bench <config> <parquet path> <data path> <iters>.
- * Prints: RESULT c <op> <p50 ns> <p99 ns> <mean ns> */
+ * Prints: RESULT c <op> <p50 ns> <p99 ns> <mean ns>, op = open_footer, tail_read_4k, pread_64k. */
 #include "cv.h"
 
 #include <stdio.h>
@@ -60,6 +60,23 @@ int main(int argc, char **argv) {
         ns[i] = now_ns() - t;
     }
     report("open_footer", ns, iters);
+
+    /* A 4 KiB read inside the tail: no network, so this is the cost of the
+     * binding itself plus a copy. */
+    cv_file_t p;
+    uint64_t toff, tlen;
+    if (cv_open(c, argv[2], &p) != CV_OK || cv_file_tail(p, &toff, &tlen) != CV_OK) DIE("open parquet");
+    size_t tn = tlen < 4096 ? (size_t)tlen : 4096;
+    int titers = iters * 10;
+    uint64_t *tns = malloc(sizeof *tns * (size_t)titers);
+    for (int i = -titers / 4; i < titers; i++) {
+        uint64_t t = now_ns();
+        if (cv_pread_fully(p, toff, footer, tn) != CV_OK) DIE("tail read");
+        if (i >= 0) tns[i] = now_ns() - t;
+    }
+    report("tail_read_4k", tns, titers);
+    free(tns);
+    cv_file_close(p);
 
     cv_file_t f;
     uint64_t len;

@@ -80,13 +80,14 @@ pub fn compile_java(main: &str, out_dir: &Path) {
     run(Command::new("javac").args(["-Xlint:all", "-Werror", "-d"]).arg(out_dir).args(&sources));
 }
 
-/// A `java` command running `main` with the native library loaded.
-pub fn java(main: &str, classes: &Path) -> Command {
+/// A `java` command running `main` with the native library loaded;
+/// `check_jni` turns on the JVM's JNI misuse checks (tests, not timings).
+pub fn java(main: &str, classes: &Path, check_jni: bool) -> Command {
     let mut cmd = Command::new("java");
-    cmd.arg(format!("-Dcv.native.library={}", shared_lib().display()))
-        .arg("-Xcheck:jni")
-        .arg("-cp")
-        .arg(classes)
-        .arg(main);
+    cmd.arg(format!("-Dcv.native.library={}", shared_lib().display()));
+    if check_jni {
+        cmd.arg("-Xcheck:jni");
+    }
+    cmd.arg("-cp").arg(classes).arg(main);
     cmd
 }

@@ -43,6 +43,21 @@ public final class CvJavaBench {
             }
             report("open_footer", ns);
 
+            // A 4 KiB read inside the tail: no network, the binding's own cost.
+            try (CvInputStream in = fs.open(args[1])) {
+                int n = (int) Math.min(4096, in.length() - in.getTailOffset());
+                long[] tns = new long[iters * 10];
+                for (int i = -tns.length / 4; i < tns.length; i++) {
+                    long t = System.nanoTime();
+                    FOOTER.clear().limit(n);
+                    in.readFully(in.getTailOffset(), FOOTER);
+                    if (i >= 0) {
+                        tns[i] = System.nanoTime() - t;
+                    }
+                }
+                report("tail_read_4k", tns);
+            }
+
             try (CvInputStream in = fs.open(args[2])) {
                 long slots = in.length() / BLOCK.capacity();
                 long x = 42;
