@@ -36,6 +36,7 @@ struct Bed {
     server: Option<MasterServer>,
     addr: SocketAddr,
     client: Identity,
+    node: Identity,
     dir: PathBuf,
 }
 
@@ -70,11 +71,13 @@ impl Bed {
             }
         };
         let addr = server.local_addr();
-        Ok(Bed { server_rt, server: Some(server), addr, client, dir })
+        Ok(Bed { server_rt, server: Some(server), addr, client, node, dir })
     }
 
     async fn connect(&self, role: Role) -> Result<Conn, BenchError> {
-        let ep = rpc::client_endpoint(&self.client, &TransportSettings::default())?;
+        // A worker role needs a node certificate.
+        let id = if role == Role::Worker { &self.node } else { &self.client };
+        let ep = rpc::client_endpoint(id, &TransportSettings::default())?;
         Ok(Conn::connect(&ep, self.addr, role, "bench-load", Limits::DEFAULT).await?)
     }
 }
