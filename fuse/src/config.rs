@@ -14,8 +14,6 @@ pub struct MountOptions {
     pub entry_ttl: Duration,
     /// Let every user in (`allow_other`); the kernel then checks permission bits.
     pub allow_other: bool,
-    /// Threads reading requests from the kernel; the work itself runs on tokio.
-    pub threads: usize,
     /// Name shown in `/proc/mounts`.
     pub fs_name: String,
 }
@@ -27,7 +25,6 @@ impl Default for MountOptions {
             attr_ttl: Duration::from_secs(1),
             entry_ttl: Duration::from_secs(1),
             allow_other: false,
-            threads: 2,
             fs_name: "cv".into(),
         }
     }
@@ -39,9 +36,6 @@ impl MountOptions {
         let bad = |what: &str| Err(FuseError::new(FuseErrorKind::Config, what.to_string()));
         if !self.root.starts_with('/') {
             return bad("root must be an absolute cv path");
-        }
-        if self.threads == 0 || self.threads > 64 {
-            return bad("threads must be between 1 and 64");
         }
         if self.attr_ttl > Duration::from_secs(3600) || self.entry_ttl > Duration::from_secs(3600) {
             return bad("attr_ttl and entry_ttl must be at most 1h");
@@ -68,8 +62,8 @@ mod tests {
         assert!(MountOptions::default().validate().is_ok());
         let rel = MountOptions { root: "data".into(), ..MountOptions::default() };
         assert!(rel.validate().unwrap_err().to_string().contains("root"));
-        let threads = MountOptions { threads: 0, ..MountOptions::default() };
-        assert!(threads.validate().unwrap_err().to_string().contains("threads"));
+        let ttl = MountOptions { attr_ttl: Duration::from_secs(7200), ..MountOptions::default() };
+        assert!(ttl.validate().unwrap_err().to_string().contains("attr_ttl"));
         let name = MountOptions { fs_name: "a,b".into(), ..MountOptions::default() };
         assert_eq!(name.validate().unwrap_err().kind(), FuseErrorKind::Config);
     }

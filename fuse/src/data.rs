@@ -23,10 +23,10 @@ fn writes(flags: i32) -> bool {
 }
 
 impl Volume {
-    pub(crate) async fn open(&self, ino: u64, flags: i32) -> Result<Opened, Errno> {
+    pub(crate) async fn open(&self, ino: u64, flags: i32, pid: u32) -> Result<Opened, Errno> {
         let path = self.path_of(ino)?;
         if writes(flags) {
-            return self.open_for_write(ino, path, flags).await;
+            return self.open_for_write(ino, path, flags, pid).await;
         }
         let file = self.client.open(&path).await.map_err(|e| errno_of(&e))?;
         // Pages from an earlier open are still right only if the content
@@ -36,7 +36,7 @@ impl Volume {
         Ok(Opened { fh, flags: if keep { FopenFlags::FOPEN_KEEP_CACHE } else { FopenFlags::empty() } })
     }
 
-    async fn open_for_write(&self, ino: u64, path: String, flags: i32) -> Result<Opened, Errno> {
+    async fn open_for_write(&self, ino: u64, path: String, flags: i32, pid: u32) -> Result<Opened, Errno> {
         let st = self.client.stat(&path).await.map_err(|e| errno_of(&e))?;
         if st.kind == FileKind::Dir {
             return Err(Errno::EISDIR);
@@ -49,7 +49,7 @@ impl Volume {
         } else {
             None
         };
-        let writer = Arc::new(WriteHandle::opened(self.client.clone(), path, st.length, truncate));
+        let writer = Arc::new(WriteHandle::opened(self.client.clone(), path, st.length, truncate, pid));
         self.set_writer(ino, writer.clone());
         self.content_changed(ino);
         let fh = self.add_handle(Handle::Write { ino, writer, read });
@@ -57,12 +57,18 @@ impl Volume {
     }
 
     /// Creates a new file and opens it for writing.
-    pub(crate) async fn create(&self, parent: u64, name: &OsStr, flags: i32) -> Result<(FileAttr, Opened), Errno> {
+    pub(crate) async fn create(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        flags: i32,
+        pid: u32,
+    ) -> Result<(FileAttr, Opened), Errno> {
         let path = child(&self.path_of(parent)?, name)?;
         match self.client.create(&path, false).await {
             Ok(w) => {
                 let ino = self.inodes().remember(&path);
-                let writer = Arc::new(WriteHandle::created(self.client.clone(), path, w));
+                let writer = Arc::new(WriteHandle::created(self.client.clone(), path, w, pid));
                 self.set_writer(ino, writer.clone());
                 self.content_changed(ino);
                 let fh = self.add_handle(Handle::Write { ino, writer, read: None });
@@ -72,7 +78,7 @@ impl Volume {
             // O_EXCL this is an open of the existing file.
             Err(e) if e.kind() == ErrorKind::AlreadyExists && flags & libc::O_EXCL == 0 => {
                 let ino = self.inodes().remember(&path);
-                let opened = self.open(ino, flags).await?;
+                let opened = self.open(ino, flags, pid).await?;
                 Ok((self.attr(ino, &path).await?, opened))
             }
             Err(e) => Err(errno_of(&e)),
@@ -106,17 +112,20 @@ impl Volume {
         }
     }
 
-    pub(crate) async fn write(&self, fh: u64, offset: u64, data: &[u8]) -> Result<u32, Errno> {
+    pub(crate) async fn write(&self, fh: u64, offset: u64, data: &[u8], pid: u32) -> Result<u32, Errno> {
         match self.handle(fh)? {
-            Handle::Write { writer, .. } => writer.write(offset, data).await,
+            Handle::Write { writer, .. } => writer.write(offset, data, pid).await,
             Handle::Read(_) | Handle::Dir(_) => Err(Errno::EBADF),
         }
     }
 
-    /// close(2) of a descriptor: a file being written is completed here, so
-    /// a failure reaches the application as close's error.
-    pub(crate) async fn flush(&self, fh: u64) -> Result<(), Errno> {
+    /// close(2) of a descriptor by thread `pid`: a file being written is
+    /// completed here when its writer's process closes it, so a failure
+    /// reaches the application as close's error. A copy of the descriptor
+    /// inherited by a child (closed at its exec) completes nothing.
+    pub(crate) async fn flush(&self, fh: u64, pid: u32) -> Result<(), Errno> {
         match self.handle(fh)? {
+            Handle::Write { writer, .. } if !writer.closed_by_owner(pid) => Ok(()),
             Handle::Write { ino, writer, .. } => {
                 writer.complete().await?;
                 self.content_changed(ino);

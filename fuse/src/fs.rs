@@ -35,6 +35,24 @@ impl CvFs {
         CvFs { vol, rt }
     }
 
+    /// Like [`CvFs::run`], after every earlier request on the same file being
+    /// written is done (see [`crate::order`]).
+    fn run_in_order<F, Fut>(&self, fh: u64, f: F)
+    where
+        F: FnOnce(Arc<Volume>) -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let turn = self.vol.ticket(fh);
+        let vol = self.vol.clone();
+        self.rt.spawn(async move {
+            if let Some(t) = &turn {
+                t.wait().await;
+            }
+            f(vol).await;
+            drop(turn);
+        });
+    }
+
     /// Runs `f` with the volume on the runtime; `f` replies.
     fn run<F, Fut>(&self, f: F)
     where
@@ -114,7 +132,7 @@ impl Filesystem for CvFs {
         reply: ReplyAttr,
     ) {
         let set = SetAttr { mode, uid, gid, size, fh: fh.map(|f| f.0) };
-        self.run(|vol| async move {
+        self.run_in_order(fh.map_or(0, |f| f.0), move |vol| async move {
             match vol.setattr(ino.0, set).await {
                 Ok(a) => reply.attr(&vol.opts.attr_ttl, &a),
                 Err(e) => reply.error(e),
@@ -180,9 +198,10 @@ impl Filesystem for CvFs {
         reply.error(Errno::EPERM);
     }
 
-    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let pid = req.pid();
         self.run(|vol| async move {
-            match vol.open(ino.0, flags.0).await {
+            match vol.open(ino.0, flags.0, pid).await {
                 Ok(o) => reply.opened(FileHandle(o.fh), o.flags),
                 Err(e) => reply.error(e),
             }
@@ -210,7 +229,7 @@ impl Filesystem for CvFs {
 
     fn write(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
         offset: u64,
@@ -220,17 +239,18 @@ impl Filesystem for CvFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        let data = data.to_vec();
-        self.run(|vol| async move {
-            match vol.write(fh.0, offset, &data).await {
+        let (data, pid) = (data.to_vec(), req.pid());
+        self.run_in_order(fh.0, move |vol| async move {
+            match vol.write(fh.0, offset, &data, pid).await {
                 Ok(n) => reply.written(n),
                 Err(e) => reply.error(e),
             }
         });
     }
 
-    fn flush(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
-        self.run(|vol| async move { empty(reply, vol.flush(fh.0).await) });
+    fn flush(&self, req: &Request, _ino: INodeNo, fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
+        let pid = req.pid();
+        self.run_in_order(fh.0, move |vol| async move { empty(reply, vol.flush(fh.0, pid).await) });
     }
 
     fn release(
@@ -243,13 +263,14 @@ impl Filesystem for CvFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        self.run(|vol| async move { empty(reply, vol.release(fh.0).await) });
+        self.run_in_order(fh.0, move |vol| async move { empty(reply, vol.release(fh.0).await) });
     }
 
-    fn fsync(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+    fn fsync(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
         // A write-once file becomes durable as a whole at close; complete
-        // files are durable already. See fuse/README.md.
-        reply.ok();
+        // files are durable already. See fuse/README.md. In order, so it
+        // answers after the writes before it.
+        self.run_in_order(fh.0, move |_| async move { reply.ok() });
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
@@ -365,7 +386,7 @@ impl Filesystem for CvFs {
 
     fn create(
         &self,
-        _req: &Request,
+        req: &Request,
         parent: INodeNo,
         name: &OsStr,
         _mode: u32,
@@ -373,9 +394,9 @@ impl Filesystem for CvFs {
         flags: i32,
         reply: ReplyCreate,
     ) {
-        let name = name.to_owned();
+        let (name, pid) = (name.to_owned(), req.pid());
         self.run(|vol| async move {
-            match vol.create(parent.0, &name, flags).await {
+            match vol.create(parent.0, &name, flags, pid).await {
                 Ok((attr, o)) => reply.created(&vol.opts.entry_ttl, &attr, GEN, FileHandle(o.fh), o.flags),
                 Err(e) => reply.error(e),
             }

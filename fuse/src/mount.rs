@@ -42,7 +42,9 @@ pub async fn mount(client: Client, mountpoint: &Path, opts: MountOptions) -> Res
         MountOption::NoSuid,
     ];
     config.acl = if opts.allow_other { SessionACL::All } else { SessionACL::Owner };
-    config.n_threads = Some(opts.threads);
+    // One thread reads the kernel's requests, so they are dispatched in the
+    // order sent (see crate::order); the work runs on the tokio runtime.
+    config.n_threads = Some(1);
     let vol = Arc::new(Volume::new(client, opts, owner));
     let fs = CvFs::new(vol, tokio::runtime::Handle::current());
     let at = mountpoint.to_path_buf();
@@ -72,12 +74,14 @@ impl Mounted {
         self.session.as_ref().is_none_or(|s| s.guard.is_finished())
     }
 
-    /// Unmounts and waits for the session to end.
+    /// Unmounts (unless already unmounted from outside) and waits for the
+    /// session to end.
     pub fn unmount(mut self) -> Result<(), FuseError> {
+        let fail =
+            |e| FuseError::new(FuseErrorKind::Mount, format!("unmount {}", self.mountpoint.display())).with_source(e);
         match self.session.take() {
-            Some(s) => s.umount_and_join().map_err(|e| {
-                FuseError::new(FuseErrorKind::Mount, format!("unmount {}", self.mountpoint.display())).with_source(e)
-            }),
+            Some(s) if s.guard.is_finished() => s.join().map_err(fail),
+            Some(s) => s.umount_and_join().map_err(fail),
             None => Ok(()),
         }
     }

@@ -82,6 +82,14 @@ impl Volume {
         lock(&self.handles).get(&fh).cloned().ok_or(Errno::EBADF)
     }
 
+    /// A place in the request queue of `fh` if it is being written.
+    pub(crate) fn ticket(&self, fh: u64) -> Option<crate::order::Turn> {
+        match lock(&self.handles).get(&fh) {
+            Some(Handle::Write { writer, .. }) => Some(writer.ticket()),
+            _ => None,
+        }
+    }
+
     pub(crate) fn take_handle(&self, fh: u64) -> Option<Handle> {
         lock(&self.handles).remove(&fh)
     }

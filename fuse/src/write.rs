@@ -5,8 +5,10 @@
 //! client) when the application closes it. Anything else is EOPNOTSUPP.
 
 use crate::errno::errno_of;
+use crate::order::{Order, Turn};
 use cv_client::{Client, FileStatus, Writer};
 use fuser::Errno;
+use std::sync::atomic::{AtomicU32, Ordering};
 use tokio::sync::Mutex;
 
 /// One file open for writing.
@@ -15,6 +17,10 @@ pub(crate) struct WriteHandle {
     client: Client,
     path: String,
     state: Mutex<State>,
+    order: Order,
+    /// Thread that opened or last wrote: a close from its process completes
+    /// the file; a close of an inherited copy (a forked child) does not.
+    owner: AtomicU32,
 }
 
 #[derive(Debug)]
@@ -32,14 +38,21 @@ enum State {
 
 impl WriteHandle {
     /// A handle with a writer already made (create).
-    pub(crate) fn created(client: Client, path: String, writer: Writer) -> Self {
-        WriteHandle { client, path, state: Mutex::new(State::Writing(writer)) }
+    pub(crate) fn created(client: Client, path: String, writer: Writer, pid: u32) -> Self {
+        let state = Mutex::new(State::Writing(writer));
+        WriteHandle { client, path, state, order: Order::new(), owner: AtomicU32::new(pid) }
     }
 
     /// A handle on an existing complete file of `len` bytes; `truncate`
     /// when opened with O_TRUNC.
-    pub(crate) fn opened(client: Client, path: String, len: u64, truncate: bool) -> Self {
-        WriteHandle { client, path, state: Mutex::new(State::Idle { len, truncate }) }
+    pub(crate) fn opened(client: Client, path: String, len: u64, truncate: bool, pid: u32) -> Self {
+        let state = Mutex::new(State::Idle { len, truncate });
+        WriteHandle { client, path, state, order: Order::new(), owner: AtomicU32::new(pid) }
+    }
+
+    /// A place in this file's request queue (see [`crate::order`]).
+    pub(crate) fn ticket(&self) -> Turn {
+        self.order.ticket()
     }
 
     /// The length the file has as seen through this handle.
@@ -52,8 +65,18 @@ impl WriteHandle {
         }
     }
 
-    /// Writes `data` at `offset`; only the next byte of the stream is accepted.
-    pub(crate) async fn write(&self, offset: u64, data: &[u8]) -> Result<u32, Errno> {
+    /// Whether a close from thread `pid` is the writer's own close.
+    pub(crate) fn closed_by_owner(&self, pid: u32) -> bool {
+        crate::process::same_process(self.owner.load(Ordering::Relaxed), pid)
+    }
+
+    /// Writes `data` at `offset` for thread `pid`; only the next byte of the
+    /// stream is accepted.
+    pub(crate) async fn write(&self, offset: u64, data: &[u8], pid: u32) -> Result<u32, Errno> {
+        // The kernel's own writeback threads come as pid 0: not an owner.
+        if pid != 0 {
+            self.owner.store(pid, Ordering::Relaxed);
+        }
         let mut st = self.state.lock().await;
         let fresh = matches!(*st, State::Idle { len: 0, .. } | State::Idle { truncate: true, .. } | State::Done(0));
         if fresh && offset == 0 {
@@ -72,7 +95,10 @@ impl WriteHandle {
             State::Failed(errno) => Err(*errno),
             // Not the next byte: a random write, an append to a complete
             // file, or a rewrite; cv cannot change bytes once written.
-            _ => Err(Errno::EOPNOTSUPP),
+            other => {
+                tracing::debug!(path = %self.path, offset, state = ?describe(other), "write refused");
+                Err(Errno::EOPNOTSUPP)
+            }
         }
     }
 
@@ -143,5 +169,15 @@ impl WriteHandle {
                 failed.map_or(Ok(None), Err)
             }
         }
+    }
+}
+
+/// The state without the writer's buffers, for logs.
+fn describe(st: &State) -> String {
+    match st {
+        State::Idle { len, truncate } => format!("idle len {len} truncate {truncate}"),
+        State::Writing(w) => format!("writing at {}", w.len()),
+        State::Done(len) => format!("done len {len}"),
+        State::Failed(e) => format!("failed {e:?}"),
     }
 }

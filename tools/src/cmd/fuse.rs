@@ -25,9 +25,6 @@ pub struct FuseArgs {
     /// Let every local user use the mount; permission bits are checked by the kernel.
     #[arg(long)]
     allow_other: bool,
-    /// Threads taking requests from the kernel.
-    #[arg(long, default_value_t = 2)]
-    threads: usize,
 }
 
 impl FuseArgs {
@@ -38,7 +35,6 @@ impl FuseArgs {
             attr_ttl: self.attr_ttl.get(),
             entry_ttl: self.attr_ttl.get(),
             allow_other: self.allow_other,
-            threads: self.threads,
             ..MountOptions::default()
         };
         runtime()?.block_on(async move {
