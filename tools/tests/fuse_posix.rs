@@ -14,12 +14,10 @@ fn pjdfstest_passes_but_for_the_documented_failures() {
     let m = mount(&["--allow-other"]);
     let list = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../fuse/pjdfstest-expected-failures.txt"))
         .unwrap();
-    let names: Vec<String> = list
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .map(|l| format!("{l:?}"))
-        .collect();
+    let lines: Vec<&str> = list.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).collect();
+    // `~name`: timing-dependent (see the file); its failure is tolerated, its pass expected.
+    let flaky: Vec<String> = lines.iter().filter_map(|l| l.strip_prefix('~')).map(|l| format!("{l:?}")).collect();
+    let names: Vec<String> = lines.iter().filter(|l| !l.starts_with('~')).map(|l| format!("{l:?}")).collect();
     assert!(names.len() > 100, "the list is read");
     let config = m.dir.path().join("pjdfstest.toml");
     std::fs::write(
@@ -36,10 +34,15 @@ fn pjdfstest_passes_but_for_the_documented_failures() {
     let out = Command::new(pjdfstest).arg("-c").arg(&config).arg("-p").arg(&work).current_dir(&work).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     let summary = text.lines().find(|l| l.starts_with("Summary:")).unwrap_or("no summary");
-    let unexpected: Vec<&str> =
-        text.lines().filter(|l| l.ends_with("FAILED") && !names.contains(&format!("{:?}", first(l)))).collect();
-    assert!(out.status.success() && unexpected.is_empty(), "{summary}\nunexpected failures: {unexpected:#?}");
-    assert!(summary.contains(" 0 failed"), "{summary}");
+    let tolerated = |l: &&str| {
+        let name = format!("{:?}", first(l));
+        names.contains(&name) || flaky.contains(&name)
+    };
+    let unexpected: Vec<&str> = text.lines().filter(|l| l.ends_with("FAILED") && !tolerated(l)).collect();
+    let surprises: Vec<&str> = text.lines().filter(|l| l.ends_with("PASSED UNEXPECTEDLY")).collect();
+    assert!(unexpected.is_empty(), "{summary}\nunexpected failures: {unexpected:#?}");
+    assert!(surprises.is_empty(), "{summary}\nnow passing, take off the list: {surprises:#?}");
+    assert!(text.contains("Summary:"), "pjdfstest did not finish: {text}");
     eprintln!("pjdfstest: {summary}");
 }
 
