@@ -4,6 +4,7 @@
 
 use crate::client::{Client, resolve};
 use crate::error::{Error, ErrorKind, Result};
+use bytes::Bytes;
 use cv_wire::msg::{AddBlock, AddBlockOk, BlockLen, Complete, Done, FileStatus, WriteBlock, WriteBlockOk};
 use tokio::task::JoinHandle;
 
@@ -20,7 +21,8 @@ pub struct Writer {
     buf: Vec<u8>,
     /// The previous full block, kept so a footer larger than the last block
     /// can still be sent as the tail.
-    prev: Vec<u8>,
+    /// Shared with the block's in-flight write, not copied.
+    prev: Bytes,
     blocks: Vec<BlockLen>,
     inflight: Option<JoinHandle<Result<BlockLen>>>,
     length: u64,
@@ -35,7 +37,7 @@ impl Writer {
             file_id,
             block_size,
             buf: Vec::with_capacity(block_size as usize),
-            prev: Vec::new(),
+            prev: Bytes::new(),
             blocks: Vec::new(),
             inflight: None,
             length: 0,
@@ -75,6 +77,7 @@ impl Writer {
         let index = self.blocks.len() as u32;
         let client = self.client.clone();
         let file_id = self.file_id;
+        let full = Bytes::from(full);
         self.prev = full.clone();
         self.inflight = Some(tokio::spawn(async move { write_block(&client, file_id, index, full).await }));
         Ok(())
@@ -91,7 +94,7 @@ impl Writer {
     /// Writes the last block, sends the tail and completes the file.
     pub async fn close(mut self) -> Result<FileStatus> {
         self.wait_inflight().await?;
-        let last = std::mem::take(&mut self.buf);
+        let last = Bytes::from(std::mem::take(&mut self.buf));
         if !last.is_empty() {
             let index = self.blocks.len() as u32;
             let done = write_block(&self.client, self.file_id, index, last.clone()).await?;
@@ -99,7 +102,7 @@ impl Writer {
         }
         // `prev` is the block just before `last`, so together they are the
         // end of the file: enough for any footer up to a block long.
-        let mut held = std::mem::take(&mut self.prev);
+        let mut held = std::mem::take(&mut self.prev).to_vec();
         held.extend_from_slice(&last);
         let want = cv_wire::footer::tail_len(self.length, &held, DEFAULT_TAIL).min(held.len() as u64);
         let tail = &held[held.len() - want as usize..];
@@ -121,7 +124,7 @@ impl Writer {
 
 /// Allocates block `index` of the file at the master and stores `data` on
 /// its shard; checks the shard's crc against ours.
-async fn write_block(client: &Client, file_id: u64, index: u32, data: Vec<u8>) -> Result<BlockLen> {
+async fn write_block(client: &Client, file_id: u64, index: u32, data: Bytes) -> Result<BlockLen> {
     let ok: AddBlockOk = client.master("add block", &AddBlock { file_id, index }, &[]).await?.decode_body()?;
     let addr = resolve(&ok.block.addr).await?;
     let req = WriteBlock { block_id: ok.block.block_id, pinned: false };

@@ -78,6 +78,16 @@ pub async fn write_frame(
     send.finish().map_err(|e| conn_err("finish", e))
 }
 
+/// Writes a reply: the head is copied into quinn's buffer, the payload is
+/// handed over as a shared chunk without a copy.
+async fn write_reply(send: &mut quinn::SendStream, reply: Reply) -> Result<(), NetError> {
+    send.write_all(reply.frame.head()).await.map_err(|e| conn_err("write", e))?;
+    if !reply.payload.is_empty() {
+        send.write_chunk(reply.payload).await.map_err(|e| conn_err("write", e))?;
+    }
+    send.finish().map_err(|e| conn_err("finish", e))
+}
+
 /// Turns an `Error` frame into a [`NetError`]; other frames pass through.
 pub fn check_reply(frame: Frame) -> Result<Frame, NetError> {
     if frame.kind() != cv_wire::Kind::Error {
@@ -151,12 +161,14 @@ impl Conn {
 #[derive(Debug)]
 pub struct Reply {
     frame: EncodedFrame,
-    payload: Vec<u8>,
+    // Shared, not copied: an open reply's tail is the tail cache's own bytes.
+    payload: bytes::Bytes,
 }
 
 impl Reply {
     /// A successful reply.
-    pub fn ok<M: Message>(request_id: u64, msg: &M, payload: Vec<u8>) -> Reply {
+    pub fn ok<M: Message>(request_id: u64, msg: &M, payload: impl Into<bytes::Bytes>) -> Reply {
+        let payload = payload.into();
         match cv_wire::encode(msg, request_id, &payload) {
             Ok(frame) => Reply { frame, payload },
             Err(e) => Reply::error(request_id, ErrorCode::Internal, &format!("encode reply: {e}"), None),
@@ -167,7 +179,7 @@ impl Reply {
     pub fn error(request_id: u64, code: ErrorCode, message: &str, redirect: Option<String>) -> Reply {
         let msg = ErrorReply { code: code as u16, message: message.into(), redirect };
         let frame = cv_wire::encode(&msg, request_id, &[]).expect("an error reply always encodes");
-        Reply { frame, payload: Vec::new() }
+        Reply { frame, payload: bytes::Bytes::new() }
     }
 }
 
@@ -260,8 +272,7 @@ async fn serve_connection<S: Service>(conn: quinn::Connection, peer: Arc<Peer>, 
                     Reply::error(0, code, e.message(), None)
                 }
             };
-            let payload = [reply.payload.as_slice()];
-            if let Err(e) = write_frame(&mut send, &reply.frame, &payload).await {
+            if let Err(e) = write_reply(&mut send, reply).await {
                 tracing::debug!(addr = %peer.addr, error = %e, "reply not delivered");
             }
         });
@@ -277,7 +288,7 @@ pub async fn accept_hello(conn: &quinn::Connection, role: Role, node: &str, limi
         Err(e) => {
             let code = e.code().unwrap_or(ErrorCode::Malformed);
             let reply = Reply::error(0, code, &format!("{e}; this server speaks version {PROTOCOL_VERSION}"), None);
-            let _ = write_frame(&mut send, &reply.frame, &[]).await;
+            let _ = write_reply(&mut send, reply).await;
             return Err(e);
         }
     };
@@ -289,7 +300,7 @@ pub async fn accept_hello(conn: &quinn::Connection, role: Role, node: &str, limi
             hello.min_version, hello.max_version
         );
         let reply = Reply::error(id, ErrorCode::VersionMismatch, &msg, None);
-        let _ = write_frame(&mut send, &reply.frame, &[]).await;
+        let _ = write_reply(&mut send, reply).await;
         return Err(NetError::remote(ErrorCode::VersionMismatch, msg, None));
     }
     // Node roles need a node certificate: a client identity cannot register as a worker.
@@ -298,12 +309,12 @@ pub async fn accept_hello(conn: &quinn::Connection, role: Role, node: &str, limi
     {
         let msg = format!("role {:?} needs a node certificate", hello.role);
         let reply = Reply::error(id, ErrorCode::PermissionDenied, &msg, None);
-        let _ = write_frame(&mut send, &reply.frame, &[]).await;
+        let _ = write_reply(&mut send, reply).await;
         return Err(NetError::remote(ErrorCode::PermissionDenied, msg, None));
     }
     let ok = HelloOk { version: PROTOCOL_VERSION, role, node: node.into() };
     let reply = Reply::ok(id, &ok, Vec::new());
-    write_frame(&mut send, &reply.frame, &[]).await?;
+    write_reply(&mut send, reply).await?;
     Ok(Peer { addr: conn.remote_address(), role: hello.role, node: hello.node })
 }
 

@@ -30,8 +30,9 @@ pub(super) async fn open(s: &MasterService, frame: &Frame) -> Result<Reply, Fail
     let path = normalized(raw)?;
     let info = pending.wait_async().await?;
     let (tail_cached, tail_offset, payload) = match info.tail {
-        Tail::Cached { offset, bytes } => (true, offset, bytes.to_vec()),
-        Tail::Evicted => (false, info.length, Vec::new()),
+        // The cached Arc<[u8]> goes to the socket as it is: no copy per open.
+        Tail::Cached { offset, bytes } => (true, offset, bytes::Bytes::from_owner(bytes)),
+        Tail::Evicted => (false, info.length, bytes::Bytes::new()),
     };
     let ok = OpenOk {
         status: FileStatus {
