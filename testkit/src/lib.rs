@@ -1,0 +1,12 @@
+//! Test-only helpers: a real S3-compatible HTTP server in-process ([`S3Server`], s3s + s3s-fs behind a
+//! hyper accept loop, SigV4 required) and a delaying TCP proxy ([`DelayProxy`]) to simulate the round-trip
+//! time of a remote object store. Both run on their own thread with their own tokio runtime, so they work
+//! from sync tests and from any runtime. See `README.md`.
+
+mod classify;
+mod proxy;
+mod rt;
+mod s3;
+
+pub use proxy::DelayProxy;
+pub use s3::{Fault, Op, Request, S3Server};
