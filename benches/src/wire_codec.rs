@@ -66,6 +66,7 @@ fn sample(blocks: usize) -> OpenOk {
             .collect(),
         tail_cached: true,
         tail_offset: (256 << 20) - (64 << 10),
+        ufs: None,
     }
 }
 

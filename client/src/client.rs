@@ -92,7 +92,7 @@ impl Client {
             return Err(Error::new(ErrorKind::IsADirectory, path.to_string()));
         }
         let tail = if ok.tail_cached { Some((ok.tail_offset, frame.into_payload())) } else { None };
-        File::new(self.clone(), ok.status, ok.blocks, tail)
+        File::new(self.clone(), ok.status, ok.blocks, tail, ok.ufs)
     }
 
     /// Metadata of a path.

@@ -3,7 +3,7 @@
 use crate::client::{Client, resolve};
 use crate::error::{Error, ErrorKind, Result};
 use crate::reader::SequentialReader;
-use cv_wire::msg::{BlockLoc, FileStatus, ReadBlock, ReadBlockOk};
+use cv_wire::msg::{BlockLoc, BlockSource, FileStatus, ReadBlock, ReadBlockOk, UfsRef};
 use std::sync::Arc;
 use tokio::task::JoinSet;
 
@@ -19,6 +19,16 @@ pub(crate) struct FileInner {
     status: FileStatus,
     blocks: Vec<BlockLoc>,
     tail: Option<(u64, Vec<u8>)>,
+    /// The object behind a file cached from object storage.
+    ufs: Option<UfsRef>,
+}
+
+impl FileInner {
+    /// What a shard needs to fetch block `loc` if it lacks it.
+    fn source(&self, loc: &BlockLoc) -> Option<BlockSource> {
+        let object = self.ufs.clone()?;
+        Some(BlockSource { object, offset: loc.offset, len: loc.len })
+    }
 }
 
 /// One piece of a read: `len` bytes at `offset` of block `loc`, landing at
@@ -36,6 +46,7 @@ impl File {
         status: FileStatus,
         blocks: Vec<BlockLoc>,
         tail: Option<(u64, Vec<u8>)>,
+        ufs: Option<UfsRef>,
     ) -> Result<File> {
         let mut expect = 0;
         for b in &blocks {
@@ -55,7 +66,7 @@ impl File {
         {
             return Err(Error::new(ErrorKind::Protocol, "tail does not end at the file's end"));
         }
-        Ok(File { inner: Arc::new(FileInner { client, status, blocks, tail }) })
+        Ok(File { inner: Arc::new(FileInner { client, status, blocks, tail, ufs }) })
     }
 
     /// File length in bytes.
@@ -66,6 +77,38 @@ impl File {
     /// Whether the file is empty.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// The object behind a file cached from object storage.
+    pub fn ufs(&self) -> Option<&UfsRef> {
+        self.inner.ufs.as_ref()
+    }
+
+    /// Makes sure every block is cached on its shard (fetching blocks of a
+    /// cached object from the store), moving no bytes to this client.
+    /// Returns the bytes of the blocks asked for.
+    pub async fn load(&self, parallel: usize) -> Result<u64> {
+        let mut set = JoinSet::new();
+        let mut loaded = 0;
+        for loc in self.inner.blocks.iter().cloned() {
+            while set.len() >= parallel.max(1) {
+                if let Some(r) = set.join_next().await {
+                    loaded += r.map_err(|e| Error::new(ErrorKind::Other, format!("load task: {e}")))??;
+                }
+            }
+            let client = self.inner.client.clone();
+            let source = self.inner.source(&loc);
+            set.spawn(async move {
+                let addr = resolve(&loc.addr).await?;
+                let req = ReadBlock { block_id: loc.block_id, offset: 0, len: 0, source, fill_only: true };
+                client.call(addr, "load block", &req, &[]).await?;
+                Ok::<u64, Error>(loc.len)
+            });
+        }
+        while let Some(r) = set.join_next().await {
+            loaded += r.map_err(|e| Error::new(ErrorKind::Other, format!("load task: {e}")))??;
+        }
+        Ok(loaded)
     }
 
     /// Version: changes whenever the content does.
@@ -148,7 +191,8 @@ impl File {
         for (span, pieces) in all {
             for p in pieces {
                 let client = self.inner.client.clone();
-                set.spawn(async move { fetch(&client, &p.loc, p.offset, p.len).await.map(|b| (span, p.dst, b)) });
+                let src = self.inner.source(&p.loc);
+                set.spawn(async move { fetch(&client, &p.loc, src, p.offset, p.len).await.map(|b| (span, p.dst, b)) });
             }
         }
         while let Some(res) = set.join_next().await {
@@ -195,14 +239,15 @@ impl File {
 
     async fn fetch_into(&self, pieces: Vec<Piece>, buf: &mut [u8]) -> Result<()> {
         if let [p] = pieces.as_slice() {
-            let bytes = fetch(&self.inner.client, &p.loc, p.offset, p.len).await?;
+            let bytes = fetch(&self.inner.client, &p.loc, self.inner.source(&p.loc), p.offset, p.len).await?;
             buf[p.dst..p.dst + bytes.len()].copy_from_slice(&bytes);
             return Ok(());
         }
         let mut set = JoinSet::new();
         for p in pieces {
             let client = self.inner.client.clone();
-            set.spawn(async move { fetch(&client, &p.loc, p.offset, p.len).await.map(|b| (p.dst, b)) });
+            let src = self.inner.source(&p.loc);
+            set.spawn(async move { fetch(&client, &p.loc, src, p.offset, p.len).await.map(|b| (p.dst, b)) });
         }
         while let Some(res) = set.join_next().await {
             let (dst, bytes) = res.map_err(|e| Error::new(ErrorKind::Other, format!("read task: {e}")))??;
@@ -212,10 +257,17 @@ impl File {
     }
 }
 
-/// Reads `len` bytes at `offset` of a block from its shard.
-pub(crate) async fn fetch(client: &Client, loc: &BlockLoc, offset: u64, len: u64) -> Result<Vec<u8>> {
+/// Reads `len` bytes at `offset` of a block from its shard; `source` lets
+/// the shard fetch a block of a cached object it does not hold.
+pub(crate) async fn fetch(
+    client: &Client,
+    loc: &BlockLoc,
+    source: Option<BlockSource>,
+    offset: u64,
+    len: u64,
+) -> Result<Vec<u8>> {
     let addr = resolve(&loc.addr).await?;
-    let req = ReadBlock { block_id: loc.block_id, offset, len };
+    let req = ReadBlock { block_id: loc.block_id, offset, len, source, fill_only: false };
     let frame = client.call(addr, "read block", &req, &[]).await?;
     frame.access::<ReadBlockOk>()?;
     let bytes = frame.into_payload();

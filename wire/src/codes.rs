@@ -82,8 +82,8 @@ error_codes! {
     UfsFailed = 21, retry: true;
     /// The operation is not supported by this server or mount mode.
     Unsupported = 22, retry: false;
-    /// The object changed under the cached version.
-    StaleVersion = 23, retry: true;
+    /// The object changed in the store since the file was opened: open it again.
+    StaleVersion = 23, retry: false;
 }
 
 #[cfg(test)]

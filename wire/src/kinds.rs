@@ -136,6 +136,11 @@ kinds! {
     Unmount = 33 => msg::Unmount,
     ListMounts = 34 => msg::ListMounts,
     ListMountsOk = 35 => msg::ListMountsOk,
+    GetMount = 36 => msg::GetMount,
+    GetMountOk = 37 => msg::GetMountOk,
+    SyncMount = 38 => msg::SyncMount,
+    Free = 39 => msg::Free,
+    FreeOk = 40 => msg::FreeOk,
 
     RegisterWorker = 48 => msg::RegisterWorker,
     RegisterOk = 49 => msg::RegisterOk,

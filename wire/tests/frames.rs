@@ -49,7 +49,13 @@ fn every_message_round_trips() {
         round_trip(Done {}, &[]),
         round_trip(Open { path: "/a/b.parquet".into() }, &[]),
         round_trip(
-            OpenOk { status: status("/a"), blocks: (0..3).map(loc).collect(), tail_cached: true, tail_offset: 9 },
+            OpenOk {
+                status: status("/a"),
+                blocks: (0..3).map(loc).collect(),
+                tail_cached: true,
+                tail_offset: 9,
+                ufs: Some(ufs_ref()),
+            },
             &tail,
         ),
         round_trip(Stat { path: "/a".into() }, &[]),
@@ -58,7 +64,7 @@ fn every_message_round_trips() {
         round_trip(ListOk { entries: vec![status("/a"), status("/b")], more: true }, &[]),
         round_trip(Mkdir { path: "/d".into(), parents: true, mode: 0o755 }, &[]),
         round_trip(Create { path: "/f".into(), overwrite: false, mode: 0o644, block_size: 0 }, &[]),
-        round_trip(CreateOk { file_id: 1, block_size: 4 << 20 }, &[]),
+        round_trip(CreateOk { file_id: 1, block_size: 4 << 20, pin_blocks: true }, &[]),
         round_trip(AddBlock { file_id: 1, index: 0 }, &[]),
         round_trip(AddBlockOk { block: loc(1) }, &[]),
         round_trip(
@@ -84,7 +90,7 @@ fn every_message_round_trips() {
                     ufs_url: "s3://b".into(),
                     cv_path: "/m".into(),
                     mode: MountMode::Fs,
-                    options: vec![kv],
+                    options: vec![kv.clone()],
                 }],
             },
             &[],
@@ -113,10 +119,41 @@ fn every_message_round_trips() {
             &[],
         ),
         round_trip(
-            HeartbeatOk { commands: vec![WorkerCommand::DeleteBlocks(vec![1, 2]), WorkerCommand::Reregister] },
+            HeartbeatOk {
+                commands: vec![
+                    WorkerCommand::DeleteBlocks(vec![1, 2]),
+                    WorkerCommand::Reregister,
+                    WorkerCommand::Unpin(vec![3]),
+                ],
+            },
             &[],
         ),
-        round_trip(ReadBlock { block_id: 1, offset: 0, len: 4096 }, &[]),
+        round_trip(ReadBlock { block_id: 1, offset: 0, len: 4096, source: None, fill_only: false }, &[]),
+        round_trip(
+            ReadBlock {
+                block_id: 1,
+                offset: 0,
+                len: 0,
+                source: Some(BlockSource { object: ufs_ref(), offset: 1 << 26, len: 1 << 26 }),
+                fill_only: true,
+            },
+            &[],
+        ),
+        round_trip(GetMount { cv_path: "/data".into() }, &[]),
+        round_trip(
+            GetMountOk {
+                mount: Mount {
+                    ufs_url: "s3://b/p".into(),
+                    cv_path: "/data".into(),
+                    mode: MountMode::Cache,
+                    options: vec![kv.clone()],
+                },
+            },
+            &[],
+        ),
+        round_trip(SyncMount { cv_path: "/data".into() }, &[]),
+        round_trip(Free { path: "/data/x".into() }, &[]),
+        round_trip(FreeOk { files: 1, blocks: 2, skipped: 3 }, &[]),
         round_trip(ReadBlockOk { block_len: 4096 }, &[7u8; 4096]),
         round_trip(WriteBlock { block_id: 1, pinned: true }, &[1u8; 5000]),
         round_trip(WriteBlockOk { len: 5000, crc32: 0xdead_beef }, &[]),
@@ -143,6 +180,11 @@ fn every_message_round_trips() {
                 tail_budget: 4,
                 tail_hits: 5,
                 tail_misses: 6,
+                export_backlog: 7,
+                export_backlog_bytes: 8,
+                export_lag_ms: 9,
+                exported: 10,
+                export_failures: 11,
             },
             &[],
         ),
@@ -153,9 +195,18 @@ fn every_message_round_trips() {
     }
 }
 
+fn ufs_ref() -> UfsRef {
+    UfsRef { mount: "/data".into(), key: "t/a.parquet".into(), version: "\"etag\"".into() }
+}
+
 fn open_frame() -> Vec<u8> {
-    let msg =
-        OpenOk { status: status("/t.parquet"), blocks: (0..4).map(loc).collect(), tail_cached: true, tail_offset: 1 };
+    let msg = OpenOk {
+        status: status("/t.parquet"),
+        blocks: (0..4).map(loc).collect(),
+        tail_cached: true,
+        tail_offset: 1,
+        ufs: None,
+    };
     let payload = vec![0x5A; 1000];
     let enc = encode(&msg, 1, &payload).unwrap();
     let mut wire = enc.head().to_vec();
@@ -208,7 +259,7 @@ fn header_checks_name_the_failure() {
     bad[0] = b'X';
     assert_eq!(err_kind(&bad, &Limits::DEFAULT), WireErrorKind::BadMagic);
     let mut bad = wire.clone();
-    bad[4..6].copy_from_slice(&2u16.to_le_bytes());
+    bad[4..6].copy_from_slice(&(cv_wire::PROTOCOL_VERSION + 1).to_le_bytes());
     let e = Frame::decode(&bad, &Limits::DEFAULT).unwrap_err();
     assert_eq!(e.kind(), WireErrorKind::UnsupportedVersion);
     assert_eq!(e.code(), cv_wire::ErrorCode::VersionMismatch);

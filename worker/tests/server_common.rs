@@ -100,7 +100,7 @@ pub async fn write(conn: &Conn, block_id: u64, data: &[u8]) -> Result<WriteBlock
 }
 
 pub async fn read(conn: &Conn, block_id: u64, offset: u64, len: u64) -> Result<(u64, Vec<u8>), NetError> {
-    let reply = conn.call(&ReadBlock { block_id, offset, len }, &[]).await?;
+    let reply = conn.call(&ReadBlock { block_id, offset, len, source: None, fill_only: false }, &[]).await?;
     let ok: ReadBlockOk = reply.decode_body()?;
     Ok((ok.block_len, reply.into_payload()))
 }

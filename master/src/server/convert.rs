@@ -48,7 +48,7 @@ pub(super) fn mode_to_state(m: msg::MountMode) -> state::MountMode {
     }
 }
 
-fn mode_to_wire(m: state::MountMode) -> msg::MountMode {
+pub(super) fn mode_to_wire(m: state::MountMode) -> msg::MountMode {
     match m {
         state::MountMode::Cache => msg::MountMode::Cache,
         state::MountMode::Fs => msg::MountMode::Fs,

@@ -50,6 +50,7 @@ pub(super) async fn open(s: &MasterService, frame: &Frame) -> Result<Reply, Fail
         blocks: info.blocks.iter().map(block_loc).collect(),
         tail_cached,
         tail_offset,
+        ufs: None,
     };
     Ok(Reply::ok(frame.header().request_id, &ok, payload))
 }
@@ -92,7 +93,11 @@ pub(super) async fn create(s: &MasterService, frame: &Frame) -> Result<Reply, Fa
         ));
     }
     let created = s.core.begin_create(&req.path, req.overwrite, req.mode)?.wait_async().await?;
-    Ok(Reply::ok(frame.header().request_id, &CreateOk { file_id: created.file_id, block_size }, Vec::new()))
+    Ok(Reply::ok(
+        frame.header().request_id,
+        &CreateOk { file_id: created.file_id, block_size, pin_blocks: false },
+        Vec::new(),
+    ))
 }
 
 pub(super) async fn add_block(s: &MasterService, frame: &Frame) -> Result<Reply, Fail> {

@@ -52,6 +52,11 @@ impl MasterService {
             Kind::Mount => mounts::mount(self, frame).await,
             Kind::Unmount => mounts::unmount(self, frame).await,
             Kind::ListMounts => mounts::list(self, frame).await,
+            Kind::GetMount => {
+                // Credentials go only to workers, which fetch blocks with them.
+                worker_only(peer, frame.kind())?;
+                mounts::get_mount(self, frame).await
+            }
             Kind::RegisterWorker => {
                 worker_only(peer, frame.kind())?;
                 workers::register(self, frame).await

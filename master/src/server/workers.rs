@@ -71,6 +71,11 @@ pub(super) async fn report(s: &MasterService, frame: &Frame) -> Result<Reply, Fa
         tail_budget: s.core.config().tail_budget_bytes,
         tail_hits: tails.hits,
         tail_misses: tails.misses,
+        export_backlog: 0,
+        export_backlog_bytes: 0,
+        export_lag_ms: 0,
+        exported: 0,
+        export_failures: 0,
     };
     Ok(Reply::ok(frame.header().request_id, &ok, Vec::new()))
 }

@@ -53,6 +53,16 @@ pub struct ReportOk {
     pub tail_hits: u64,
     /// Tail cache misses.
     pub tail_misses: u64,
+    /// Files under fs-mode mounts waiting to be exported to object storage.
+    pub export_backlog: u64,
+    /// Bytes in those files.
+    pub export_backlog_bytes: u64,
+    /// How long the oldest of them has waited, in milliseconds (0 if none).
+    pub export_lag_ms: u64,
+    /// Files exported since the master started.
+    pub exported: u64,
+    /// Exports that failed since the master started (each is retried).
+    pub export_failures: u64,
 }
 
 impl CheckLimits for ArchivedReportOk {

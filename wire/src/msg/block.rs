@@ -16,6 +16,24 @@ pub struct ReadBlock {
     pub offset: u64,
     /// Bytes wanted; the reply may be shorter at the block's end.
     pub len: u64,
+    /// For a block of a file cached from object storage: where to fetch it
+    /// if the shard does not hold it.
+    pub source: Option<BlockSource>,
+    /// Only make sure the block is cached (fetching it if needed); the reply
+    /// carries no bytes. Used by `cvctl load`.
+    pub fill_only: bool,
+}
+
+/// Where a block of a cached object comes from.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+pub struct BlockSource {
+    /// The object (mount, key, version), as in the open reply.
+    pub object: crate::msg::UfsRef,
+    /// Offset of the block's first byte in the object.
+    pub offset: u64,
+    /// Length of the block.
+    pub len: u64,
 }
 
 /// Reply to [`ReadBlock`]; the payload holds the bytes.
@@ -80,8 +98,13 @@ impl CheckLimits for ArchivedDeleteBlocks {
     }
 }
 
+impl CheckLimits for ArchivedReadBlock {
+    fn check_limits(&self, l: &Limits) -> Result<(), WireError> {
+        self.source.as_ref().map_or(Ok(()), |s| s.object.check(l))
+    }
+}
+
 super::no_limits!(
-    ArchivedReadBlock,
     ArchivedReadBlockOk,
     ArchivedWriteBlock,
     ArchivedWriteBlockOk,

@@ -65,6 +65,77 @@ pub struct ListMountsOk {
     pub mounts: Vec<MountInfo>,
 }
 
+/// A worker asks for one mount's full configuration, credentials included,
+/// to fetch blocks. Only node identities get an answer.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+pub struct GetMount {
+    /// The mount point.
+    pub cv_path: String,
+}
+
+/// Reply to [`GetMount`].
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+pub struct GetMountOk {
+    /// The mount, options unredacted.
+    pub mount: Mount,
+}
+
+/// Forget the cached listings and object versions under a mount (or a
+/// directory in it), so the next use reads them from the store again.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+pub struct SyncMount {
+    /// A mount point or a path under one.
+    pub cv_path: String,
+}
+
+/// Drop the cached blocks of a file or tree, keeping its metadata; the next
+/// read fetches them from object storage again.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+pub struct Free {
+    /// A file or directory under a mount.
+    pub path: String,
+}
+
+/// Reply to [`Free`].
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+pub struct FreeOk {
+    /// Files whose blocks were dropped.
+    pub files: u64,
+    /// Blocks dropped.
+    pub blocks: u64,
+    /// Files skipped because cv holds their only copy (fs mode, not yet exported).
+    pub skipped: u64,
+}
+
+impl CheckLimits for ArchivedGetMount {
+    fn check_limits(&self, l: &Limits) -> Result<(), WireError> {
+        check_path(&self.cv_path, l, "get_mount.cv_path")
+    }
+}
+
+impl CheckLimits for ArchivedGetMountOk {
+    fn check_limits(&self, l: &Limits) -> Result<(), WireError> {
+        self.mount.check_limits(l)
+    }
+}
+
+impl CheckLimits for ArchivedSyncMount {
+    fn check_limits(&self, l: &Limits) -> Result<(), WireError> {
+        check_path(&self.cv_path, l, "sync_mount.cv_path")
+    }
+}
+
+impl CheckLimits for ArchivedFree {
+    fn check_limits(&self, l: &Limits) -> Result<(), WireError> {
+        check_path(&self.path, l, "free.path")
+    }
+}
+
 impl CheckLimits for ArchivedMount {
     fn check_limits(&self, l: &Limits) -> Result<(), WireError> {
         check_str(&self.ufs_url, l, "mount.ufs_url")?;
@@ -92,4 +163,4 @@ impl CheckLimits for ArchivedListMountsOk {
     }
 }
 
-no_limits!(ArchivedListMounts);
+no_limits!(ArchivedListMounts, ArchivedFreeOk);

@@ -1,6 +1,6 @@
 //! Namespace requests to the master and their replies.
 
-use super::{BlockLoc, FileStatus, check_count, check_path};
+use super::{BlockLoc, FileStatus, check_count, check_path, check_str};
 use crate::error::WireError;
 use crate::kinds::CheckLimits;
 use crate::limits::Limits;
@@ -28,6 +28,22 @@ pub struct OpenOk {
     pub tail_cached: bool,
     /// File offset of the payload's first byte.
     pub tail_offset: u64,
+    /// For a file cached from object storage: where its bytes come from.
+    /// Readers pass it with every block read so a shard that lacks the
+    /// block can fetch it.
+    pub ufs: Option<UfsRef>,
+}
+
+/// The object behind a file cached from object storage.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+pub struct UfsRef {
+    /// The mount point the object is under.
+    pub mount: String,
+    /// Object key relative to the mount's URL.
+    pub key: String,
+    /// Object version (ETag, or mtime and length) the file was opened at.
+    pub version: String,
 }
 
 /// Metadata of one path.
@@ -102,6 +118,9 @@ pub struct CreateOk {
     pub file_id: u64,
     /// Block size in force for the file.
     pub block_size: u64,
+    /// Write blocks pinned: the file is under an fs-mode mount and its
+    /// blocks are the only copy until it is exported.
+    pub pin_blocks: bool,
 }
 
 /// Allocate the next block of a file being written.
@@ -177,7 +196,16 @@ impl CheckLimits for ArchivedOpenOk {
     fn check_limits(&self, l: &Limits) -> Result<(), WireError> {
         self.status.check(l)?;
         check_count(self.blocks.len(), l, "open_ok.blocks")?;
-        self.blocks.iter().try_for_each(|b| b.check(l))
+        self.blocks.iter().try_for_each(|b| b.check(l))?;
+        self.ufs.as_ref().map_or(Ok(()), |u| u.check(l))
+    }
+}
+
+impl ArchivedUfsRef {
+    pub(crate) fn check(&self, l: &Limits) -> Result<(), WireError> {
+        check_path(&self.mount, l, "ufs.mount")?;
+        check_path(&self.key, l, "ufs.key")?;
+        check_str(&self.version, l, "ufs.version")
     }
 }
 

@@ -88,6 +88,8 @@ pub enum WorkerCommand {
     DeleteBlocks(Vec<u64>),
     /// The master does not know this worker (it restarted): register again.
     Reregister,
+    /// These blocks may be evicted now (their files were exported).
+    Unpin(Vec<u64>),
 }
 
 /// Reply to [`Heartbeat`].
@@ -117,6 +119,7 @@ impl CheckLimits for ArchivedHeartbeatOk {
         check_count(self.commands.len(), l, "heartbeat_ok.commands")?;
         self.commands.iter().try_for_each(|c| match c {
             ArchivedWorkerCommand::DeleteBlocks(ids) => check_count(ids.len(), l, "delete_blocks"),
+            ArchivedWorkerCommand::Unpin(ids) => check_count(ids.len(), l, "unpin"),
             ArchivedWorkerCommand::Reregister => Ok(()),
         })
     }

@@ -204,7 +204,8 @@ async fn heartbeat(spec: &ControlSpec, conn: &Conn, st: &mut State) -> std::resu
     let mut again = true;
     for cmd in ok.commands {
         match cmd {
-            WorkerCommand::DeleteBlocks(ids) => route_deletes(&spec.shards, ids),
+            WorkerCommand::DeleteBlocks(ids) => route(&spec.shards, ids, ShardCmd::Delete),
+            WorkerCommand::Unpin(ids) => route(&spec.shards, ids, ShardCmd::Unpin),
             WorkerCommand::Reregister => again = false,
         }
     }
@@ -254,18 +255,18 @@ async fn gather(shards: &[flume::Sender<ShardCmd>], full: bool, pending: &mut Pe
     g
 }
 
-/// Hands each block to the shard that owns it.
-fn route_deletes(shards: &[flume::Sender<ShardCmd>], ids: Vec<u64>) {
+/// Hands each block to the shard that owns it, as `cmd`.
+fn route(shards: &[flume::Sender<ShardCmd>], ids: Vec<u64>, cmd: fn(Vec<u64>) -> ShardCmd) {
     let mut by_shard: Vec<Vec<u64>> = vec![Vec::new(); shards.len()];
     for id in ids {
         match by_shard.get_mut(usize::from(block_shard(id))) {
             Some(v) => v.push(id),
-            None => tracing::warn!(block = id, "master asked to delete a block of a shard this worker lacks"),
+            None => tracing::warn!(block = id, "master named a block of a shard this worker lacks"),
         }
     }
     for (shard, ids) in by_shard.into_iter().enumerate().filter(|(_, v)| !v.is_empty()) {
-        if shards[shard].send(ShardCmd::Delete(ids)).is_err() {
-            tracing::warn!(shard, "shard gone; delete dropped");
+        if shards[shard].send(cmd(ids)).is_err() {
+            tracing::warn!(shard, "shard gone; command dropped");
         }
     }
 }

@@ -25,6 +25,8 @@ pub(crate) enum ShardCmd {
     Report { full: bool, reply: flume::Sender<ShardReport> },
     /// Delete these blocks (the master's command); their removal shows in the next report.
     Delete(Vec<u64>),
+    /// Let eviction take these blocks (their files were exported).
+    Unpin(Vec<u64>),
     /// Close the endpoint, finish in-flight requests, close the store, end the thread.
     Shutdown,
 }

@@ -131,6 +131,16 @@ async fn command_loop(ctx: &ShardCtx, cmds: &flume::Receiver<ShardCmd>) {
                     }
                 }
             }
+            ShardCmd::Unpin(ids) => {
+                for id in ids {
+                    // A block already gone (evicted, deleted) needs no unpinning.
+                    if let Err(e) = ctx.store.set_pinned(id, false).await
+                        && e.kind() != crate::store::ErrorKind::NotFound
+                    {
+                        tracing::warn!(shard = ctx.index, block = id, error = %e, "unpin failed");
+                    }
+                }
+            }
             ShardCmd::Shutdown => return,
         }
     }

@@ -1,0 +1,19 @@
+//! cv's reach into object storage, the "under file system" (UFS). Every call
+//! to an object store in cv goes through [`Ufs`], which is OpenDAL with a
+//! deadline and bounded retries on every operation.
+//!
+//! A mount names a location as a URL (`s3://bucket/prefix`, `fs:///dir`) plus
+//! `key=value` options (endpoint, region, credentials); [`Ufs::connect`]
+//! turns that into an operator. Keys are relative to the URL's prefix.
+
+mod error;
+mod location;
+mod secrets;
+mod settings;
+mod store;
+
+pub use error::{UfsError, UfsErrorKind};
+pub use location::Location;
+pub use secrets::{is_secret, redact};
+pub use settings::UfsSettings;
+pub use store::{ObjectMeta, Ufs, UfsEntry, UfsWriter};
