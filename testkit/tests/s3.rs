@@ -9,7 +9,7 @@ use opendal::{BytesRange, ErrorKind, Operator};
 const BUCKET: &str = "cvtest";
 
 fn operator(endpoint: &str, secret_key: &str) -> Operator {
-    opendal::install_default();
+    cv_ufs::install();
     let builder = opendal::services::S3::default()
         .bucket(BUCKET)
         .endpoint(endpoint)

@@ -17,3 +17,17 @@ pub use location::Location;
 pub use secrets::{is_secret, redact};
 pub use settings::UfsSettings;
 pub use store::{ObjectMeta, Ufs, UfsEntry, UfsWriter};
+
+/// Registers OpenDAL's services and its HTTP transport (reqwest with rustls
+/// on ring) for this process. [`Ufs::connect`] calls it; code that builds
+/// OpenDAL operators itself (tests, benchmarks) calls it first.
+pub fn install() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        opendal::install_default();
+        // reqwest without a built-in provider uses the process default;
+        // another part of the process may have installed it already.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        opendal_http_transport_reqwest::install_default();
+    });
+}

@@ -38,7 +38,7 @@ pub struct Ufs {
 impl Ufs {
     /// An operator for `url` with `options`; makes no call to the store.
     pub fn connect(url: &str, options: &[(String, String)], s: &UfsSettings) -> Result<Ufs, UfsError> {
-        opendal::install_default();
+        crate::install();
         let location = Location::parse(url)?;
         let op = Operator::via_iter(location.scheme, location.config(options))
             .map_err(|e| UfsError::from_opendal(format!("configure {url}"), e))?
