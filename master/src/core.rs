@@ -34,6 +34,8 @@ pub struct OpenInfo {
     pub mtime: u64,
     pub blocks: Vec<BlockLoc>,
     pub tail: Tail,
+    /// The object the file is a copy of (cache mode).
+    pub ufs: Option<crate::state::UfsObject>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -469,6 +471,7 @@ impl MasterCore {
             mtime: f.mtime,
             blocks: f.blocks,
             tail,
+            ufs: f.ufs,
         };
         Ok(Pending { value: info, ticket })
     }
@@ -497,6 +500,84 @@ impl MasterCore {
 
     pub fn list(&self, path: &str, start_after: Option<&str>, limit: usize) -> Result<ListPage> {
         self.begin_list(path, start_after, limit)?.wait()
+    }
+
+    // ---- object storage --------------------------------------------------------------------
+
+    /// Records a complete file that is a copy of `object` (`length` bytes, the store's `mtime`),
+    /// its blocks placed by consistent hashing; `tail` is `(offset, bytes)` read from the object.
+    pub fn begin_ufs_file(
+        &self,
+        path: &str,
+        object: crate::state::UfsObject,
+        length: u64,
+        mtime: u64,
+        tail: Option<(u64, Vec<u8>)>,
+    ) -> Result<Pending<Created>> {
+        let path = cv(path)?;
+        let block_size = self.config.block_size;
+        let vnodes = self.config.vnodes_per_shard;
+        let mut replaced = None;
+        let (applied, t) = self.submit(|g, _| {
+            replaced = g.state.stat(&path).ok().filter(|s| s.kind == EntryKind::File).map(|s| s.id);
+            if g.ring_epoch != g.state.live_epoch() {
+                g.ring = Ring::build(&g.state.live_shards(), vnodes);
+                g.ring_epoch = g.state.live_epoch();
+            }
+            let n = length.div_ceil(block_size);
+            let first = cv_wire::first_free_seq(g.state.next_block_id());
+            let mut placement = Vec::with_capacity(n as usize);
+            for i in 0..n {
+                let Some(p) = g.ring.place(first + i) else {
+                    return Err(Error::new(ErrorKind::NoWorkers, "no live worker shard"));
+                };
+                placement.push(p);
+            }
+            Ok(Mutation::UfsFile { path: path.as_str().to_owned(), object, length, block_size, placement, mtime })
+        })?;
+        let Applied::Created { file_id, version } = applied else {
+            return Err(Error::new(ErrorKind::InvalidArgument, "ufs_file did not create"));
+        };
+        let mut tails = lock(&self.tails);
+        if let Some(old) = replaced {
+            tails.remove(old);
+        }
+        if let Some((offset, bytes)) = tail.filter(|(o, b)| o + b.len() as u64 == length) {
+            let need = footer::tail_len(length, &bytes, self.config.default_tail_bytes);
+            let keep = (need as usize).min(bytes.len());
+            tails.insert(file_id, version, length - keep as u64, bytes[bytes.len() - keep..].into());
+            let _ = offset;
+        }
+        Ok(Self::done(Created { file_id, version }, t))
+    }
+
+    /// Keeps `(offset, bytes)`, the last bytes of file `file_id` at `version`, in the tail cache.
+    pub fn put_tail(&self, file_id: InodeId, version: u64, length: u64, bytes: &[u8]) {
+        let need = footer::tail_len(length, bytes, self.config.default_tail_bytes);
+        let keep = (need as usize).min(bytes.len());
+        lock(&self.tails).insert(file_id, version, length - keep as u64, bytes[bytes.len() - keep..].into());
+    }
+
+    /// Whether the tail of the complete file at `path` is in the tail cache.
+    pub fn has_tail(&self, path: &str) -> bool {
+        let Ok(path) = cv(path) else { return false };
+        let Ok(f) = lock(&self.inner).state.open_file(&path) else { return false };
+        f.length == 0 || lock(&self.tails).contains(f.file_id)
+    }
+
+    /// Drops the cached blocks of object copies at or under `path`: (files, blocks, skipped).
+    pub fn begin_free(&self, path: &str) -> Result<Pending<(u64, u64, u64)>> {
+        let path = cv(path)?;
+        let (applied, t) = self.submit(|_, _| Ok(Mutation::Free { path: path.as_str().to_owned() }))?;
+        let Applied::Freed { files, blocks, skipped } = applied else {
+            return Err(Error::new(ErrorKind::InvalidArgument, "free did not free"));
+        };
+        Ok(Self::done((files, blocks, skipped), t))
+    }
+
+    /// A read of the state for the object-storage layer (which object backs which file...).
+    pub fn inspect<T>(&self, f: impl FnOnce(&State) -> T) -> T {
+        f(&lock(&self.inner).state)
     }
 
     // ---- mounts ----------------------------------------------------------------------------

@@ -128,27 +128,49 @@ async fn mounts_never_return_secrets() {
     let server = h.start().await;
     let c = h.connect(&server, Role::Admin).await;
     let kv = |k: &str, v: &str| KeyValue { key: k.into(), value: v.into() };
+    // A real S3 server: the master lists the mount's root before recording it.
+    let store_dir = tempfile::tempdir().unwrap();
+    let s3 = cv_testkit::S3Server::start(store_dir.path()).unwrap();
+    s3.create_bucket("bucket").unwrap();
     let m = Mount {
         ufs_url: "s3://bucket/prefix".into(),
         cv_path: "/s3".into(),
         mode: MountMode::Cache,
-        options: vec![kv("region", "us-east-1"), kv("secret_access_key", "hunter2"), kv("Session_Token", "tok")],
+        options: vec![
+            kv("region", "us-east-1"),
+            kv("endpoint", &s3.endpoint()),
+            kv("access_key_id", cv_testkit::S3Server::ACCESS_KEY),
+            kv("secret_access_key", cv_testkit::S3Server::SECRET_KEY),
+        ],
     };
     let _: (Done, _) = call(&c, &m, &[]).await;
     assert_eq!(call_err(&c, &m).await, ErrorCode::AlreadyExists);
     let bad = Mount { ufs_url: "no-scheme".into(), cv_path: "/x".into(), ..m.clone() };
     assert_eq!(call_err(&c, &bad).await, ErrorCode::InvalidArgument);
+    // Wrong credentials are refused when mounting, not at the first read.
+    let mut wrong = Mount { cv_path: "/y".into(), ..m.clone() };
+    wrong.options[3] = kv("secret_access_key", "hunter2");
+    assert_eq!(call_err(&c, &wrong).await, ErrorCode::PermissionDenied);
+    // A store that does not answer is refused too.
+    let mut dead = Mount { cv_path: "/z".into(), ..m.clone() };
+    dead.options[1] = kv("endpoint", "http://127.0.0.1:9");
+    assert!(matches!(call_err(&c, &dead).await, ErrorCode::UfsFailed | ErrorCode::Unavailable));
     let (list, _): (ListMountsOk, _) = call(&c, &ListMounts {}, &[]).await;
     assert_eq!(list.mounts.len(), 1);
     let got = &list.mounts[0];
     assert_eq!((got.cv_path.as_str(), got.ufs_url.as_str(), got.mode), ("/s3", "s3://bucket/prefix", MountMode::Cache));
     assert_eq!(
         got.options,
-        vec![kv("region", "us-east-1"), kv("secret_access_key", "***"), kv("Session_Token", "***")]
+        vec![
+            kv("region", "us-east-1"),
+            kv("endpoint", &s3.endpoint()),
+            kv("access_key_id", "***"),
+            kv("secret_access_key", "***")
+        ]
     );
-    // The master still holds the real value (it will need it to reach the store).
+    // The master still holds the real value (workers need it to reach the store).
     let stored = server.core().list_mounts().unwrap();
-    assert_eq!(stored[0].options[1].1, "hunter2");
+    assert_eq!(stored[0].options[3].1, cv_testkit::S3Server::SECRET_KEY);
     let _: (Done, _) = call(&c, &Unmount { cv_path: "/s3".into() }, &[]).await;
     assert_eq!(call_err(&c, &Unmount { cv_path: "/s3".into() }).await, ErrorCode::NotFound);
     let (list, _): (ListMountsOk, _) = call(&c, &ListMounts {}, &[]).await;

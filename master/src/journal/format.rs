@@ -9,7 +9,8 @@ use crate::state::Mutation;
 
 pub const JOURNAL_MAGIC: [u8; 8] = *b"CVMJRNL\0";
 pub const JOURNAL_FORMAT_VERSION: u16 = 1;
-pub const RECORD_VERSION: u16 = 1;
+/// Records of version 1 (master/FORMAT.md) are still read.
+pub const RECORD_VERSION: u16 = 2;
 pub const HEADER_LEN: usize = 24;
 /// len + crc.
 pub const FRAME_LEN: usize = 8;
@@ -139,13 +140,13 @@ pub fn scan(bytes: &[u8]) -> Result<Scan> {
             );
             break;
         };
-        if f.version != RECORD_VERSION {
+        if f.version != RECORD_VERSION && f.version != 1 {
             return Err(Error::new(
                 ErrorKind::UnsupportedVersion,
                 format!("journal record version {} at seq {}", f.version, f.seq),
             ));
         }
-        records.push((f.seq, decode_body(f.body, f.seq)?));
+        records.push((f.seq, decode_body(f.body, f.seq, f.version)?));
         expect += 1;
         at = f.end;
     }
@@ -153,9 +154,12 @@ pub fn scan(bytes: &[u8]) -> Result<Scan> {
     Ok(Scan { first_seq, records, valid_len, cut: bytes.len() - valid_len })
 }
 
-fn decode_body(body: &[u8], seq: u64) -> Result<Mutation> {
+fn decode_body(body: &[u8], seq: u64, version: u16) -> Result<Mutation> {
     let mut aligned = AlignedVec::<16>::with_capacity(body.len());
     aligned.extend_from_slice(body);
-    rkyv::from_bytes::<Mutation, RkyvError>(&aligned)
-        .map_err(|e| Error::corrupt(format!("journal record seq {seq} does not decode: {e}")))
+    let bad = |e: RkyvError| Error::corrupt(format!("journal record seq {seq} (v{version}) does not decode: {e}"));
+    if version == 1 {
+        return rkyv::from_bytes::<crate::state::v1::Mutation, RkyvError>(&aligned).map(Into::into).map_err(bad);
+    }
+    rkyv::from_bytes::<Mutation, RkyvError>(&aligned).map_err(bad)
 }

@@ -7,7 +7,8 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::state::StateData;
 
 pub const SNAPSHOT_MAGIC: [u8; 8] = *b"CVMSNAP\0";
-pub const SNAPSHOT_FORMAT_VERSION: u16 = 1;
+/// Snapshots of version 1 (master/FORMAT.md) are still read.
+pub const SNAPSHOT_FORMAT_VERSION: u16 = 2;
 pub const SNAPSHOT_HEADER_LEN: usize = 32;
 
 /// `seq` is the last journal sequence number the state includes.
@@ -46,7 +47,7 @@ pub fn decode_snapshot(bytes: &[u8]) -> Result<Option<(u64, StateData)>> {
         return Err(Error::corrupt("snapshot magic mismatch"));
     }
     let version = u16::from_le_bytes([bytes[8], bytes[9]]);
-    if version != SNAPSHOT_FORMAT_VERSION {
+    if version != SNAPSHOT_FORMAT_VERSION && version != 1 {
         return Err(Error::new(
             ErrorKind::UnsupportedVersion,
             format!("snapshot format version {version}, this build reads {SNAPSHOT_FORMAT_VERSION}"),
@@ -64,7 +65,11 @@ pub fn decode_snapshot(bytes: &[u8]) -> Result<Option<(u64, StateData)>> {
     }
     let mut aligned = AlignedVec::<16>::with_capacity(bytes.len() - SNAPSHOT_HEADER_LEN);
     aligned.extend_from_slice(&bytes[SNAPSHOT_HEADER_LEN..]);
-    let data = rkyv::from_bytes::<StateData, RkyvError>(&aligned)
-        .map_err(|e| Error::corrupt(format!("snapshot does not decode: {e}")))?;
+    let bad = |e: RkyvError| Error::corrupt(format!("snapshot (v{version}) does not decode: {e}"));
+    let data = if version == 1 {
+        rkyv::from_bytes::<crate::state::v1::StateData, RkyvError>(&aligned).map(Into::into).map_err(bad)?
+    } else {
+        rkyv::from_bytes::<StateData, RkyvError>(&aligned).map_err(bad)?
+    };
     Ok(Some((seq, data)))
 }

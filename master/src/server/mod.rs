@@ -10,6 +10,7 @@ mod mounts;
 mod namespace;
 mod run;
 mod service;
+mod ufs;
 mod workers;
 
 pub use config::ServerConfig;

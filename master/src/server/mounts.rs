@@ -6,12 +6,27 @@ use super::errors::Fail;
 use super::service::MasterService;
 use cv_net::rpc::Reply;
 use cv_wire::Frame;
-use cv_wire::msg::{Done, GetMount, GetMountOk, KeyValue, ListMountsOk, Mount, Unmount};
+use cv_wire::msg::{Done, Free, FreeOk, GetMount, GetMountOk, KeyValue, ListMountsOk, Mount, SyncMount, Unmount};
 
 pub(super) async fn mount(s: &MasterService, frame: &Frame) -> Result<Reply, Fail> {
     let req: Mount = frame.decode_body()?;
-    let options = req.options.into_iter().map(|kv| (kv.key, kv.value)).collect();
-    s.core.begin_mount(&req.cv_path, &req.ufs_url, mode_to_state(req.mode), options)?.wait_async().await?;
+    let options: Vec<(String, String)> = req.options.into_iter().map(|kv| (kv.key, kv.value)).collect();
+    let mode = mode_to_state(req.mode);
+    if mode == crate::state::MountMode::Fs {
+        return Err(Fail::new(
+            cv_wire::ErrorCode::Unsupported,
+            "fs-mode mounts (export to object storage) are not built yet; use --mode cache",
+        ));
+    }
+    let path = crate::path::CvPath::parse(&req.cv_path).map_err(|e| Fail::from(crate::Error::from(e)))?;
+    let mount = crate::state::Mount { path: path.as_str().to_owned(), ufs_url: req.ufs_url, mode, options };
+    // The store must answer before the mount is recorded: a typo fails here, not at first read.
+    s.ufs.validate(&mount).await?;
+    if s.core.inspect(|st| st.stat(&path).is_err()) {
+        s.core.begin_mkdir(path.as_str(), true)?.wait_async().await?;
+    }
+    s.core.begin_mount(&mount.path, &mount.ufs_url, mount.mode, mount.options)?.wait_async().await?;
+    tracing::info!(path = %path, "mounted");
     Ok(Reply::ok(frame.header().request_id, &Done {}, Vec::new()))
 }
 
@@ -33,6 +48,24 @@ pub(super) async fn get_mount(s: &MasterService, frame: &Frame) -> Result<Reply,
         options: m.options.into_iter().map(|(key, value)| KeyValue { key, value }).collect(),
     };
     Ok(Reply::ok(frame.header().request_id, &GetMountOk { mount }, Vec::new()))
+}
+
+/// Forgets what was read from the store under a path: the next use reads it again.
+pub(super) async fn sync(s: &MasterService, frame: &Frame) -> Result<Reply, Fail> {
+    let req: SyncMount = frame.decode_body()?;
+    let path = crate::path::CvPath::parse(&req.cv_path).map_err(|e| Fail::from(crate::Error::from(e)))?;
+    if s.core.inspect(|st| st.mount_for(&path).is_none()) {
+        return Err(Fail::new(cv_wire::ErrorCode::NotFound, format!("{} is not under a mount", req.cv_path)));
+    }
+    s.ufs.sync(&path);
+    Ok(Reply::ok(frame.header().request_id, &Done {}, Vec::new()))
+}
+
+/// Drops cached blocks of object copies; their metadata stays.
+pub(super) async fn free(s: &MasterService, frame: &Frame) -> Result<Reply, Fail> {
+    let req: Free = frame.decode_body()?;
+    let (files, blocks, skipped) = s.core.begin_free(&req.path)?.wait_async().await?;
+    Ok(Reply::ok(frame.header().request_id, &FreeOk { files, blocks, skipped }, Vec::new()))
 }
 
 pub(super) async fn unmount(s: &MasterService, frame: &Frame) -> Result<Reply, Fail> {

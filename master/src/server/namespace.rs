@@ -9,7 +9,7 @@ use crate::path::CvPath;
 use cv_net::rpc::Reply;
 use cv_wire::msg::{
     AddBlock, AddBlockOk, BlockLoc, Complete, Create, CreateOk, Delete, Done, FileKind, FileStatus, List, ListOk,
-    Mkdir, Open, OpenOk, Rename, Stat, StatOk,
+    Mkdir, Open, OpenOk, Rename, Stat, StatOk, UfsRef,
 };
 use cv_wire::{ErrorCode, Frame};
 
@@ -17,7 +17,11 @@ use cv_wire::{ErrorCode, Frame};
 const MAX_LIST_PAGE: u32 = 10_000;
 
 fn normalized(raw: &str) -> Result<String, Fail> {
-    CvPath::parse(raw).map(|p| p.as_str().to_owned()).map_err(|e| Fail::from(crate::Error::from(e)))
+    parsed(raw).map(|p| p.as_str().to_owned())
+}
+
+fn parsed(raw: &str) -> Result<CvPath, Fail> {
+    CvPath::parse(raw).map_err(|e| Fail::from(crate::Error::from(e)))
 }
 
 fn done(frame: &Frame) -> Reply {
@@ -26,8 +30,10 @@ fn done(frame: &Frame) -> Reply {
 
 pub(super) async fn open(s: &MasterService, frame: &Frame) -> Result<Reply, Fail> {
     let raw = frame.access::<Open>()?.path.as_str();
+    let cv = parsed(raw)?;
+    s.ufs.before_open(&s.core, &cv).await?;
     let pending = s.core.begin_open(raw)?;
-    let path = normalized(raw)?;
+    let path = cv.as_str().to_owned();
     let info = pending.wait_async().await?;
     let (tail_cached, tail_offset, payload) = match info.tail {
         // The cached Arc<[u8]> goes to the socket as it is: no copy per open.
@@ -50,13 +56,18 @@ pub(super) async fn open(s: &MasterService, frame: &Frame) -> Result<Reply, Fail
         blocks: info.blocks.iter().map(block_loc).collect(),
         tail_cached,
         tail_offset,
-        ufs: None,
+        ufs: info.ufs.map(|o| UfsRef { mount: o.mount, key: o.key, version: o.version }),
     };
     Ok(Reply::ok(frame.header().request_id, &ok, payload))
 }
 
 pub(super) async fn stat(s: &MasterService, frame: &Frame) -> Result<Reply, Fail> {
     let raw = frame.access::<Stat>()?.path.as_str();
+    let cv = parsed(raw)?;
+    // A child's metadata comes with its directory's listing: one LIST for all siblings.
+    if let Some(parent) = cv.parent() {
+        s.ufs.before_list(&s.core, &parent).await?;
+    }
     let pending = s.core.begin_stat(raw)?;
     let path = normalized(raw)?;
     let st = pending.wait_async().await?;
@@ -71,6 +82,7 @@ pub(super) async fn list(s: &MasterService, frame: &Frame) -> Result<Reply, Fail
     }
     let limit = req.limit.min(MAX_LIST_PAGE) as usize;
     let dir = normalized(&req.path)?;
+    s.ufs.before_list(&s.core, &parsed(&dir)?).await?;
     let page = s.core.begin_list(&dir, req.start_after.as_deref(), limit)?.wait_async().await?;
     let block_size = s.core.config().block_size;
     let entries = page.entries.iter().map(|e| status(child_path(&dir, &e.name), &e.stat, block_size)).collect();
@@ -90,6 +102,18 @@ pub(super) async fn create(s: &MasterService, frame: &Frame) -> Result<Reply, Fa
         return Err(Fail::new(
             ErrorCode::Unsupported,
             format!("per-file block size {}: this master writes every file with {block_size}", req.block_size),
+        ));
+    }
+    let path = parsed(&req.path)?;
+    if let Some(m) = s.core.inspect(|st| st.mount_for(&path).cloned()) {
+        // Writing through to the store (cache mode) and exporting (fs mode) are not built yet:
+        // refuse rather than keep bytes the store would never see.
+        return Err(Fail::new(
+            ErrorCode::Unsupported,
+            format!(
+                "{} is under the {:?}-mode mount {}: writes under mounts are not supported yet",
+                req.path, m.mode, m.path
+            ),
         ));
     }
     let created = s.core.begin_create(&req.path, req.overwrite, req.mode)?.wait_async().await?;

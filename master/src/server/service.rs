@@ -22,11 +22,13 @@ pub struct MasterService {
     /// Each worker's latest tier counters: statistics, not state, so they are
     /// kept here and never journaled.
     pub(super) tiers: Mutex<HashMap<u64, (TierCounters, TierCounters)>>,
+    /// Cache-mode mounts: metadata brought in from object storage.
+    pub(super) ufs: super::ufs::UfsLayer,
 }
 
 impl MasterService {
     pub fn new(core: Arc<MasterCore>, clock: Arc<dyn Clock>, heartbeat_every: Duration) -> Self {
-        MasterService { core, clock, heartbeat_every, tiers: Mutex::new(HashMap::new()) }
+        MasterService { core, clock, heartbeat_every, tiers: Mutex::new(HashMap::new()), ufs: Default::default() }
     }
 
     pub fn core(&self) -> &Arc<MasterCore> {
@@ -52,6 +54,8 @@ impl MasterService {
             Kind::Mount => mounts::mount(self, frame).await,
             Kind::Unmount => mounts::unmount(self, frame).await,
             Kind::ListMounts => mounts::list(self, frame).await,
+            Kind::SyncMount => mounts::sync(self, frame).await,
+            Kind::Free => mounts::free(self, frame).await,
             Kind::GetMount => {
                 // Credentials go only to workers, which fetch blocks with them.
                 worker_only(peer, frame.kind())?;

@@ -148,6 +148,7 @@ impl State {
             });
             offset += info.len;
         }
-        Ok(OpenFile { file_id: id, length: f.length, version: f.version, mtime: inode.mtime, blocks })
+        let ufs = self.data.ufs_files.get(&id).cloned();
+        Ok(OpenFile { file_id: id, length: f.length, version: f.version, mtime: inode.mtime, blocks, ufs })
     }
 }

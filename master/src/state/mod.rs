@@ -6,13 +6,15 @@ mod mounts;
 mod mutation;
 mod namespace;
 mod types;
+mod ufs;
+pub mod v1;
 mod view;
 mod workers;
 
 pub use mutation::{Applied, Mutation};
 pub use types::{
-    BlockId, BlockInfo, FileBody, FileState, Inode, InodeBody, InodeId, Mount, MountMode, ROOT_ID, StateData, Worker,
-    WorkerId,
+    BlockId, BlockInfo, FileBody, FileState, Inode, InodeBody, InodeId, Mount, MountMode, ROOT_ID, StateData,
+    UfsObject, Worker, WorkerId,
 };
 pub use view::{BlockLoc, DirEntry, EntryKind, ListPage, OpenFile, Stat};
 
@@ -86,6 +88,10 @@ impl State {
                 self.heartbeat(*worker_id, *now, *capacity, *used, added, removed)
             }
             Mutation::WorkersLost { worker_ids, now } => self.workers_lost(worker_ids, *now),
+            Mutation::UfsFile { path, object, length, block_size, placement, mtime } => {
+                self.ufs_file(&parse(path)?, object, *length, *block_size, placement, *mtime)
+            }
+            Mutation::Free { path } => self.free(&parse(path)?),
         }
     }
 }

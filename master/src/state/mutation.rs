@@ -2,7 +2,7 @@
 //! pure function of the prior state (clock readings, placement, new ids) is chosen by the caller
 //! and carried in the value, so replaying the journal rebuilds exactly the same state.
 
-use super::types::{BlockId, InodeId, MountMode, WorkerId};
+use super::types::{BlockId, InodeId, MountMode, UfsObject, WorkerId};
 
 #[derive(Debug, Clone, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 pub enum Mutation {
@@ -76,6 +76,23 @@ pub enum Mutation {
         worker_ids: Vec<WorkerId>,
         now: u64,
     },
+    /// Records a complete file that is a copy of `object` (cache mode), replacing whatever file
+    /// was at `path` and creating missing parent directories. Its blocks of `block_size` bytes
+    /// go to `placement` (one (worker, shard) per block); ids and the version come from the
+    /// state's counters.
+    UfsFile {
+        path: String,
+        object: UfsObject,
+        length: u64,
+        block_size: u64,
+        placement: Vec<(WorkerId, u16)>,
+        mtime: u64,
+    },
+    /// Drops the cached blocks of the object copies at or under `path`; metadata stays and the
+    /// next read fetches them again.
+    Free {
+        path: String,
+    },
 }
 
 impl Mutation {
@@ -93,6 +110,8 @@ impl Mutation {
             Mutation::RegisterWorker { .. } => "register_worker",
             Mutation::Heartbeat { .. } => "heartbeat",
             Mutation::WorkersLost { .. } => "workers_lost",
+            Mutation::UfsFile { .. } => "ufs_file",
+            Mutation::Free { .. } => "free",
         }
     }
 }
@@ -119,6 +138,12 @@ pub enum Applied {
     /// Block deletes handed to the worker in this heartbeat's reply.
     Heartbeat {
         delete_blocks: Vec<BlockId>,
+    },
+    /// Blocks of object copies queued for dropping.
+    Freed {
+        files: u64,
+        blocks: u64,
+        skipped: u64,
     },
     /// Blocks whose owner was just marked lost.
     WorkersLost {

@@ -202,6 +202,7 @@ impl State {
             let Some(inode) = self.data.inodes.remove(&cur) else {
                 continue;
             };
+            self.data.ufs_files.remove(&cur);
             match inode.body {
                 InodeBody::Dir { children } => stack.extend(children.into_values()),
                 InodeBody::File(f) => queued += self.drop_blocks(&f.blocks),

@@ -69,6 +69,18 @@ pub struct Mount {
     pub options: Vec<(String, String)>,
 }
 
+/// The object a file was cached from (cache mode): its bytes are that
+/// version of that object, so its blocks can be dropped and fetched again.
+#[derive(Debug, Clone, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+pub struct UfsObject {
+    /// Mount point.
+    pub mount: String,
+    /// Key relative to the mount's URL.
+    pub key: String,
+    /// ETag, else mtime and length.
+    pub version: String,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 pub struct Worker {
     pub id: WorkerId,
@@ -94,6 +106,8 @@ pub struct StateData {
     pub next_block: BlockId,
     pub next_worker: WorkerId,
     pub next_version: u64,
+    /// Files that are copies of an object-store version (format 2).
+    pub ufs_files: BTreeMap<InodeId, UfsObject>,
 }
 
 impl Default for StateData {
@@ -116,6 +130,7 @@ impl Default for StateData {
             next_block: 1,
             next_worker: 1,
             next_version: 1,
+            ufs_files: BTreeMap::new(),
         }
     }
 }

@@ -57,4 +57,6 @@ pub struct OpenFile {
     pub version: u64,
     pub mtime: u64,
     pub blocks: Vec<BlockLoc>,
+    /// The object the file is a copy of (cache mode).
+    pub ufs: Option<super::UfsObject>,
 }

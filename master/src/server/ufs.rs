@@ -1,0 +1,283 @@
+//! Cache-mode mounts: the master's side of object storage. Before a request
+//! touches a path under a cache-mode mount, the metadata it needs is brought
+//! in from the store once and then served from the namespace until the
+//! mount's validity period (`cv.ttl`, default 60 s) passes or `mount sync`:
+//! - open: the object is stated (HEAD) and its tail read (one ranged GET),
+//!   then recorded as a complete file whose blocks the shards fetch on first
+//!   read; the open reply carries the tail as for any file;
+//! - list, stat: the directory is listed (one LIST) and every child recorded.
+//!
+//! Concurrent requests for the same path wait for one call to the store.
+
+use super::errors::Fail;
+use crate::MasterCore;
+use crate::path::CvPath;
+use crate::state::{EntryKind, Mount, MountMode, UfsObject};
+use cv_ufs::{ObjectMeta, Ufs, UfsError, UfsErrorKind, UfsSettings};
+use cv_wire::ErrorCode;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long fetched metadata is trusted when the mount does not say.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(60);
+/// Largest footer read into the tail cache; a bigger one is read from the workers.
+const MAX_TAIL: u64 = 16 << 20;
+/// Mount options for cv itself, not passed to the store.
+const CV_PREFIX: &str = "cv.";
+
+#[derive(Debug, Default)]
+pub(super) struct UfsLayer {
+    settings: UfsSettings,
+    /// One operator per mount point, rebuilt when the mount's URL or options change.
+    stores: Mutex<HashMap<String, (Mount, Ufs)>>,
+    /// When each path's metadata was last read from its store.
+    fresh: Mutex<HashMap<String, Instant>>,
+    /// One call to the store per path at a time.
+    flights: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// An object-store error as the client sees it.
+pub(super) fn fail(e: UfsError) -> Fail {
+    let code = match e.kind() {
+        UfsErrorKind::NotFound => ErrorCode::NotFound,
+        UfsErrorKind::PermissionDenied => ErrorCode::PermissionDenied,
+        UfsErrorKind::Config => ErrorCode::InvalidArgument,
+        UfsErrorKind::Changed => ErrorCode::StaleVersion,
+        UfsErrorKind::Unavailable | UfsErrorKind::Other => ErrorCode::UfsFailed,
+    };
+    Fail::new(code, e.to_string())
+}
+
+/// The OpenDAL options of a mount (without cv's own).
+pub(super) fn store_options(m: &Mount) -> Vec<(String, String)> {
+    m.options.iter().filter(|(k, _)| !k.starts_with(CV_PREFIX)).cloned().collect()
+}
+
+/// The mount's validity period.
+pub(super) fn ttl(m: &Mount) -> Result<Duration, Fail> {
+    match m.options.iter().find(|(k, _)| k == "cv.ttl") {
+        None => Ok(DEFAULT_TTL),
+        Some((_, v)) => v
+            .parse::<cv_net::config::Dur>()
+            .map(|d| d.0)
+            .map_err(|e| Fail::new(ErrorCode::InvalidArgument, format!("mount option cv.ttl={v}: {e}"))),
+    }
+}
+
+/// `path` relative to the mount point: the object key.
+fn key_of(mount: &str, path: &str) -> String {
+    path.strip_prefix(mount).unwrap_or(path).trim_start_matches('/').to_owned()
+}
+
+impl UfsLayer {
+    /// A store for the mount, connected once.
+    fn store(&self, m: &Mount) -> Result<Ufs, Fail> {
+        let mut stores = lock(&self.stores);
+        if let Some((known, ufs)) = stores.get(&m.path)
+            && known == m
+        {
+            return Ok(ufs.clone());
+        }
+        let ufs = Ufs::connect(&m.ufs_url, &store_options(m), &self.settings).map_err(fail)?;
+        stores.insert(m.path.clone(), (m.clone(), ufs.clone()));
+        Ok(ufs)
+    }
+
+    /// Checks a new mount before it is recorded: its URL parses and its root lists.
+    pub(super) async fn validate(&self, m: &Mount) -> Result<(), Fail> {
+        ttl(m)?;
+        let ufs = Ufs::connect(&m.ufs_url, &store_options(m), &self.settings).map_err(fail)?;
+        ufs.check().await.map_err(fail)
+    }
+
+    fn is_fresh(&self, path: &str, ttl: Duration) -> bool {
+        lock(&self.fresh).get(path).is_some_and(|t| t.elapsed() < ttl)
+    }
+
+    fn mark_fresh(&self, path: &str) {
+        lock(&self.fresh).insert(path.to_owned(), Instant::now());
+    }
+
+    /// Forgets what was read from the store at or under `path`.
+    pub(super) fn sync(&self, path: &CvPath) {
+        lock(&self.fresh).retain(|p, _| CvPath::parse(p).map(|p| !p.is_under(path)).unwrap_or(false));
+    }
+
+    async fn flight(&self, path: &str) -> tokio::sync::OwnedMutexGuard<()> {
+        let m = lock(&self.flights).entry(path.to_owned()).or_default().clone();
+        m.lock_owned().await
+    }
+
+    fn done_flight(&self, path: &str) {
+        let mut f = lock(&self.flights);
+        if f.get(path).is_some_and(|m| Arc::strong_count(m) == 1) {
+            f.remove(path);
+        }
+    }
+
+    /// The cache-mode mount `path` is under, if any.
+    fn cache_mount(core: &MasterCore, path: &CvPath) -> Option<Mount> {
+        core.inspect(|st| st.mount_for(path).filter(|m| m.mode == MountMode::Cache).cloned())
+    }
+
+    /// Before an open of `path`: its object's metadata and tail are in the namespace.
+    pub(super) async fn before_open(&self, core: &MasterCore, path: &CvPath) -> Result<(), Fail> {
+        let Some(m) = Self::cache_mount(core, path) else { return Ok(()) };
+        let ttl = ttl(&m)?;
+        if self.is_fresh(path.as_str(), ttl) && self.has_tail(core, path) {
+            return Ok(());
+        }
+        let guard = self.flight(path.as_str()).await;
+        let r = self.refresh_file(core, &m, path, ttl).await;
+        drop(guard);
+        self.done_flight(path.as_str());
+        r
+    }
+
+    fn has_tail(&self, core: &MasterCore, path: &CvPath) -> bool {
+        core.has_tail(path.as_str())
+    }
+
+    async fn refresh_file(&self, core: &MasterCore, m: &Mount, path: &CvPath, ttl: Duration) -> Result<(), Fail> {
+        let ufs = self.store(m)?;
+        let key = key_of(&m.path, path.as_str());
+        let known = core.inspect(|st| {
+            let id = st.lookup(path).ok()?;
+            Some((id, st.ufs_object(id).cloned()))
+        });
+        let fresh = self.is_fresh(path.as_str(), ttl);
+        let meta = match (fresh, &known) {
+            // Listed or stated lately: only the tail is missing.
+            (true, Some((_, Some(obj)))) => core.inspect(|st| st.stat(path).ok()).map(|st| ObjectMeta {
+                len: st.length,
+                version: obj.version.clone(),
+                mtime_ms: st.mtime,
+            }),
+            _ => None,
+        };
+        let meta = match meta {
+            Some(m) => m,
+            None => match ufs.stat(&key).await {
+                Ok(meta) => meta,
+                Err(e) if e.kind() == UfsErrorKind::NotFound => {
+                    // Gone from the store: gone from cv (if cv had a copy of it).
+                    if let Some((_, Some(_))) = known {
+                        core.begin_delete(path.as_str(), false)?.wait_async().await?;
+                    }
+                    return Err(fail(e));
+                }
+                Err(e) => return Err(fail(e)),
+            },
+        };
+        let tail = self.read_tail(core, &ufs, &key, &meta).await?;
+        match &known {
+            Some((id, Some(obj))) if obj.version == meta.version => {
+                if let Some(version) = core.inspect(|st| st.stat(path).ok()).map(|s| s.version) {
+                    core.put_tail(*id, version, meta.len, &tail);
+                }
+            }
+            _ => {
+                let object = UfsObject { mount: m.path.clone(), key, version: meta.version.clone() };
+                let start = meta.len - tail.len() as u64;
+                core.begin_ufs_file(path.as_str(), object, meta.len, meta.mtime_ms, Some((start, tail)))?
+                    .wait_async()
+                    .await?;
+            }
+        }
+        self.mark_fresh(path.as_str());
+        Ok(())
+    }
+
+    /// The object's last bytes, as many as its format's footer needs: one
+    /// ranged read of the default tail size, a second only for a larger footer.
+    async fn read_tail(&self, core: &MasterCore, ufs: &Ufs, key: &str, meta: &ObjectMeta) -> Result<Vec<u8>, Fail> {
+        let budget = core.config().default_tail_bytes.min(meta.len);
+        let range = meta.len - budget..meta.len;
+        let mut tail = ufs.read(key, range, Some(&meta.version)).await.map_err(fail)?.to_vec();
+        let need = cv_wire::footer::tail_len(meta.len, &tail, core.config().default_tail_bytes);
+        let cap = MAX_TAIL.min(meta.len);
+        if need > tail.len() as u64 && need <= cap {
+            let more = ufs.read(key, meta.len - need..meta.len, Some(&meta.version)).await.map_err(fail)?;
+            tail = more.to_vec();
+        }
+        Ok(tail)
+    }
+
+    /// Before a list of `dir` (or a stat of one of its children): its
+    /// children are in the namespace.
+    pub(super) async fn before_list(&self, core: &MasterCore, dir: &CvPath) -> Result<(), Fail> {
+        let Some(m) = Self::cache_mount(core, dir) else { return Ok(()) };
+        let ttl = ttl(&m)?;
+        if self.is_fresh(dir.as_str(), ttl) {
+            return Ok(());
+        }
+        let guard = self.flight(dir.as_str()).await;
+        let r = if self.is_fresh(dir.as_str(), ttl) { Ok(()) } else { self.refresh_dir(core, &m, dir).await };
+        drop(guard);
+        self.done_flight(dir.as_str());
+        r
+    }
+
+    async fn refresh_dir(&self, core: &MasterCore, m: &Mount, dir: &CvPath) -> Result<(), Fail> {
+        let ufs = self.store(m)?;
+        let entries = match ufs.list_dir(&key_of(&m.path, dir.as_str())).await {
+            Ok(e) => e,
+            // A prefix with no objects is an empty directory to S3.
+            Err(e) if e.kind() == UfsErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(fail(e)),
+        };
+        if core.inspect(|st| st.stat(dir).is_err()) {
+            core.begin_mkdir(dir.as_str(), true)?.wait_async().await?;
+        }
+        let mut seen = std::collections::HashSet::new();
+        for e in entries {
+            let Ok(child) = dir.child(&e.name) else { continue };
+            seen.insert(e.name.clone());
+            let known = core.inspect(|st| {
+                let id = st.lookup(&child).ok()?;
+                Some((st.stat(&child).ok()?.kind, st.ufs_object(id).map(|o| o.version.clone())))
+            });
+            match e.meta {
+                None => {
+                    if known.is_none() {
+                        core.begin_mkdir(child.as_str(), true)?.wait_async().await?;
+                    }
+                }
+                Some(meta) => {
+                    if !matches!(&known, Some((EntryKind::File, Some(v))) if *v == meta.version) {
+                        let object = UfsObject {
+                            mount: m.path.clone(),
+                            key: key_of(&m.path, child.as_str()),
+                            version: meta.version.clone(),
+                        };
+                        core.begin_ufs_file(child.as_str(), object, meta.len, meta.mtime_ms, None)?
+                            .wait_async()
+                            .await?;
+                    }
+                    self.mark_fresh(child.as_str());
+                }
+            }
+        }
+        // Copies of objects no longer in the store go; files written through cv stay.
+        let gone: Vec<String> = core.inspect(|st| {
+            let Ok(page) = st.list(dir, None, usize::MAX) else { return Vec::new() };
+            page.entries
+                .into_iter()
+                .filter(|e| !seen.contains(&e.name) && st.ufs_object(e.stat.id).is_some())
+                .map(|e| e.name)
+                .collect()
+        });
+        for name in gone {
+            if let Ok(child) = dir.child(&name) {
+                core.begin_delete(child.as_str(), false)?.wait_async().await?;
+            }
+        }
+        self.mark_fresh(dir.as_str());
+        Ok(())
+    }
+}
