@@ -142,6 +142,45 @@ impl Client {
         Ok(Writer::new(self.clone(), path.to_string(), ok.file_id, ok.block_size))
     }
 
+    /// Mounts the object-store location `ufs_url` at `cv_path`. The master
+    /// lists the location's root first: a wrong URL or credentials fail here.
+    pub async fn mount(
+        &self,
+        ufs_url: &str,
+        cv_path: &str,
+        mode: MountMode,
+        options: Vec<(String, String)>,
+    ) -> Result<()> {
+        let options = options.into_iter().map(|(key, value)| KeyValue { key, value }).collect();
+        let req = Mount { ufs_url: ufs_url.into(), cv_path: cv_path.into(), mode, options };
+        self.master("mount", &req, &[]).await?;
+        Ok(())
+    }
+
+    /// Removes the mount at `cv_path`.
+    pub async fn unmount(&self, cv_path: &str) -> Result<()> {
+        self.master("unmount", &Unmount { cv_path: cv_path.into() }, &[]).await?;
+        Ok(())
+    }
+
+    /// The mount table; secret option values come back as `***`.
+    pub async fn list_mounts(&self) -> Result<Vec<MountInfo>> {
+        Ok(self.master("list mounts", &ListMounts {}, &[]).await?.decode_body::<ListMountsOk>()?.mounts)
+    }
+
+    /// Makes the master read listings and object versions at or under
+    /// `cv_path` from the store again at their next use.
+    pub async fn sync_mount(&self, cv_path: &str) -> Result<()> {
+        self.master("sync mount", &SyncMount { cv_path: cv_path.into() }, &[]).await?;
+        Ok(())
+    }
+
+    /// Drops the cached blocks of object copies at or under `path`, keeping
+    /// their metadata.
+    pub async fn free(&self, path: &str) -> Result<FreeOk> {
+        Ok(self.master("free", &Free { path: path.into() }, &[]).await?.decode_body()?)
+    }
+
     /// The cluster report (workers, capacity, tail cache).
     pub async fn report(&self) -> Result<ReportOk> {
         Ok(self.master("report", &Report {}, &[]).await?.decode_body()?)

@@ -16,7 +16,7 @@ mod writer;
 
 pub use client::Client;
 pub use config::ClientSettings;
-pub use cv_wire::msg::{FileKind, FileStatus};
+pub use cv_wire::msg::{FileKind, FileStatus, FreeOk, MountInfo, MountMode, UfsRef};
 pub use error::{Error, ErrorKind, Result};
 pub use file::File;
 pub use reader::SequentialReader;
