@@ -139,7 +139,7 @@ impl Client {
     pub async fn create(&self, path: &str, overwrite: bool) -> Result<Writer> {
         let req = Create { path: path.into(), overwrite, mode: 0o644, block_size: 0 };
         let ok: CreateOk = self.master("create", &req, &[]).await?.decode_body()?;
-        Ok(Writer::new(self.clone(), path.to_string(), ok.file_id, ok.block_size))
+        Ok(Writer::new(self.clone(), path.to_string(), ok.file_id, ok.block_size, ok.pin_blocks))
     }
 
     /// Mounts the object-store location `ufs_url` at `cv_path`. The master

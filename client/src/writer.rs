@@ -26,10 +26,12 @@ pub struct Writer {
     blocks: Vec<BlockLen>,
     inflight: Option<JoinHandle<Result<BlockLen>>>,
     length: u64,
+    /// Blocks are the only copy until the master exports the file (fs mode).
+    pinned: bool,
 }
 
 impl Writer {
-    pub(crate) fn new(client: Client, path: String, file_id: u64, block_size: u64) -> Self {
+    pub(crate) fn new(client: Client, path: String, file_id: u64, block_size: u64, pinned: bool) -> Self {
         let block_size = block_size.max(4096);
         Writer {
             client,
@@ -41,6 +43,7 @@ impl Writer {
             blocks: Vec::new(),
             inflight: None,
             length: 0,
+            pinned,
         }
     }
 
@@ -79,7 +82,8 @@ impl Writer {
         let file_id = self.file_id;
         let full = Bytes::from(full);
         self.prev = full.clone();
-        self.inflight = Some(tokio::spawn(async move { write_block(&client, file_id, index, full).await }));
+        let pinned = self.pinned;
+        self.inflight = Some(tokio::spawn(async move { write_block(&client, file_id, index, full, pinned).await }));
         Ok(())
     }
 
@@ -97,7 +101,7 @@ impl Writer {
         let last = Bytes::from(std::mem::take(&mut self.buf));
         if !last.is_empty() {
             let index = self.blocks.len() as u32;
-            let done = write_block(&self.client, self.file_id, index, last.clone()).await?;
+            let done = write_block(&self.client, self.file_id, index, last.clone(), self.pinned).await?;
             self.blocks.push(done);
         }
         // `prev` is the block just before `last`, so together they are the
@@ -124,10 +128,10 @@ impl Writer {
 
 /// Allocates block `index` of the file at the master and stores `data` on
 /// its shard; checks the shard's crc against ours.
-async fn write_block(client: &Client, file_id: u64, index: u32, data: Bytes) -> Result<BlockLen> {
+async fn write_block(client: &Client, file_id: u64, index: u32, data: Bytes, pinned: bool) -> Result<BlockLen> {
     let ok: AddBlockOk = client.master("add block", &AddBlock { file_id, index }, &[]).await?.decode_body()?;
     let addr = resolve(&ok.block.addr).await?;
-    let req = WriteBlock { block_id: ok.block.block_id, pinned: false };
+    let req = WriteBlock { block_id: ok.block.block_id, pinned };
     let reply = client.call(addr, "write block", &req, &[&data]).await?;
     let w: WriteBlockOk = reply.decode_body()?;
     let crc = crc32fast::hash(&data);

@@ -59,6 +59,8 @@ pub struct NewBlock {
 pub struct HeartbeatReply {
     /// Blocks the worker must drop.
     pub delete_blocks: Vec<BlockId>,
+    /// Blocks the worker may evict again (their files were exported).
+    pub unpin_blocks: Vec<BlockId>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -565,6 +567,17 @@ impl MasterCore {
         f.length == 0 || lock(&self.tails).contains(f.file_id)
     }
 
+    /// Records that file `file_id` at `version` is stored as `object`; its blocks get unpinned.
+    pub fn begin_exported(
+        &self,
+        file_id: InodeId,
+        version: u64,
+        object: crate::state::UfsObject,
+    ) -> Result<Pending<()>> {
+        let (_, t) = self.submit(|_, _| Ok(Mutation::Exported { file_id, version, object }))?;
+        Ok(Self::done((), t))
+    }
+
     /// Drops the cached blocks of object copies at or under `path`: (files, blocks, skipped).
     pub fn begin_free(&self, path: &str) -> Result<Pending<(u64, u64, u64)>> {
         let path = cv(path)?;
@@ -657,11 +670,11 @@ impl MasterCore {
     ) -> Result<Pending<HeartbeatReply>> {
         let (applied, t) =
             self.submit(|_, now| Ok(Mutation::Heartbeat { worker_id, now, capacity, used, added, removed }))?;
-        let delete_blocks = match applied {
-            Applied::Heartbeat { delete_blocks } => delete_blocks,
-            _ => Vec::new(),
+        let (delete_blocks, unpin_blocks) = match applied {
+            Applied::Heartbeat { delete_blocks, unpin_blocks } => (delete_blocks, unpin_blocks),
+            _ => (Vec::new(), Vec::new()),
         };
-        Ok(Self::done(HeartbeatReply { delete_blocks }, t))
+        Ok(Self::done(HeartbeatReply { delete_blocks, unpin_blocks }, t))
     }
 
     pub fn heartbeat(

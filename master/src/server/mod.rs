@@ -6,6 +6,7 @@
 mod config;
 mod convert;
 mod errors;
+mod export;
 mod mounts;
 mod namespace;
 mod run;

@@ -12,12 +12,6 @@ pub(super) async fn mount(s: &MasterService, frame: &Frame) -> Result<Reply, Fai
     let req: Mount = frame.decode_body()?;
     let options: Vec<(String, String)> = req.options.into_iter().map(|kv| (kv.key, kv.value)).collect();
     let mode = mode_to_state(req.mode);
-    if mode == crate::state::MountMode::Fs {
-        return Err(Fail::new(
-            cv_wire::ErrorCode::Unsupported,
-            "fs-mode mounts (export to object storage) are not built yet; use --mode cache",
-        ));
-    }
     let path = crate::path::CvPath::parse(&req.cv_path).map_err(|e| Fail::from(crate::Error::from(e)))?;
     let mount = crate::state::Mount { path: path.as_str().to_owned(), ufs_url: req.ufs_url, mode, options };
     // The store must answer before the mount is recorded: a typo fails here, not at first read.

@@ -6,6 +6,7 @@ use super::errors::Fail;
 use super::service::MasterService;
 use crate::Tail;
 use crate::path::CvPath;
+use crate::state::MountMode;
 use cv_net::rpc::Reply;
 use cv_wire::msg::{
     AddBlock, AddBlockOk, BlockLoc, Complete, Create, CreateOk, Delete, Done, FileKind, FileStatus, List, ListOk,
@@ -105,23 +106,11 @@ pub(super) async fn create(s: &MasterService, frame: &Frame) -> Result<Reply, Fa
         ));
     }
     let path = parsed(&req.path)?;
-    if let Some(m) = s.core.inspect(|st| st.mount_for(&path).cloned()) {
-        // Writing through to the store (cache mode) and exporting (fs mode) are not built yet:
-        // refuse rather than keep bytes the store would never see.
-        return Err(Fail::new(
-            ErrorCode::Unsupported,
-            format!(
-                "{} is under the {:?}-mode mount {}: writes under mounts are not supported yet",
-                req.path, m.mode, m.path
-            ),
-        ));
-    }
+    // Under a mount the blocks are the only copy until the file is in the store.
+    let pin_blocks = s.core.inspect(|st| st.mount_for(&path).is_some());
     let created = s.core.begin_create(&req.path, req.overwrite, req.mode)?.wait_async().await?;
-    Ok(Reply::ok(
-        frame.header().request_id,
-        &CreateOk { file_id: created.file_id, block_size, pin_blocks: false },
-        Vec::new(),
-    ))
+    let ok = CreateOk { file_id: created.file_id, block_size, pin_blocks };
+    Ok(Reply::ok(frame.header().request_id, &ok, Vec::new()))
 }
 
 pub(super) async fn add_block(s: &MasterService, frame: &Frame) -> Result<Reply, Fail> {
@@ -144,6 +133,30 @@ pub(super) async fn complete(s: &MasterService, frame: &Frame) -> Result<Reply, 
     let tail = (!payload.is_empty()).then(|| (req.tail_offset, payload.to_vec()));
     let lens = req.blocks.iter().map(|b| b.len).collect();
     s.core.begin_complete(req.file_id, req.length, lens, tail)?.wait_async().await?;
+    let under = s.core.inspect(|st| {
+        let path = st.path_of(req.file_id)?;
+        let cv = CvPath::parse(&path).ok()?;
+        let mode = st.mount_for(&cv)?.mode;
+        let version = st.stat(&cv).ok()?.version;
+        Some((path, mode, version))
+    });
+    match under {
+        // Cache mode: the store is the truth, so the write is done when the store has it.
+        Some((path, MountMode::Cache, version)) => {
+            if let Err(f) = s.exporter.export(&s.core, &s.ufs, req.file_id, version, &path).await {
+                // Nothing the store lacks stays visible under a cache-mode mount.
+                match s.core.begin_delete(&path, false) {
+                    Ok(p) => drop(p.wait_async().await),
+                    Err(e) => tracing::warn!(path, error = %e, "removing a file the store refused"),
+                }
+                return Err(f);
+            }
+            s.ufs.mark_fresh(&path);
+        }
+        // Fs mode: exported in the background.
+        Some((_, MountMode::Fs, _)) => s.exporter.nudge(),
+        None => {}
+    }
     Ok(done(frame))
 }
 
@@ -155,6 +168,11 @@ pub(super) async fn rename(s: &MasterService, frame: &Frame) -> Result<Reply, Fa
 
 pub(super) async fn delete(s: &MasterService, frame: &Frame) -> Result<Reply, Fail> {
     let req: Delete = frame.decode_body()?;
+    // Objects behind the deleted files go too: cv is the truth in fs mode, and in cache mode
+    // a delete through cv is a write through to the store.
+    let cv = parsed(&req.path)?;
+    let objects = s.core.inspect(|st| st.ufs_objects_under(&cv));
     s.core.begin_delete(&req.path, req.recursive)?.wait_async().await?;
+    s.ufs.delete_objects(&s.core, objects).await;
     Ok(done(frame))
 }

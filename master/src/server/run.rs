@@ -2,6 +2,7 @@
 
 use super::config::ServerConfig;
 use super::errors::{ServerError, ServerErrorKind};
+use super::export::Exporter;
 use super::service::MasterService;
 use crate::MasterCore;
 use crate::config::{Clock, SystemClock};
@@ -27,6 +28,7 @@ pub struct MasterServer {
     addr: SocketAddr,
     serve: JoinHandle<()>,
     tick: JoinHandle<()>,
+    export: JoinHandle<()>,
     stop: watch::Sender<bool>,
 }
 
@@ -73,13 +75,24 @@ impl MasterServer {
         };
         let addr =
             endpoint.local_addr().map_err(|e| ServerError::new(ServerErrorKind::Net, format!("local addr: {e}")))?;
-        let service = Arc::new(MasterService::new(core.clone(), clock, config.heartbeat_every()));
+        // The exporter reads blocks from the shards as the master (its node identity).
+        let exporter = match rpc::client_endpoint(identity, transport) {
+            Ok(ep) => Arc::new(Exporter::new(ep, config.node.clone())),
+            Err(e) => {
+                endpoint.close(quinn::VarInt::from_u32(0), b"master failed to start");
+                shutdown_core(core).await;
+                return Err(e.into());
+            }
+        };
+        let service = Arc::new(MasterService::new(core.clone(), clock, config.heartbeat_every(), exporter.clone()));
+        let ufs = service.ufs.clone();
         let serve =
             tokio::spawn(rpc::serve(endpoint.clone(), service, Role::Master, config.node.clone(), Limits::DEFAULT));
         let (stop, stopped) = watch::channel(false);
-        let tick = tokio::spawn(tick_loop(core.clone(), config.tick_every(), stopped));
+        let tick = tokio::spawn(tick_loop(core.clone(), config.tick_every(), stopped.clone()));
+        let export = tokio::spawn(exporter.run(core.clone(), ufs, stopped));
         tracing::info!(%addr, "master serving");
-        Ok(MasterServer { core, endpoint, addr, serve, tick, stop })
+        Ok(MasterServer { core, endpoint, addr, serve, tick, export, stop })
     }
 
     /// The bound UDP address (useful with port 0).
@@ -99,6 +112,9 @@ impl MasterServer {
         let _ = tokio::time::timeout(DRAIN, self.endpoint.wait_idle()).await;
         let _ = self.stop.send(true);
         let _ = self.tick.await;
+        // An upload in progress is dropped; the file is exported again after a restart.
+        self.export.abort();
+        let _ = self.export.await;
         // The accept loop ends once the endpoint is closed.
         if tokio::time::timeout(DRAIN, self.serve).await.is_err() {
             tracing::warn!("accept loop did not end after the endpoint closed");

@@ -23,12 +23,26 @@ pub struct MasterService {
     /// kept here and never journaled.
     pub(super) tiers: Mutex<HashMap<u64, (TierCounters, TierCounters)>>,
     /// Cache-mode mounts: metadata brought in from object storage.
-    pub(super) ufs: super::ufs::UfsLayer,
+    pub(super) ufs: Arc<super::ufs::UfsLayer>,
+    /// Uploads of files under mounts.
+    pub(super) exporter: Arc<super::export::Exporter>,
 }
 
 impl MasterService {
-    pub fn new(core: Arc<MasterCore>, clock: Arc<dyn Clock>, heartbeat_every: Duration) -> Self {
-        MasterService { core, clock, heartbeat_every, tiers: Mutex::new(HashMap::new()), ufs: Default::default() }
+    pub(super) fn new(
+        core: Arc<MasterCore>,
+        clock: Arc<dyn Clock>,
+        heartbeat_every: Duration,
+        exporter: Arc<super::export::Exporter>,
+    ) -> Self {
+        MasterService {
+            core,
+            clock,
+            heartbeat_every,
+            tiers: Mutex::new(HashMap::new()),
+            ufs: Default::default(),
+            exporter,
+        }
     }
 
     pub fn core(&self) -> &Arc<MasterCore> {

@@ -70,13 +70,13 @@ pub(super) fn ttl(m: &Mount) -> Result<Duration, Fail> {
 }
 
 /// `path` relative to the mount point: the object key.
-fn key_of(mount: &str, path: &str) -> String {
+pub(super) fn key_of(mount: &str, path: &str) -> String {
     path.strip_prefix(mount).unwrap_or(path).trim_start_matches('/').to_owned()
 }
 
 impl UfsLayer {
     /// A store for the mount, connected once.
-    fn store(&self, m: &Mount) -> Result<Ufs, Fail> {
+    pub(super) fn store(&self, m: &Mount) -> Result<Ufs, Fail> {
         let mut stores = lock(&self.stores);
         if let Some((known, ufs)) = stores.get(&m.path)
             && known == m
@@ -99,8 +99,27 @@ impl UfsLayer {
         lock(&self.fresh).get(path).is_some_and(|t| t.elapsed() < ttl)
     }
 
-    fn mark_fresh(&self, path: &str) {
+    pub(super) fn mark_fresh(&self, path: &str) {
         lock(&self.fresh).insert(path.to_owned(), Instant::now());
+    }
+
+    /// Deletes objects from their stores, after their files were deleted in cv. A failure is
+    /// logged: cv's delete stands (in cache mode the next listing shows the object again).
+    pub(super) async fn delete_objects(&self, core: &MasterCore, objects: Vec<UfsObject>) {
+        for o in objects {
+            let Ok(mp) = CvPath::parse(&o.mount) else { continue };
+            let Some(m) = core.inspect(|st| st.mount_for(&mp).filter(|m| m.path == o.mount).cloned()) else {
+                continue;
+            };
+            match self.store(&m) {
+                Ok(ufs) => {
+                    if let Err(e) = ufs.delete(&o.key).await {
+                        tracing::warn!(mount = %o.mount, key = %o.key, error = %e, "object not deleted from the store");
+                    }
+                }
+                Err(f) => tracing::warn!(mount = %o.mount, "store unavailable for delete: {}", f.message),
+            }
+        }
     }
 
     /// Forgets what was read from the store at or under `path`.

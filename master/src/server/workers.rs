@@ -25,11 +25,14 @@ pub(super) async fn heartbeat(s: &MasterService, frame: &Frame) -> Result<Reply,
     let commands = match s.core.begin_heartbeat(req.worker_id, req.capacity, req.used, added, req.removed) {
         Ok(pending) => {
             let reply = pending.wait_async().await?;
-            if reply.delete_blocks.is_empty() {
-                Vec::new()
-            } else {
-                vec![WorkerCommand::DeleteBlocks(reply.delete_blocks)]
+            let mut commands = Vec::new();
+            if !reply.delete_blocks.is_empty() {
+                commands.push(WorkerCommand::DeleteBlocks(reply.delete_blocks));
             }
+            if !reply.unpin_blocks.is_empty() {
+                commands.push(WorkerCommand::Unpin(reply.unpin_blocks));
+            }
+            commands
         }
         // E.g. after a restart on an empty journal: the worker must introduce itself again.
         Err(e) if e.kind() == ErrorKind::UnknownWorker => vec![WorkerCommand::Reregister],
@@ -47,6 +50,7 @@ pub(super) async fn report(s: &MasterService, frame: &Frame) -> Result<Reply, Fa
         .map_err(|e| Fail::new(ErrorCode::Internal, format!("report task: {e}")))?;
     let now = s.clock.now_ms();
     let tails = s.core.tail_stats();
+    let backlog = s.core.inspect(|st| st.pending_exports());
     let tiers = s.tiers.lock().unwrap_or_else(|p| p.into_inner()).clone();
     let workers = data
         .workers
@@ -71,11 +75,11 @@ pub(super) async fn report(s: &MasterService, frame: &Frame) -> Result<Reply, Fa
         tail_budget: s.core.config().tail_budget_bytes,
         tail_hits: tails.hits,
         tail_misses: tails.misses,
-        export_backlog: 0,
-        export_backlog_bytes: 0,
-        export_lag_ms: 0,
-        exported: 0,
-        export_failures: 0,
+        export_backlog: backlog.len() as u64,
+        export_backlog_bytes: backlog.iter().map(|e| e.3).sum(),
+        export_lag_ms: backlog.first().map_or(0, |e| now.saturating_sub(e.4)),
+        exported: s.exporter.exported.load(std::sync::atomic::Ordering::Relaxed),
+        export_failures: s.exporter.failures.load(std::sync::atomic::Ordering::Relaxed),
     };
     Ok(Reply::ok(frame.header().request_id, &ok, Vec::new()))
 }

@@ -92,6 +92,7 @@ impl State {
                 self.ufs_file(&parse(path)?, object, *length, *block_size, placement, *mtime)
             }
             Mutation::Free { path } => self.free(&parse(path)?),
+            Mutation::Exported { file_id, version, object } => self.exported(*file_id, *version, object),
         }
     }
 }

@@ -93,6 +93,13 @@ pub enum Mutation {
     Free {
         path: String,
     },
+    /// File `file_id` at `version` is now stored as `object` (exported in fs mode, written
+    /// through in cache mode): it becomes a copy of that object and its blocks may be evicted.
+    Exported {
+        file_id: InodeId,
+        version: u64,
+        object: UfsObject,
+    },
 }
 
 impl Mutation {
@@ -112,6 +119,7 @@ impl Mutation {
             Mutation::WorkersLost { .. } => "workers_lost",
             Mutation::UfsFile { .. } => "ufs_file",
             Mutation::Free { .. } => "free",
+            Mutation::Exported { .. } => "exported",
         }
     }
 }
@@ -138,6 +146,7 @@ pub enum Applied {
     /// Block deletes handed to the worker in this heartbeat's reply.
     Heartbeat {
         delete_blocks: Vec<BlockId>,
+        unpin_blocks: Vec<BlockId>,
     },
     /// Blocks of object copies queued for dropping.
     Freed {

@@ -166,8 +166,8 @@ fn delete_recursive_queues_block_deletes() {
     assert_eq!(kind(st.apply(&del("/", true))), ErrorKind::InvalidArgument);
     // The next heartbeat hands the delete out exactly once.
     let hb = Mutation::Heartbeat { worker_id: w, now: 1, capacity: 1, used: 0, added: vec![], removed: vec![] };
-    assert_eq!(st.apply(&hb).unwrap(), Applied::Heartbeat { delete_blocks: vec![b] });
-    assert_eq!(st.apply(&hb).unwrap(), Applied::Heartbeat { delete_blocks: vec![] });
+    assert_eq!(st.apply(&hb).unwrap(), Applied::Heartbeat { delete_blocks: vec![b], unpin_blocks: vec![] });
+    assert_eq!(st.apply(&hb).unwrap(), Applied::Heartbeat { delete_blocks: vec![], unpin_blocks: vec![] });
 }
 
 #[test]
@@ -177,7 +177,7 @@ fn heartbeat_reports_and_orphans() {
     let f = create(&mut st, "/f", false).unwrap();
     let b = add_block(&mut st, f, w).unwrap();
     let hb = Mutation::Heartbeat { worker_id: w, now: 5, capacity: 9, used: 3, added: vec![b, 777], removed: vec![] };
-    assert_eq!(st.apply(&hb).unwrap(), Applied::Heartbeat { delete_blocks: vec![777] });
+    assert_eq!(st.apply(&hb).unwrap(), Applied::Heartbeat { delete_blocks: vec![777], unpin_blocks: vec![] });
     assert!(st.data().blocks[&b].reported);
     assert_eq!(st.worker(w).unwrap().used, 3);
     let hb = Mutation::Heartbeat { worker_id: 42, now: 5, capacity: 9, used: 3, added: vec![], removed: vec![] };

@@ -108,6 +108,8 @@ pub struct StateData {
     pub next_version: u64,
     /// Files that are copies of an object-store version (format 2).
     pub ufs_files: BTreeMap<InodeId, UfsObject>,
+    /// Blocks of exported files not yet handed to their worker to unpin (format 2).
+    pub pending_unpins: BTreeMap<WorkerId, BTreeSet<BlockId>>,
 }
 
 impl Default for StateData {
@@ -131,6 +133,7 @@ impl Default for StateData {
             next_worker: 1,
             next_version: 1,
             ufs_files: BTreeMap::new(),
+            pending_unpins: BTreeMap::new(),
         }
     }
 }

@@ -99,6 +99,82 @@ impl State {
         Ok(Applied::Freed { files, blocks, skipped })
     }
 
+    pub(super) fn exported(&mut self, file_id: super::InodeId, version: u64, object: &UfsObject) -> Result<Applied> {
+        let f = self.file(file_id)?;
+        if f.version != version || f.state != super::FileState::Complete {
+            return err(ErrorKind::InvalidArgument, format!("file {file_id} changed while it was exported"));
+        }
+        let blocks = f.blocks.clone();
+        for b in blocks {
+            if let Some(info) = self.data.blocks.get(&b) {
+                self.data.pending_unpins.entry(info.worker).or_default().insert(b);
+            }
+        }
+        self.data.ufs_files.insert(file_id, object.clone());
+        Ok(Applied::Done)
+    }
+
+    /// Complete files under mounts that are not yet in their object store, oldest first:
+    /// (file id, version, path, length, completed at).
+    pub fn pending_exports(&self) -> Vec<(super::InodeId, u64, String, u64, u64)> {
+        let mounts: Vec<CvPath> = self.data.mounts.keys().filter_map(|p| CvPath::parse(p).ok()).collect();
+        let mut out = Vec::new();
+        for m in &mounts {
+            let Ok(root) = self.lookup(m) else { continue };
+            let mut stack = vec![(root, m.clone())];
+            while let Some((id, path)) = stack.pop() {
+                let Ok(inode) = self.inode(id) else { continue };
+                match &inode.body {
+                    InodeBody::Dir { children } => {
+                        for (name, c) in children {
+                            if let Ok(p) = path.child(name) {
+                                stack.push((*c, p));
+                            }
+                        }
+                    }
+                    InodeBody::File(f) => {
+                        if f.state == super::FileState::Complete
+                            && !self.data.ufs_files.contains_key(&id)
+                            && self.mount_for(&path).is_some_and(|mm| mm.path == m.as_str())
+                        {
+                            out.push((id, f.version, path.as_str().to_owned(), f.length, inode.mtime));
+                        }
+                    }
+                }
+            }
+        }
+        out.sort_by_key(|e| e.4);
+        out
+    }
+
+    /// The objects behind the object copies at or under `path`.
+    pub fn ufs_objects_under(&self, path: &CvPath) -> Vec<UfsObject> {
+        let Ok(root) = self.lookup(path) else { return Vec::new() };
+        let mut out = Vec::new();
+        let mut stack = vec![root];
+        while let Some(id) = stack.pop() {
+            match self.inode(id).map(|i| &i.body) {
+                Ok(InodeBody::Dir { children }) => stack.extend(children.values().copied()),
+                Ok(InodeBody::File(_)) => out.extend(self.data.ufs_files.get(&id).cloned()),
+                Err(_) => {}
+            }
+        }
+        out
+    }
+
+    /// The absolute path of inode `id`.
+    pub fn path_of(&self, id: super::InodeId) -> Option<String> {
+        let mut names = Vec::new();
+        let mut cur = id;
+        while cur != super::ROOT_ID {
+            let inode = self.data.inodes.get(&cur)?;
+            names.push(inode.name.as_str());
+            cur = inode.parent;
+        }
+        names.reverse();
+        Some(format!("/{}", names.join("/")))
+    }
+
     /// The object a file is a copy of, if it is one.
     pub fn ufs_object(&self, file_id: super::InodeId) -> Option<&UfsObject> {
         self.data.ufs_files.get(&file_id)

@@ -77,6 +77,7 @@ impl From<StateData> for CurrentData {
             next_worker: d.next_worker,
             next_version: d.next_version,
             ufs_files: BTreeMap::new(),
+            pending_unpins: BTreeMap::new(),
         }
     }
 }

@@ -79,7 +79,9 @@ impl State {
         }
         let delete_blocks =
             self.data.pending_deletes.remove(&worker_id).map(|s| s.into_iter().collect()).unwrap_or_default();
-        Ok(Applied::Heartbeat { delete_blocks })
+        let unpin_blocks =
+            self.data.pending_unpins.remove(&worker_id).map(|s| s.into_iter().collect()).unwrap_or_default();
+        Ok(Applied::Heartbeat { delete_blocks, unpin_blocks })
     }
 
     pub(super) fn workers_lost(&mut self, ids: &[WorkerId], _now: u64) -> Result<Applied> {

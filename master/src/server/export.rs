@@ -1,0 +1,217 @@
+//! Exporting files to object storage: under an fs-mode mount every completed
+//! file is uploaded in the background (multipart for large files); under a
+//! cache-mode mount a completed file is uploaded before `complete` answers
+//! (write-through). Either way the upload reads the file's blocks from their
+//! shards, and once the store has the whole object the master journals
+//! `Exported`: the file becomes a copy of that object version and its blocks
+//! are unpinned. Which files still need it is durable state (complete, under a
+//! mount, not a copy of an object), so a crash anywhere simply means the file
+//! is exported again after the restart; a half-done upload is never visible
+//! (an S3 multipart upload appears only when completed).
+
+use super::errors::Fail;
+use super::ufs::{UfsLayer, fail};
+use crate::MasterCore;
+use crate::path::CvPath;
+use crate::state::UfsObject;
+use cv_net::rpc::Conn;
+use cv_wire::msg::{ReadBlock, ReadBlockOk, Role};
+use cv_wire::{ErrorCode, Limits};
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Bytes per block read from a shard.
+const READ_PIECE: u64 = 4 << 20;
+/// Bytes per uploaded part.
+const PART: usize = 8 << 20;
+/// How often the background loop looks for files to export when not woken.
+const SCAN_EVERY: Duration = Duration::from_secs(1);
+/// Pause after a failed export before that file is tried again.
+const RETRY_AFTER: Duration = Duration::from_secs(2);
+
+#[derive(Debug)]
+pub(super) struct Exporter {
+    endpoint: quinn::Endpoint,
+    node: String,
+    conns: tokio::sync::Mutex<HashMap<SocketAddr, Conn>>,
+    busy: Mutex<HashSet<u64>>,
+    wake: tokio::sync::Notify,
+    pub(super) exported: AtomicU64,
+    pub(super) failures: AtomicU64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Exporter {
+    /// `endpoint` is a client endpoint with the master's node identity.
+    pub(super) fn new(endpoint: quinn::Endpoint, node: String) -> Self {
+        Exporter {
+            endpoint,
+            node,
+            conns: Default::default(),
+            busy: Default::default(),
+            wake: tokio::sync::Notify::new(),
+            exported: AtomicU64::new(0),
+            failures: AtomicU64::new(0),
+        }
+    }
+
+    /// A file completed: look for work now rather than at the next scan.
+    pub(super) fn nudge(&self) {
+        self.wake.notify_one();
+    }
+
+    /// Exports every pending file under fs-mode mounts (and cache-mode files whose
+    /// write-through a crash interrupted), until `stop` changes.
+    pub(super) async fn run(
+        self: Arc<Self>,
+        core: Arc<MasterCore>,
+        ufs: Arc<UfsLayer>,
+        mut stop: tokio::sync::watch::Receiver<bool>,
+    ) {
+        let mut failed_at: HashMap<u64, tokio::time::Instant> = HashMap::new();
+        loop {
+            let pending = core.inspect(|st| st.pending_exports());
+            for (file_id, version, path, _, _) in pending {
+                if *stop.borrow() {
+                    return;
+                }
+                if failed_at.get(&file_id).is_some_and(|t| t.elapsed() < RETRY_AFTER) {
+                    continue;
+                }
+                match self.export(&core, &ufs, file_id, version, &path).await {
+                    Ok(()) => {
+                        failed_at.remove(&file_id);
+                    }
+                    Err(f) => {
+                        tracing::warn!(path = %path, code = f.code.name(), "export failed, will retry: {}", f.message);
+                        failed_at.insert(file_id, tokio::time::Instant::now());
+                    }
+                }
+            }
+            tokio::select! {
+                _ = self.wake.notified() => {}
+                _ = tokio::time::sleep(SCAN_EVERY) => {}
+                _ = stop.changed() => return,
+            }
+        }
+    }
+
+    /// Uploads file `file_id` (at `version`, at `path`) to its mount's store and records it.
+    pub(super) async fn export(
+        &self,
+        core: &MasterCore,
+        ufs: &UfsLayer,
+        file_id: u64,
+        version: u64,
+        path: &str,
+    ) -> Result<(), Fail> {
+        // One upload per file at a time; a second caller (the write-through of a file the
+        // background loop already took) waits for it and then finds the file exported.
+        while !lock(&self.busy).insert(file_id) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        if core.inspect(|st| st.ufs_object(file_id).is_some()) {
+            lock(&self.busy).remove(&file_id);
+            return Ok(());
+        }
+        let r = self.upload(core, ufs, file_id, version, path).await;
+        lock(&self.busy).remove(&file_id);
+        match &r {
+            Ok(()) => self.exported.fetch_add(1, Ordering::Relaxed),
+            Err(_) => self.failures.fetch_add(1, Ordering::Relaxed),
+        };
+        r
+    }
+
+    async fn upload(
+        &self,
+        core: &MasterCore,
+        ufs: &UfsLayer,
+        file_id: u64,
+        version: u64,
+        path: &str,
+    ) -> Result<(), Fail> {
+        let cv = CvPath::parse(path).map_err(|e| Fail::from(crate::Error::from(e)))?;
+        let Some(mount) = core.inspect(|st| st.mount_for(&cv).cloned()) else {
+            return Err(Fail::new(ErrorCode::NotFound, format!("{path} is no longer under a mount")));
+        };
+        let info = core.begin_open(path)?.wait_async().await?;
+        if info.file_id != file_id || info.version != version {
+            return Err(Fail::new(ErrorCode::StaleVersion, format!("{path} changed before its export")));
+        }
+        let store = ufs.store(&mount)?;
+        let key = super::ufs::key_of(&mount.path, path);
+        let mut w = store.writer(&key, PART).await.map_err(fail)?;
+        for b in &info.blocks {
+            let addr = tokio::net::lookup_host((b.host.as_str(), b.port))
+                .await
+                .ok()
+                .and_then(|mut a| a.next())
+                .ok_or_else(|| Fail::new(ErrorCode::Unavailable, format!("worker host {}", b.host)))?;
+            let mut off = 0;
+            while off < b.len {
+                let len = READ_PIECE.min(b.len - off);
+                let req = ReadBlock { block_id: b.block_id, offset: off, len, source: None, fill_only: false };
+                let bytes = match self.read(addr, &req).await {
+                    Ok(bytes) if bytes.len() as u64 == len => bytes,
+                    Ok(bytes) => {
+                        w.abort().await;
+                        let msg = format!("block {} gave {} bytes of {len}", b.block_id, bytes.len());
+                        return Err(Fail::new(ErrorCode::Internal, msg));
+                    }
+                    Err(f) => {
+                        w.abort().await;
+                        return Err(f);
+                    }
+                };
+                if let Err(e) = w.write(bytes).await {
+                    w.abort().await;
+                    return Err(fail(e));
+                }
+                off += len;
+            }
+        }
+        let meta = w.close(&store).await.map_err(fail)?;
+        if meta.len != info.length {
+            return Err(Fail::new(
+                ErrorCode::UfsFailed,
+                format!("{key}: the store holds {} bytes after the upload of {}", meta.len, info.length),
+            ));
+        }
+        let object = UfsObject { mount: mount.path.clone(), key, version: meta.version };
+        core.begin_exported(file_id, version, object)?.wait_async().await?;
+        tracing::debug!(path, bytes = info.length, "exported");
+        Ok(())
+    }
+
+    async fn read(&self, addr: SocketAddr, req: &ReadBlock) -> Result<bytes::Bytes, Fail> {
+        let conn = self.conn(addr).await?;
+        let frame = match conn.call(req, &[]).await {
+            Ok(f) => f,
+            Err(e) => {
+                self.conns.lock().await.remove(&addr);
+                return Err(Fail::new(ErrorCode::Unavailable, format!("read block {} from {addr}: {e}", req.block_id)));
+            }
+        };
+        frame.access::<ReadBlockOk>()?;
+        Ok(bytes::Bytes::from(frame.into_payload()))
+    }
+
+    async fn conn(&self, addr: SocketAddr) -> Result<Conn, Fail> {
+        let mut conns = self.conns.lock().await;
+        if let Some(c) = conns.get(&addr).filter(|c| !c.is_closed()) {
+            return Ok(c.clone());
+        }
+        let c = Conn::connect(&self.endpoint, addr, Role::Master, &self.node, Limits::DEFAULT)
+            .await
+            .map_err(|e| Fail::new(ErrorCode::Unavailable, format!("connect to shard {addr}: {e}")))?;
+        conns.insert(addr, c.clone());
+        Ok(c)
+    }
+}
