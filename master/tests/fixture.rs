@@ -1,10 +1,11 @@
-//! Format v1 fixtures checked in under tests/fixtures/: every future build must keep reading
-//! them. Regenerate (only when deliberately adding a new fixture) with CV_WRITE_FIXTURES=1.
+//! Format fixtures checked in under tests/fixtures/: every future build must keep reading
+//! them. The v1 files were written by the v1 build and are never rewritten; the v2 files are
+//! (re)written with CV_WRITE_FIXTURES=1, only when deliberately adding a new fixture.
 
 use std::path::PathBuf;
 
 use cv_master::journal::{decode_snapshot, encode_header, encode_record, encode_snapshot, scan};
-use cv_master::state::{MountMode, Mutation, State};
+use cv_master::state::{MountMode, Mutation, State, UfsObject};
 
 fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
@@ -64,13 +65,6 @@ fn expected_state() -> State {
 #[test]
 fn reads_v1_journal_fixture() {
     let path = fixture("journal-v1.bin");
-    if std::env::var_os("CV_WRITE_FIXTURES").is_some() {
-        let mut bytes = encode_header(1).to_vec();
-        for (i, m) in mutations().iter().enumerate() {
-            bytes.extend(encode_record(i as u64 + 1, m).unwrap());
-        }
-        std::fs::write(&path, bytes).unwrap();
-    }
     let bytes = std::fs::read(&path).expect("fixture journal-v1.bin is checked in");
     let scan = scan(&bytes).unwrap();
     assert_eq!((scan.first_seq, scan.cut), (1, 0));
@@ -89,11 +83,79 @@ fn reads_v1_journal_fixture() {
 #[test]
 fn reads_v1_snapshot_fixture() {
     let path = fixture("snapshot-v1.bin");
-    if std::env::var_os("CV_WRITE_FIXTURES").is_some() {
-        std::fs::write(&path, encode_snapshot(11, expected_state().data()).unwrap()).unwrap();
-    }
     let bytes = std::fs::read(&path).expect("fixture snapshot-v1.bin is checked in");
     let (seq, data) = decode_snapshot(&bytes).unwrap().unwrap();
     assert_eq!(seq, 11);
     assert_eq!(&data, expected_state().data());
+}
+
+/// v2: the v1 history (its final WorkersLost last) with the object-storage mutations.
+fn mutations_v2() -> Vec<Mutation> {
+    let s = |x: &str| x.to_owned();
+    let mut v = mutations();
+    let lost = v.pop().unwrap();
+    let object = UfsObject { mount: s("/lake"), key: s("t/a.parquet"), version: s("\"etag-1\"") };
+    v.extend([
+        Mutation::Mount {
+            path: s("/lake"),
+            ufs_url: s("s3://bucket/lake"),
+            mode: MountMode::Cache,
+            options: vec![(s("secret_access_key"), s("k"))],
+        },
+        Mutation::UfsFile {
+            path: s("/lake/t/a.parquet"),
+            object: object.clone(),
+            length: 10 << 20,
+            block_size: 4 << 20,
+            placement: vec![(1, 0), (1, 1), (1, 0)],
+            mtime: 1_700_000_002_000,
+        },
+        Mutation::Free { path: s("/lake") },
+        Mutation::Exported { file_id: 7, version: 2, object: UfsObject { version: s("\"etag-2\""), ..object } },
+        lost,
+    ]);
+    v
+}
+
+fn expected_state_v2() -> State {
+    let mut st = State::new();
+    for m in mutations_v2() {
+        st.apply(&m).unwrap();
+    }
+    st
+}
+
+#[test]
+fn reads_v2_journal_fixture() {
+    let path = fixture("journal-v2.bin");
+    if std::env::var_os("CV_WRITE_FIXTURES").is_some() {
+        let mut bytes = encode_header(1).to_vec();
+        for (i, m) in mutations_v2().iter().enumerate() {
+            bytes.extend(encode_record(i as u64 + 1, m).unwrap());
+        }
+        std::fs::write(&path, bytes).unwrap();
+    }
+    let bytes = std::fs::read(&path).expect("fixture journal-v2.bin is checked in");
+    let scan = scan(&bytes).unwrap();
+    let got: Vec<Mutation> = scan.records.iter().map(|(_, m)| m.clone()).collect();
+    assert_eq!(got, mutations_v2());
+    let mut st = State::new();
+    for (_, m) in &scan.records {
+        st.apply(m).unwrap();
+    }
+    assert_eq!(st.data(), expected_state_v2().data());
+    assert_eq!(st.data().ufs_files.len(), 1);
+}
+
+#[test]
+fn reads_v2_snapshot_fixture() {
+    let path = fixture("snapshot-v2.bin");
+    let n = mutations_v2().len() as u64;
+    if std::env::var_os("CV_WRITE_FIXTURES").is_some() {
+        std::fs::write(&path, encode_snapshot(n, expected_state_v2().data()).unwrap()).unwrap();
+    }
+    let bytes = std::fs::read(&path).expect("fixture snapshot-v2.bin is checked in");
+    let (seq, data) = decode_snapshot(&bytes).unwrap().unwrap();
+    assert_eq!(seq, n);
+    assert_eq!(&data, expected_state_v2().data());
 }
