@@ -638,9 +638,14 @@ impl MasterCore {
         capacity: u64,
     ) -> Result<Pending<WorkerId>> {
         let (applied, t) = self.submit(|g, now| {
+            // A worker that lost its id (its process restarted) but comes back at the same
+            // address is the same worker: its blocks stay its own.
+            let same_addr = || {
+                g.state.data().workers.values().find(|w| w.host == host && w.shard_ports == shard_ports).map(|w| w.id)
+            };
             let worker_id = match previous {
                 Some(id) if g.state.worker(id).is_some() => id,
-                _ => g.state.next_worker_id(),
+                _ => same_addr().unwrap_or_else(|| g.state.next_worker_id()),
             };
             Ok(Mutation::RegisterWorker { worker_id, host: host.to_owned(), shard_ports, capacity, now })
         })?;

@@ -223,3 +223,27 @@ fn mounts_are_stored() {
     st.apply(&Mutation::Unmount { path: p("/data") }).unwrap();
     assert_eq!(kind(st.apply(&Mutation::Unmount { path: p("/data") })), ErrorKind::NotFound);
 }
+
+#[test]
+fn a_restarted_worker_with_a_new_id_keeps_its_blocks() {
+    let mut st = State::new();
+    let old = worker(&mut st, 1);
+    let f = create(&mut st, "/f", false).unwrap();
+    let b = add_block(&mut st, f, old).unwrap();
+    // The same host registers again under a new id (the old one is still live).
+    let new = st.next_worker_id();
+    let reg =
+        Mutation::RegisterWorker { worker_id: new, host: p("127.0.0.1"), shard_ports: vec![9], capacity: 1, now: 2 };
+    st.apply(&reg).unwrap();
+    let hb = Mutation::Heartbeat { worker_id: new, now: 3, capacity: 1, used: 0, added: vec![b], removed: vec![] };
+    assert_eq!(st.apply(&hb).unwrap(), Applied::Heartbeat { delete_blocks: vec![], unpin_blocks: vec![] });
+    assert_eq!(st.data().blocks[&b].worker, new, "adopted, not dropped");
+    // A worker on another host reporting a block a live worker owns: a stale copy, dropped.
+    let other = st.next_worker_id();
+    let reg =
+        Mutation::RegisterWorker { worker_id: other, host: "x".into(), shard_ports: vec![9], capacity: 1, now: 4 };
+    st.apply(&reg).unwrap();
+    let hb = Mutation::Heartbeat { worker_id: other, now: 5, capacity: 1, used: 0, added: vec![b], removed: vec![] };
+    assert_eq!(st.apply(&hb).unwrap(), Applied::Heartbeat { delete_blocks: vec![b], unpin_blocks: vec![] });
+    assert_eq!(st.data().blocks[&b].worker, new);
+}

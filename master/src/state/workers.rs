@@ -60,7 +60,18 @@ impl State {
             w.live = true;
             self.live_epoch += 1;
         }
+        let host = self.data.workers.get(&worker_id).map(|w| w.host.clone()).unwrap_or_default();
         for b in added {
+            // A block placed on a worker that is gone, or on an earlier incarnation of this one
+            // (same host, new id after a restart), is adopted by the worker that has it: its
+            // store kept the bytes, and for a file not yet exported they are the only copy.
+            let adopt = self.data.blocks.get(b).is_some_and(|info| {
+                info.worker != worker_id
+                    && self.data.workers.get(&info.worker).is_none_or(|owner| !owner.live || owner.host == host)
+            });
+            if adopt && let Some(info) = self.data.blocks.get_mut(b) {
+                info.worker = worker_id;
+            }
             match self.data.blocks.get_mut(b) {
                 Some(info) if info.worker == worker_id => info.reported = true,
                 // A block the master does not place here (e.g. its file was deleted while a
