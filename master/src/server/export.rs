@@ -29,6 +29,10 @@ const READ_PIECE: u64 = 4 << 20;
 const PART: usize = 8 << 20;
 /// How often the background loop looks for files to export when not woken.
 const SCAN_EVERY: Duration = Duration::from_secs(1);
+/// A shard that does not answer within this is tried again later.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+/// One piece read from a shard.
+const READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// Pause after a failed export before that file is tried again.
 const RETRY_AFTER: Duration = Duration::from_secs(2);
 
@@ -145,6 +149,11 @@ impl Exporter {
         if info.file_id != file_id || info.version != version {
             return Err(Fail::new(ErrorCode::StaleVersion, format!("{path} changed before its export")));
         }
+        if let Some(b) = info.blocks.iter().find(|b| !b.worker_live) {
+            // After a restart, until the worker holding it registers again.
+            let msg = format!("block {} of {path} is on worker {}, which is not live", b.block_id, b.worker_id);
+            return Err(Fail::new(ErrorCode::Unavailable, msg));
+        }
         let store = ufs.store(&mount)?;
         let key = super::ufs::key_of(&mount.path, path);
         let mut w = store.writer(&key, PART).await.map_err(fail)?;
@@ -192,9 +201,16 @@ impl Exporter {
 
     async fn read(&self, addr: SocketAddr, req: &ReadBlock) -> Result<bytes::Bytes, Fail> {
         let conn = self.conn(addr).await?;
-        let frame = match conn.call(req, &[]).await {
-            Ok(f) => f,
-            Err(e) => {
+        let frame = match tokio::time::timeout(READ_TIMEOUT, conn.call(req, &[])).await {
+            Ok(Ok(f)) => f,
+            Err(_) => {
+                self.conns.lock().await.remove(&addr);
+                return Err(Fail::new(
+                    ErrorCode::Timeout,
+                    format!("read block {} from {addr}: timed out", req.block_id),
+                ));
+            }
+            Ok(Err(e)) => {
                 self.conns.lock().await.remove(&addr);
                 return Err(Fail::new(ErrorCode::Unavailable, format!("read block {} from {addr}: {e}", req.block_id)));
             }
@@ -208,9 +224,13 @@ impl Exporter {
         if let Some(c) = conns.get(&addr).filter(|c| !c.is_closed()) {
             return Ok(c.clone());
         }
-        let c = Conn::connect(&self.endpoint, addr, Role::Master, &self.node, Limits::DEFAULT)
-            .await
-            .map_err(|e| Fail::new(ErrorCode::Unavailable, format!("connect to shard {addr}: {e}")))?;
+        let c = tokio::time::timeout(
+            CONNECT_TIMEOUT,
+            Conn::connect(&self.endpoint, addr, Role::Master, &self.node, Limits::DEFAULT),
+        )
+        .await
+        .map_err(|_| Fail::new(ErrorCode::Unavailable, format!("connect to shard {addr}: timed out")))?
+        .map_err(|e| Fail::new(ErrorCode::Unavailable, format!("connect to shard {addr}: {e}")))?;
         conns.insert(addr, c.clone());
         Ok(c)
     }
