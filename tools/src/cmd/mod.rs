@@ -2,9 +2,12 @@
 
 pub mod bench;
 pub mod cert;
+pub mod free;
 pub mod fs;
 pub mod fuse;
+pub mod load;
 pub mod master;
+pub mod mount;
 pub mod report;
 pub mod up;
 pub mod worker;
@@ -27,7 +30,13 @@ pub enum Command {
     Fs(fs::Fs),
     /// Mount cv as a local directory with FUSE until Ctrl-C, SIGTERM or umount.
     Fuse(fuse::FuseArgs),
-    /// Cluster report: workers, shards, capacity, use, tail-cache hit ratio.
+    /// Object-store mounts: add, rm, ls, sync.
+    Mount(mount::MountCmd),
+    /// Preload a file or directory tree into the cache (metadata, tails, blocks), resumably.
+    Load(load::LoadArgs),
+    /// Drop the cached blocks of object copies under a path, keeping their metadata.
+    Free(free::FreeArgs),
+    /// Cluster report: workers, shards, capacity, use, tail-cache hit ratio, export backlog.
     Report(report::ReportArgs),
     /// Run the master (namespace, journal, tail cache) until Ctrl-C or SIGTERM.
     Master(master::MasterArgs),
@@ -47,6 +56,9 @@ impl Command {
             Command::Bench(b) => b.run(),
             Command::Fs(f) => f.run(),
             Command::Fuse(f) => f.run(),
+            Command::Mount(m) => m.run(),
+            Command::Load(l) => l.run(),
+            Command::Free(f) => f.run(),
             Command::Report(r) => r.run(),
             Command::Master(m) => m.run(),
             Command::Worker(w) => w.run(),

@@ -1,4 +1,5 @@
-//! `cvctl report`: workers, shards, capacity, use, tail-cache hit ratio.
+//! `cvctl report`: workers, shards, capacity, use, tail-cache hit ratio,
+//! and the export backlog of fs-mode mounts.
 
 use super::CmdResult;
 use crate::connect::{ClientArgs, runtime};
@@ -42,6 +43,9 @@ impl ReportArgs {
                     "workers": workers, "inodes": r.inodes, "blocks": r.blocks,
                     "tail_cache": { "bytes": r.tail_bytes, "budget": r.tail_budget, "hits": r.tail_hits,
                                     "misses": r.tail_misses, "hit_ratio": hit_ratio },
+                    "export": { "backlog_files": r.export_backlog, "backlog_bytes": r.export_backlog_bytes,
+                                "lag_ms": r.export_lag_ms, "exported": r.exported,
+                                "failures": r.export_failures },
                 });
                 println!("{out}");
                 return Ok(());
@@ -56,8 +60,12 @@ impl ReportArgs {
                 hit_ratio * 100.0
             );
             println!(
-                "{:>6} {:<22} {:>6} {:>16} {:>16} {:>6} {:>10}",
-                "id", "host", "shards", "capacity", "used", "live", "hb age ms"
+                "export backlog {} files, {} bytes, oldest waiting {} ms; exported {}, failed {}",
+                r.export_backlog, r.export_backlog_bytes, r.export_lag_ms, r.exported, r.export_failures
+            );
+            println!(
+                "{:>6} {:<22} {:>6} {:>16} {:>16} {:>6} {:>10} {:>9} {:>9}",
+                "id", "host", "shards", "capacity", "used", "live", "hb age ms", "mem hit", "disk hit"
             );
             for w in &r.workers {
                 println!(
