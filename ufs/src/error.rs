@@ -58,7 +58,8 @@ impl UfsError {
         // The retry layer marks errors it gave up on as persistent; a
         // timeout or a 5xx that outlived the retries is still "try later".
         let kind = if kind == UfsErrorKind::Other && looks_unavailable(&e) { UfsErrorKind::Unavailable } else { kind };
-        UfsError { kind, message: format!("{what}: {}", e.message()), source: Some(e) }
+        // OpenDAL's Display carries the context and the cause (e.g. "connection refused").
+        UfsError { kind, message: format!("{what}: {e}"), source: Some(e) }
     }
 }
 
