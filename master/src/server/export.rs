@@ -79,13 +79,19 @@ impl Exporter {
         mut stop: tokio::sync::watch::Receiver<bool>,
     ) {
         let mut failed_at: HashMap<u64, tokio::time::Instant> = HashMap::new();
+        // Cache-mode files are written through while `complete` waits; only a crash in between
+        // leaves one behind, so they are looked for from the start until a round exports all it
+        // found. Fs-mode mounts every round.
+        let mut cache_too = true;
         loop {
-            let pending = core.inspect(|st| st.pending_exports());
+            let pending = core.inspect(|st| st.pending_exports(cache_too));
+            let mut all_done = true;
             for (file_id, version, path, _, _) in pending {
                 if *stop.borrow() {
                     return;
                 }
                 if failed_at.get(&file_id).is_some_and(|t| t.elapsed() < RETRY_AFTER) {
+                    all_done = false;
                     continue;
                 }
                 match self.export(&core, &ufs, file_id, version, &path).await {
@@ -95,9 +101,11 @@ impl Exporter {
                     Err(f) => {
                         tracing::warn!(path = %path, code = f.code.name(), "export failed, will retry: {}", f.message);
                         failed_at.insert(file_id, tokio::time::Instant::now());
+                        all_done = false;
                     }
                 }
             }
+            cache_too &= !all_done;
             tokio::select! {
                 _ = self.wake.notified() => {}
                 _ = tokio::time::sleep(SCAN_EVERY) => {}

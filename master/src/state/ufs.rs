@@ -114,10 +114,16 @@ impl State {
         Ok(Applied::Done)
     }
 
-    /// Complete files under mounts that are not yet in their object store, oldest first:
-    /// (file id, version, path, length, completed at).
-    pub fn pending_exports(&self) -> Vec<(super::InodeId, u64, String, u64, u64)> {
-        let mounts: Vec<CvPath> = self.data.mounts.keys().filter_map(|p| CvPath::parse(p).ok()).collect();
+    /// Complete files under fs-mode mounts (with `cache_too`, under every mount) that are not
+    /// yet in their object store, oldest first: (file id, version, path, length, completed at).
+    pub fn pending_exports(&self, cache_too: bool) -> Vec<(super::InodeId, u64, String, u64, u64)> {
+        let mounts: Vec<CvPath> = self
+            .data
+            .mounts
+            .values()
+            .filter(|m| cache_too || m.mode == super::MountMode::Fs)
+            .filter_map(|m| CvPath::parse(&m.path).ok())
+            .collect();
         let mut out = Vec::new();
         for m in &mounts {
             let Ok(root) = self.lookup(m) else { continue };
