@@ -10,6 +10,7 @@
 //! memory_tier = "1GiB"            # whole worker, split evenly between shards
 //! block_size = "4MiB"
 //! heartbeat_interval = "3s"
+//! ufs_threads = 2                 # tokio threads fetching missing blocks from object storage
 //! [[worker.data_dirs]]
 //! path = "/nvme0/cv"
 //! capacity = "800GiB"             # whole worker in this directory, split between shards
@@ -89,6 +90,9 @@ pub struct WorkerSettings {
     pub preempt_timer: Dur,
     /// Node name announced in hellos, for logs.
     pub node: String,
+    /// Threads of the tokio pool that fetches missing blocks from object storage (beside the
+    /// shards, never on them). Only started when a master is configured.
+    pub ufs_threads: u16,
 }
 
 impl Default for WorkerSettings {
@@ -111,6 +115,7 @@ impl Default for WorkerSettings {
             ring_depth: 128,
             preempt_timer: Dur::millis(2),
             node: "cv-worker".into(),
+            ufs_threads: 2,
         }
     }
 }
@@ -177,6 +182,9 @@ impl WorkerSettings {
         if self.node.is_empty() || self.node.len() > 256 {
             return Err(ConfigError::new(f("node"), "must be 1 to 256 bytes"));
         }
+        if self.ufs_threads == 0 || self.ufs_threads > 64 {
+            return Err(ConfigError::new(f("ufs_threads"), "must be between 1 and 64"));
+        }
         Ok(())
     }
 
@@ -231,6 +239,8 @@ mod tests {
         );
         let w = WatermarkSettings { high_pct: 50, low_pct: 60 };
         assert_eq!(field(WorkerSettings { watermarks: w, ..valid() }), "worker.watermarks");
+        assert_eq!(field(WorkerSettings { ufs_threads: 0, ..valid() }), "worker.ufs_threads");
+        assert_eq!(field(WorkerSettings { ufs_threads: 65, ..valid() }), "worker.ufs_threads");
         let mut s = valid();
         s.data_dirs.push(s.data_dirs[0].clone());
         assert_eq!(field(s), "worker.data_dirs[1].path");
@@ -253,12 +263,13 @@ mod tests {
     #[test]
     fn parses_from_toml_with_units() {
         let s: WorkerSettings = toml::from_str(
-            "master = \"m:7000\"\nshards = 2\nheartbeat_interval = \"250ms\"\n\
+            "master = \"m:7000\"\nshards = 2\nheartbeat_interval = \"250ms\"\nufs_threads = 3\n\
              [[data_dirs]]\npath = \"/d\"\ncapacity = \"2GiB\"\n",
         )
         .unwrap();
         assert_eq!(s.master.as_deref(), Some("m:7000"));
         assert_eq!(s.heartbeat_interval, Dur::millis(250));
+        assert_eq!(s.ufs_threads, 3);
         assert_eq!(s.data_dirs[0].capacity, ByteSize::gib(2));
         s.validate("worker").unwrap();
         assert!(toml::from_str::<WorkerSettings>("bogus = 1").is_err());

@@ -3,7 +3,8 @@
 //! Each shard is one pinned thread running one glommio executor that does both
 //! its network I/O ([`quic`]) and its disk I/O ([`store`]). A small control-plane
 //! thread registers the worker with the master and heartbeats; it reaches the
-//! shards only by messages. [`WorkerServer::start`] runs it all.
+//! shards only by messages. A small tokio pool beside the shards fetches blocks the
+//! shards do not hold from object storage. [`WorkerServer::start`] runs it all.
 
 pub mod config;
 mod control;
@@ -13,6 +14,7 @@ pub mod quic;
 mod server;
 mod shard;
 pub mod store;
+mod ufs;
 
 pub use config::{DataDirSettings, WatermarkSettings, WorkerSettings};
 pub use error::{Result, WorkerError, WorkerErrorKind};

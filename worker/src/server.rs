@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use cv_net::quic::TransportSettings;
 use cv_net::tls::Identity;
+use cv_ufs::UfsSettings;
 use cv_wire::Limits;
 
 use crate::config::WorkerSettings;
@@ -15,6 +16,12 @@ use crate::cores::allowed_cpus;
 use crate::error::{Result, WorkerError, WorkerErrorKind};
 use crate::quic::EndpointOptions;
 use crate::shard::{self, ShardCmd, ShardSpec, Started, host_port};
+use crate::ufs::{MasterSpec, PoolSpec, UfsPool};
+
+/// Deadline of connecting to the master and of one `GetMount` from the fetch pool.
+const MASTER_CALL_TIMEOUT: Duration = Duration::from_secs(5);
+/// A mount's configuration is asked of the master again after this long.
+const MOUNT_REFRESH: Duration = Duration::from_secs(30);
 
 /// Starts workers; see [`WorkerServer::start`].
 #[derive(Debug)]
@@ -28,6 +35,7 @@ pub struct WorkerHandle {
     addrs: Vec<SocketAddr>,
     routes: Arc<[String]>,
     control: Option<ControlHandle>,
+    ufs: Option<UfsPool>,
 }
 
 impl WorkerServer {
@@ -56,6 +64,23 @@ impl WorkerServer {
             ..EndpointOptions::default()
         };
 
+        // The fetch pool resolves mounts through the master; without one there is nothing to fetch with.
+        let ufs = match &settings.master {
+            Some(master) => Some(UfsPool::start(PoolSpec {
+                threads: usize::from(settings.ufs_threads),
+                master: MasterSpec {
+                    addr: master.clone(),
+                    node: settings.node.clone(),
+                    identity: identity.clone(),
+                    transport: transport.clone(),
+                    timeout: MASTER_CALL_TIMEOUT,
+                },
+                ufs: UfsSettings::default(),
+                mount_refresh: MOUNT_REFRESH,
+            })?),
+            None => None,
+        };
+
         let mut starting = Vec::with_capacity(usize::from(n));
         for i in 0..n {
             let port = if settings.base_port == 0 { 0 } else { settings.base_port + i };
@@ -71,6 +96,7 @@ impl WorkerServer {
                 preempt_timer: settings.preempt_timer.get(),
                 node: format!("{}/shard-{i}", settings.node),
                 limits: Limits::DEFAULT,
+                ufs: ufs.as_ref().map(UfsPool::fetcher),
             };
             match shard::spawn(spec) {
                 Ok(s) => starting.push(s),
@@ -100,7 +126,7 @@ impl WorkerServer {
             let _ = s.routes.send(routes.clone());
         }
         let shards: Vec<_> = started.into_iter().map(|s| (s.cmds, s.thread)).collect();
-        let mut handle = WorkerHandle { shards, addrs, routes, control: None };
+        let mut handle = WorkerHandle { shards, addrs, routes, control: None, ufs };
         if let Some(master) = settings.master.clone() {
             let heartbeat = settings.heartbeat_interval.get();
             let spec = ControlSpec {
@@ -162,6 +188,7 @@ impl WorkerHandle {
             let _ = cmds.send(ShardCmd::Shutdown);
         }
         let mut first = Ok(());
+        let ufs = self.ufs.take();
         for (i, (_, thread)) in self.shards.drain(..).enumerate() {
             let res = match thread.join() {
                 Ok(r) => r,
@@ -173,6 +200,10 @@ impl WorkerHandle {
                     first = Err(e);
                 }
             }
+        }
+        // After the shards: their last requests may still have been waiting on a fetch.
+        if let Some(pool) = ufs {
+            pool.stop();
         }
         first
     }

@@ -1,8 +1,9 @@
-//! The one place where store errors become protocol error codes.
+//! The one place where store and fetch errors become protocol error codes.
 
 use cv_wire::ErrorCode;
 
 use crate::store::{ErrorKind, StoreError};
+use crate::ufs::{FetchError, FetchErrorKind};
 
 /// The code a client acts on: `Corrupt` (retryable) makes it refetch, `NotFound` makes it
 /// go to the object store, `Unavailable` makes it retry or fall back.
@@ -15,6 +16,15 @@ pub(crate) fn store_code(e: &StoreError) -> ErrorCode {
         // Another writer holds the id, or the disk failed an I/O: may pass if tried again.
         ErrorKind::Busy | ErrorKind::Io => ErrorCode::Unavailable,
         ErrorKind::Incompatible => ErrorCode::Internal,
+    }
+}
+
+/// A failed fetch from object storage: `StaleVersion` makes the client reopen the file (the
+/// object is gone or changed); anything else is `UfsFailed`, which a client may retry.
+pub(crate) fn fetch_code(e: &FetchError) -> ErrorCode {
+    match e.kind() {
+        FetchErrorKind::Stale => ErrorCode::StaleVersion,
+        FetchErrorKind::Unavailable | FetchErrorKind::Failed => ErrorCode::UfsFailed,
     }
 }
 
@@ -33,5 +43,15 @@ mod tests {
         assert!(code(ErrorKind::Busy).retryable());
         assert!(code(ErrorKind::Io).retryable());
         assert_eq!(code(ErrorKind::Incompatible), ErrorCode::Internal);
+    }
+
+    #[test]
+    fn fetch_codes_tell_reopen_from_retry() {
+        let code = |k| fetch_code(&FetchError::new(k, "x"));
+        assert_eq!(code(FetchErrorKind::Stale), ErrorCode::StaleVersion);
+        assert!(!code(FetchErrorKind::Stale).retryable());
+        assert_eq!(code(FetchErrorKind::Unavailable), ErrorCode::UfsFailed);
+        assert!(code(FetchErrorKind::Unavailable).retryable());
+        assert_eq!(code(FetchErrorKind::Failed), ErrorCode::UfsFailed);
     }
 }

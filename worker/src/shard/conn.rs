@@ -8,6 +8,7 @@ use cv_wire::msg::{Hello, HelloOk, Role};
 use cv_wire::{ErrorCode, Limits, PROTOCOL_VERSION};
 use glommio::sync::Gate;
 
+use super::fill::Fills;
 use super::frame_io::{ReadFail, read_frame, read_head};
 use super::handler;
 use super::reply::Reply;
@@ -30,6 +31,8 @@ pub(crate) struct ShardCtx {
     pub(crate) limits: Limits,
     /// Every connection and stream task runs inside it, so shutdown can wait for them.
     pub(crate) gate: Gate,
+    /// Blocks being fetched from object storage (one fetch per block).
+    pub(crate) fills: Rc<Fills>,
 }
 
 /// Accepts connections until the endpoint closes.

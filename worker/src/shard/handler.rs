@@ -1,10 +1,12 @@
-//! Request handlers of a shard: read, write, delete and stat blocks, ping.
+//! Request handlers of a shard: read (filling missing blocks from object storage), write,
+//! delete and stat blocks, ping.
 //!
 //! Every block id is checked against its owning shard (`cv_wire::block_shard`) first; a
 //! block of a sibling shard is refused with `WrongShard` naming that shard's address.
 
 use cv_wire::msg::{
-    DeleteBlocks, Done, Ping, Pong, ReadBlock, ReadBlockOk, StatBlock, StatBlockOk, WriteBlock, WriteBlockOk,
+    ArchivedBlockSource, BlockSource, DeleteBlocks, Done, Ping, Pong, ReadBlock, ReadBlockOk, StatBlock, StatBlockOk,
+    UfsRef, WriteBlock, WriteBlockOk,
 };
 use cv_wire::{ErrorCode, Frame, HEADER_LEN, Kind, Message, block_shard};
 
@@ -13,7 +15,7 @@ use super::conn::ShardCtx;
 use super::frame_io::{Head, ReadFail, read_payload};
 use super::reply::Reply;
 use crate::quic::{RecvStream, VarInt};
-use crate::store::StoreError;
+use crate::store::{ErrorKind, StoreError};
 
 /// Header bytes covered by the frame crc: all but the crc field (wire/FORMAT.md).
 const CRC_COVERED: usize = HEADER_LEN - 4;
@@ -107,25 +109,86 @@ fn owned(ctx: &ShardCtx, block_id: u64) -> Result<(), Refusal> {
     }
 }
 
+/// Serves a read from the store. A block the store does not hold is fetched from object
+/// storage when the request names its `source` (once per block however many readers ask;
+/// see `fill.rs`); without a source it is `NotFound`. `fill_only` answers without bytes.
 async fn read_block(ctx: &ShardCtx, frame: &Frame) -> Result<Reply, Refusal> {
     let req = frame.access::<ReadBlock>()?;
     let (block_id, offset, len) = (req.block_id.to_native(), req.offset.to_native(), req.len.to_native());
+    let fill_only = req.fill_only;
+    let request_id = frame.header().request_id;
     owned(ctx, block_id)?;
-    let block_len = ctx.store.stat(block_id)?.len;
+    let source = match req.source.as_ref() {
+        Some(s) => Some(checked_source(ctx, block_id, offset, s)?),
+        None => None,
+    };
+    let held = match ctx.store.stat(block_id) {
+        Ok(stat) => Some(stat.len),
+        Err(e) if e.kind() == ErrorKind::NotFound && source.is_some() => None,
+        Err(e) => return Err(e.into()),
+    };
+    if let Some(block_len) = held {
+        if fill_only {
+            return Ok(Reply::ok(request_id, &ReadBlockOk { block_len }));
+        }
+        let n = clamp(block_id, block_len, offset, len)?;
+        match ctx.store.read(block_id, offset, n).await {
+            Ok(bytes) => return Ok(Reply::with_block(request_id, &ReadBlockOk { block_len }, bytes)),
+            Err(e) => {
+                if e.kind() == ErrorKind::Corrupt {
+                    tracing::warn!(shard = ctx.index, block = block_id, error = %e, "corrupt block dropped");
+                }
+                // Evicted meanwhile, or dropped as corrupt: fetched again if we know from where.
+                if source.is_none() || !matches!(e.kind(), ErrorKind::NotFound | ErrorKind::Corrupt) {
+                    return Err(e.into());
+                }
+            }
+        }
+    }
+    let Some(source) = source else {
+        return Err(Refusal::new(ErrorCode::NotFound, format!("block {block_id} is not stored here")));
+    };
+    let filled = ctx.fills.fill(&ctx.gate, block_id, source).await.map_err(|e| Refusal::new(e.code, e.message))?;
+    let block_len = filled.data.len() as u64;
+    if fill_only {
+        filled.stored.map_err(|e| Refusal::new(e.code, e.message))?;
+        return Ok(Reply::ok(request_id, &ReadBlockOk { block_len }));
+    }
+    let n = clamp(block_id, block_len, offset, len)?;
+    let data = filled.data.slice(offset as usize..(offset + n) as usize);
+    Ok(Reply::with_shared(request_id, &ReadBlockOk { block_len }, data))
+}
+
+/// Bytes to answer at `offset`: up to `len`, shorter at the block's end (as the protocol
+/// allows); an offset past the end is refused.
+fn clamp(block_id: u64, block_len: u64, offset: u64, len: u64) -> Result<u64, Refusal> {
     if offset > block_len {
         return Err(Refusal::new(
             ErrorCode::InvalidArgument,
             format!("offset {offset} past the end of block {block_id} ({block_len} bytes)"),
         ));
     }
-    // The reply is shorter at the block's end, as the protocol allows.
-    let n = len.min(block_len - offset);
-    let bytes = ctx.store.read(block_id, offset, n).await.inspect_err(|e| {
-        if e.kind() == crate::store::ErrorKind::Corrupt {
-            tracing::warn!(shard = ctx.index, block = block_id, error = %e, "corrupt block dropped");
-        }
-    })?;
-    Ok(Reply::with_block(frame.header().request_id, &ReadBlockOk { block_len }, bytes))
+    Ok(len.min(block_len - offset))
+}
+
+/// A request's source, checked: a block of 1 to `block_size` bytes at an offset that does
+/// not overflow, and the read's offset inside it.
+fn checked_source(ctx: &ShardCtx, block_id: u64, offset: u64, s: &ArchivedBlockSource) -> Result<BlockSource, Refusal> {
+    let (src_off, src_len) = (s.offset.to_native(), s.len.to_native());
+    let max = ctx.store.config().block_size;
+    let bad = |why: String| Err(Refusal::new(ErrorCode::InvalidArgument, format!("block {block_id}: source {why}")));
+    if src_len == 0 || src_len > max {
+        return bad(format!("length {src_len} is not between 1 and the block size {max}"));
+    }
+    if src_off.checked_add(src_len).is_none() {
+        return bad(format!("range {src_off}+{src_len} overflows"));
+    }
+    if offset > src_len {
+        return bad(format!("is {src_len} bytes long; the read starts at {offset}"));
+    }
+    let o = &s.object;
+    let object = UfsRef { mount: o.mount.to_string(), key: o.key.to_string(), version: o.version.to_string() };
+    Ok(BlockSource { object, offset: src_off, len: src_len })
 }
 
 fn stat_block(ctx: &ShardCtx, frame: &Frame) -> Result<Reply, Refusal> {

@@ -4,6 +4,7 @@
 
 mod codes;
 mod conn;
+mod fill;
 mod frame_io;
 mod handler;
 mod reply;

@@ -19,6 +19,8 @@ enum Payload {
     Block(BlockBytes),
     /// Bytes owned by the reply (a ping's echo).
     Owned(Vec<u8>),
+    /// Bytes shared with other replies (a block just fetched from object storage).
+    Shared(bytes::Bytes),
 }
 
 /// One reply frame and the bytes that form its payload.
@@ -44,6 +46,11 @@ impl Reply {
         let parts: Vec<&[u8]> = bytes.parts().collect();
         let frame = cv_wire::encode_with(msg, request_id, &parts);
         Reply { frame, payload: Payload::Block(bytes) }
+    }
+
+    /// A reply whose payload is a shared buffer (sent without copying).
+    pub(crate) fn with_shared<M: Message>(request_id: u64, msg: &M, bytes: bytes::Bytes) -> Reply {
+        Reply { frame: cv_wire::encode(msg, request_id, &bytes), payload: Payload::Shared(bytes) }
     }
 
     /// An `ErrorReply` with `code`; `redirect` names the owning shard for `WrongShard`.
@@ -73,6 +80,7 @@ impl Reply {
                 }
             }
             Payload::Owned(bytes) => send.write_all(bytes).await?,
+            Payload::Shared(bytes) => send.write_all(bytes).await?,
         }
         send.finish()
     }

@@ -10,11 +10,13 @@ use glommio::sync::Gate;
 use glommio::{LocalExecutorBuilder, Placement};
 
 use super::conn::{ShardCtx, accept_loop};
+use super::fill::Fills;
 use super::{ShardCmd, ShardReport};
 use crate::error::{Result, WorkerError, WorkerErrorKind};
 use crate::quic::{Endpoint, EndpointOptions, ServerConfig, VarInt};
 use crate::store::BlockStore;
 use crate::store::StoreConfig;
+use crate::ufs::Fetcher;
 
 /// In-flight requests get this long to finish once shutdown starts.
 const DRAIN: Duration = Duration::from_secs(10);
@@ -34,6 +36,8 @@ pub(crate) struct ShardSpec {
     pub(crate) preempt_timer: Duration,
     pub(crate) node: String,
     pub(crate) limits: Limits,
+    /// The object-store fetch pool (none without a master to resolve mounts).
+    pub(crate) ufs: Option<Fetcher>,
 }
 
 pub(crate) fn thread_main(
@@ -97,6 +101,7 @@ async fn shard_main(
             node: spec.node,
             limits: spec.limits,
             gate: gate.clone(),
+            fills: Rc::new(Fills::new(store.clone(), spec.ufs)),
         });
         if let Ok(task) = gate.spawn(accept_loop(ep.clone(), c.clone())) {
             task.detach();

@@ -1,0 +1,103 @@
+//! Mount point → [`Ufs`], asked of the master once and kept for a while.
+//!
+//! An entry is refreshed when it is older than the refresh period (credentials rotated at
+//! the master reach the worker within it), and dropped at once when the store refused it
+//! (`Config`, `PermissionDenied`). If the master cannot be reached for a refresh, the old
+//! entry keeps serving. Each mount has its own lock, so one slow resolution does not hold
+//! up the others, and concurrent fetches under a cold mount ask the master once.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use cv_ufs::{Ufs, UfsSettings};
+use cv_wire::msg::MountMode;
+
+use super::error::{FetchError, FetchErrorKind};
+use super::master::MasterLink;
+
+/// One cached mount.
+#[derive(Debug, Clone)]
+struct Entry {
+    ufs: Ufs,
+    at: Instant,
+}
+
+type Slot = Arc<tokio::sync::Mutex<Option<Entry>>>;
+
+/// The mounts this worker fetched under.
+#[derive(Debug)]
+pub(crate) struct Mounts {
+    master: MasterLink,
+    settings: UfsSettings,
+    refresh: Duration,
+    slots: Mutex<HashMap<String, Slot>>,
+}
+
+/// A resolved mount, and whether it came from the cache (a refusal then warrants one retry
+/// with a fresh copy).
+#[derive(Debug)]
+pub(crate) struct Resolved {
+    pub(crate) ufs: Ufs,
+    pub(crate) cached: bool,
+}
+
+impl Mounts {
+    pub(crate) fn new(master: MasterLink, settings: UfsSettings, refresh: Duration) -> Self {
+        Self { master, settings, refresh, slots: Mutex::new(HashMap::new()) }
+    }
+
+    pub(crate) fn master(&self) -> &MasterLink {
+        &self.master
+    }
+
+    fn slot(&self, mount: &str) -> Slot {
+        let mut slots = self.slots.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        slots.entry(mount.to_owned()).or_default().clone()
+    }
+
+    /// The object store behind `mount`.
+    pub(crate) async fn resolve(&self, mount: &str) -> Result<Resolved, FetchError> {
+        let slot = self.slot(mount);
+        let mut entry = slot.lock().await;
+        if let Some(e) = entry.as_ref()
+            && e.at.elapsed() < self.refresh
+        {
+            return Ok(Resolved { ufs: e.ufs.clone(), cached: true });
+        }
+        match self.fetch(mount).await {
+            Ok(ufs) => {
+                *entry = Some(Entry { ufs: ufs.clone(), at: Instant::now() });
+                Ok(Resolved { ufs, cached: false })
+            }
+            Err(e) if e.kind() == FetchErrorKind::Unavailable => match entry.as_ref() {
+                // A master that is down does not stop reads under a mount known already.
+                Some(old) => {
+                    tracing::warn!(mount, error = %e, "mount not refreshed; using the copy we have");
+                    Ok(Resolved { ufs: old.ufs.clone(), cached: true })
+                }
+                None => Err(e),
+            },
+            Err(e) => {
+                *entry = None;
+                Err(e)
+            }
+        }
+    }
+
+    /// Forgets `mount` (its store refused us): the next fetch asks the master again.
+    pub(crate) async fn invalidate(&self, mount: &str) {
+        let slot = self.slot(mount);
+        *slot.lock().await = None;
+    }
+
+    async fn fetch(&self, mount: &str) -> Result<Ufs, FetchError> {
+        let m = self.master.get_mount(mount).await?;
+        if m.mode != MountMode::Cache {
+            tracing::debug!(mount, mode = ?m.mode, "fetching a block under a mount not in cache mode");
+        }
+        let options: Vec<(String, String)> = m.options.into_iter().map(|kv| (kv.key, kv.value)).collect();
+        Ufs::connect(&m.ufs_url, &options, &self.settings)
+            .map_err(|e| FetchError::from_ufs(&format!("mount {mount} ({})", m.ufs_url), &e))
+    }
+}
