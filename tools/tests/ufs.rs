@@ -1,0 +1,300 @@
+//! Object storage under cv, end to end: a real cluster and a real S3 server
+//! (s3s in-process over HTTP on loopback), requests counted at the server.
+
+use cv_client::{Client, ErrorKind, MountMode};
+use cv_testkit::{Op, S3Server};
+use cv_tools::cluster::{ClusterOptions, LocalCluster};
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BLOCK: usize = 4 << 20;
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len).map(|i| (i as u32).wrapping_mul(2_654_435_761).rotate_left(u32::from(seed)) as u8).collect()
+}
+
+fn s3_options(s3: &S3Server) -> Vec<(String, String)> {
+    vec![
+        ("endpoint".into(), s3.endpoint()),
+        ("region".into(), S3Server::REGION.into()),
+        ("access_key_id".into(), S3Server::ACCESS_KEY.into()),
+        ("secret_access_key".into(), S3Server::SECRET_KEY.into()),
+    ]
+}
+
+async fn read_all(client: &Client, path: &str) -> Vec<u8> {
+    let f = client.open(path).await.unwrap();
+    let mut buf = vec![0u8; f.len() as usize];
+    let n = f.read_at(0, &mut buf).await.unwrap();
+    assert_eq!(n, buf.len(), "{path}");
+    buf
+}
+
+/// GETs of `key` that are not the master's tail read (which ends at the object's end and is
+/// at most 64 KiB): the block fetches of the shards.
+fn block_gets(s3: &S3Server, key: &str) -> usize {
+    s3.count(|r| {
+        matches!(r.op, Op::Get | Op::RangedGet) && r.path.ends_with(key) && !r.range.as_deref().is_some_and(tail_range)
+    })
+}
+
+fn tail_range(range: &str) -> bool {
+    let Some((a, b)) = range.trim_start_matches("bytes=").split_once('-') else { return false };
+    match (a.parse::<u64>(), b.parse::<u64>()) {
+        (Ok(a), Ok(b)) => b - a < 64 << 10,
+        _ => a.is_empty(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cache_mode_serves_objects_byte_exact_and_fetches_each_block_once() {
+    let store = tempfile::tempdir().unwrap();
+    let s3 = S3Server::start(store.path()).unwrap();
+    s3.create_bucket("lake").unwrap();
+    let sizes = [("empty", 0), ("small", 1000), ("exact", BLOCK), ("multi", 2 * BLOCK + 123), ("hot", 3 << 20)];
+    let mut objects = Vec::new();
+    for (i, (name, len)) in sizes.into_iter().enumerate() {
+        let data = pattern(len, i as u8);
+        s3.put_object("lake", &format!("t/{name}"), &data).unwrap();
+        objects.push((name, data));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = LocalCluster::start(&ClusterOptions::ephemeral(dir.path())).await.unwrap();
+    let client = cluster.client().await.unwrap();
+    client.mount("s3://lake/t", "/lake", MountMode::Cache, s3_options(&s3)).await.unwrap();
+
+    // Listing is served from the master's copy: one LIST however often it is asked.
+    let lists = s3.count(|r| r.op == Op::List);
+    let names: Vec<String> = client.list("/lake").await.unwrap().into_iter().map(|e| e.path).collect();
+    assert_eq!(names, ["/lake/empty", "/lake/exact", "/lake/hot", "/lake/multi", "/lake/small"]);
+    client.list("/lake").await.unwrap();
+    client.stat("/lake/multi").await.unwrap();
+    assert_eq!(s3.count(|r| r.op == Op::List), lists + 1, "one LIST for two lists and a stat");
+    assert_eq!(client.stat("/lake/multi").await.unwrap().length, (2 * BLOCK + 123) as u64);
+
+    // Byte-exact, every size; the open of a listed object costs no HEAD.
+    let heads = s3.count(|r| r.op == Op::Head);
+    for (name, data) in objects.iter().filter(|(n, _)| *n != "hot") {
+        assert_eq!(&read_all(&client, &format!("/lake/{name}")).await, data, "{name}");
+    }
+    assert_eq!(s3.count(|r| r.op == Op::Head), heads, "listed objects are opened without a HEAD");
+    // A second read is served by the shards: no new GET.
+    let gets = s3.count(|r| matches!(r.op, Op::Get | Op::RangedGet));
+    assert_eq!(&read_all(&client, "/lake/multi").await, &objects[3].1);
+    assert_eq!(s3.count(|r| matches!(r.op, Op::Get | Op::RangedGet)), gets, "warm read went to the store");
+
+    // 16 concurrent readers of a cold block: one GET of it at the store.
+    let mut readers = Vec::new();
+    for _ in 0..16 {
+        let c = client.clone();
+        readers.push(tokio::spawn(async move { read_all(&c, "/lake/hot").await }));
+    }
+    for r in readers {
+        assert_eq!(r.await.unwrap(), objects[4].1);
+    }
+    assert_eq!(block_gets(&s3, "/t/hot"), 1, "{:#?}", s3.requests());
+
+    // An object replaced in the store: the old version is served until sync, then the new one.
+    let new = pattern(5000, 99);
+    s3.put_object("lake", "t/small", &new).unwrap();
+    assert_eq!(read_all(&client, "/lake/small").await, objects[1].1, "within the validity period");
+    client.sync_mount("/lake").await.unwrap();
+    assert_eq!(read_all(&client, "/lake/small").await, new, "after mount sync");
+
+    // Free drops the blocks, keeps the metadata: the next read fetches again, same bytes.
+    let freed = client.free("/lake/multi").await.unwrap();
+    assert_eq!((freed.files, freed.blocks), (1, 3));
+    let before = block_gets(&s3, "/t/multi");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        // The drop reaches the worker with its next heartbeat.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(read_all(&client, "/lake/multi").await, objects[3].1);
+        if block_gets(&s3, "/t/multi") > before {
+            break;
+        }
+        assert!(Instant::now() < deadline, "freed blocks were never fetched again");
+    }
+
+    // An object deleted from the store disappears after sync.
+    std::fs::remove_file(store.path().join("lake/t/empty")).unwrap();
+    client.sync_mount("/lake").await.unwrap();
+    let names: Vec<String> = client.list("/lake").await.unwrap().into_iter().map(|e| e.path).collect();
+    assert!(!names.contains(&"/lake/empty".to_string()), "{names:?}");
+    assert_eq!(client.open("/lake/empty").await.unwrap_err().kind(), ErrorKind::NotFound);
+    cluster.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cache_mode_writes_go_to_the_store_before_complete_answers() {
+    let store = tempfile::tempdir().unwrap();
+    let s3 = S3Server::start(store.path()).unwrap();
+    s3.create_bucket("lake").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = LocalCluster::start(&ClusterOptions::ephemeral(dir.path())).await.unwrap();
+    let client = cluster.client().await.unwrap();
+    client.mount("s3://lake/w", "/w", MountMode::Cache, s3_options(&s3)).await.unwrap();
+    let data = pattern(BLOCK + 77, 5);
+    let mut w = client.create("/w/new.bin", false).await.unwrap();
+    w.write(&data).await.unwrap();
+    w.close().await.unwrap();
+    // Already in the store when close returned.
+    assert_eq!(std::fs::read(store.path().join("lake/w/new.bin")).unwrap(), data);
+    assert_eq!(read_all(&client, "/w/new.bin").await, data);
+    // A store that refuses the upload: the write fails and leaves nothing visible.
+    s3.set_fault(cv_testkit::Fault::Status(403));
+    let mut w = client.create("/w/refused.bin", false).await.unwrap();
+    w.write(b"nope").await.unwrap();
+    assert!(w.close().await.is_err());
+    s3.set_fault(cv_testkit::Fault::None);
+    assert_eq!(client.stat("/w/refused.bin").await.unwrap_err().kind(), ErrorKind::NotFound);
+    // Deleting through cv deletes the object.
+    client.delete("/w/new.bin", false).await.unwrap();
+    assert!(!store.path().join("lake/w/new.bin").exists());
+    cluster.shutdown().await.unwrap();
+}
+
+/// A `cvctl up` child, killed when dropped (also when a test fails).
+struct Up(Child);
+
+impl Up {
+    fn kill(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Up {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// `cvctl up` as a child process on `dir` (same data after a restart).
+fn cvctl_up(dir: &Path) -> Up {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cvctl"))
+        .args(["up", "--shards", "2", "--capacity", "1GiB", "--memory", "32MiB"])
+        .args(["--master-port", "0", "--worker-port", "0", "--dir"])
+        .env("CV_LOG", "info")
+        .arg(dir)
+        .stdout(Stdio::piped())
+        .stderr(std::fs::OpenOptions::new().create(true).append(true).open(dir.join("up.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let out = child.stdout.take().unwrap();
+    let mut lines = BufReader::new(out).lines();
+    loop {
+        match lines.next() {
+            Some(Ok(l)) if l.starts_with("cv is up") => break,
+            Some(_) => {}
+            None => panic!("cvctl up exited before it was up"),
+        }
+    }
+    // Keep draining its output so it never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    Up(child)
+}
+
+async fn connect(dir: &Path) -> Client {
+    let args = cv_tools::connect::ClientArgs { config: dir.join("client.toml"), master: None };
+    args.connect().await.unwrap()
+}
+
+/// Whether the store's file at `path` holds `want` within the time given.
+async fn wait_for_object(path: &Path, want: &[u8], within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    while std::fs::read(path).ok().as_deref() != Some(want) {
+        if Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    true
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fs_mode_exports_and_an_export_killed_midway_completes_after_restart() {
+    let store = tempfile::tempdir().unwrap();
+    let s3 = S3Server::start(store.path()).unwrap();
+    s3.create_bucket("lake").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut up = cvctl_up(dir.path());
+    let client = connect(dir.path()).await;
+    client.mount("s3://lake/out", "/out", MountMode::Fs, s3_options(&s3)).await.unwrap();
+
+    // A file written in fs mode reaches the store in the background, multipart when large.
+    let a = pattern(10 << 20, 1);
+    let mut w = client.create("/out/a.bin", false).await.unwrap();
+    w.write(&a).await.unwrap();
+    w.close().await.unwrap();
+    assert!(wait_for_object(&store.path().join("lake/out/a.bin"), &a, Duration::from_secs(20)).await);
+    assert!(s3.count(|r| r.op == Op::MultipartPart) >= 2, "a 10 MiB file goes up in parts");
+    let report = client.report().await.unwrap();
+    assert_eq!((report.export_backlog, report.exported), (0, 1));
+
+    // A slow store, and the whole cluster killed while the upload is under way.
+    s3.set_fault(cv_testkit::Fault::Delay(Duration::from_millis(700)));
+    let b = pattern(20 << 20, 2);
+    let mut w = client.create("/out/b.bin", false).await.unwrap();
+    w.write(&b).await.unwrap();
+    w.close().await.unwrap();
+    let started = Instant::now();
+    while s3.count(|r| r.op == Op::MultipartCreate) < 2 {
+        assert!(started.elapsed() < Duration::from_secs(20), "the export never started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let backlog = client.report().await.unwrap();
+    assert_eq!(backlog.export_backlog, 1);
+    assert_eq!(backlog.export_backlog_bytes, b.len() as u64);
+    up.kill();
+    client.close();
+    assert!(!store.path().join("lake/out/b.bin").exists(), "the upload was not complete yet");
+
+    // After the restart the export is done again from the pinned blocks, exactly as written.
+    s3.set_fault(cv_testkit::Fault::None);
+    let mut up = cvctl_up(dir.path());
+    let log = dir.path().join("up.log");
+    if !wait_for_object(&store.path().join("lake/out/b.bin"), &b, Duration::from_secs(30)).await {
+        panic!("not exported after restart; cvctl up said:\n{}", std::fs::read_to_string(&log).unwrap_or_default());
+    }
+    let client = connect(dir.path()).await;
+    assert_eq!(read_all(&client, "/out/b.bin").await, b);
+    client.close();
+    up.kill();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_object_is_seen_after_the_validity_period_and_a_failing_store_fails_in_time() {
+    let store = tempfile::tempdir().unwrap();
+    let s3 = S3Server::start(store.path()).unwrap();
+    s3.create_bucket("lake").unwrap();
+    let old = pattern(3000, 1);
+    s3.put_object("lake", "v/x", &old).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = LocalCluster::start(&ClusterOptions::ephemeral(dir.path())).await.unwrap();
+    let client = cluster.client().await.unwrap();
+    let mut opts = s3_options(&s3);
+    opts.push(("cv.ttl".into(), "400ms".into()));
+    client.mount("s3://lake/v", "/v", MountMode::Cache, opts).await.unwrap();
+    assert_eq!(read_all(&client, "/v/x").await, old);
+    let heads = s3.count(|r| r.op == Op::Head);
+    assert_eq!(read_all(&client, "/v/x").await, old);
+    assert_eq!(s3.count(|r| r.op == Op::Head), heads, "within the validity period: no call to the store");
+    let new = pattern(2000, 2);
+    s3.put_object("lake", "v/x", &new).unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(read_all(&client, "/v/x").await, new, "after the validity period");
+
+    // A store that answers 503 to everything: a clear, retryable error within the deadline.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    s3.set_fault(cv_testkit::Fault::Status(503));
+    let started = Instant::now();
+    let e = client.open("/v/x").await.unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(20), "gave up after {:?}", started.elapsed());
+    assert!(e.message().contains("503") || e.message().contains("object store"), "{e}");
+    s3.set_fault(cv_testkit::Fault::None);
+    assert_eq!(read_all(&client, "/v/x").await, new, "recovers once the store does");
+    cluster.shutdown().await.unwrap();
+}
