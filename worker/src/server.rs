@@ -141,6 +141,7 @@ impl WorkerServer {
                 identity: identity.clone(),
                 transport: transport.clone(),
                 shards: handle.shards.iter().map(|(c, _)| c.clone()).collect(),
+                id_file: settings.data_dirs.first().map(|d| d.path.join("worker-id")),
             };
             handle.control = Some(control::spawn(spec)?);
         }

@@ -5,6 +5,7 @@
 //! retried with backoff while the shards keep serving.
 
 mod backoff;
+mod identity;
 mod pending;
 
 use std::convert::Infallible;
@@ -48,6 +49,8 @@ pub(crate) struct ControlSpec {
     pub(crate) transport: TransportSettings,
     /// One sender per shard, by shard index.
     pub(crate) shards: Vec<flume::Sender<ShardCmd>>,
+    /// Where the worker's id is kept across restarts (beside its data).
+    pub(crate) id_file: Option<std::path::PathBuf>,
 }
 
 /// The running control thread.
@@ -107,7 +110,7 @@ async fn run(spec: ControlSpec, stop: flume::Receiver<()>, ids: watch::Sender<Op
         }
     };
     let mut st = State {
-        worker_id: None,
+        worker_id: spec.id_file.as_deref().and_then(identity::load),
         pending: Pending::default(),
         backoff: Backoff::new(spec.retry_floor, spec.retry_ceiling),
         ids,
@@ -166,6 +169,13 @@ async fn register(spec: &ControlSpec, conn: &Conn, st: &mut State) -> std::resul
     let ok: RegisterOk = call(spec, conn, &req).await?.decode_body()?;
     if st.worker_id.is_some_and(|old| old != ok.worker_id) {
         tracing::warn!(old = ?st.worker_id, new = ok.worker_id, "master assigned a new worker id");
+    }
+    if st.worker_id != Some(ok.worker_id)
+        && let Some(path) = &spec.id_file
+        && let Err(e) = identity::store(path, ok.worker_id)
+    {
+        // Not fatal: the master also knows this worker by its address.
+        tracing::warn!(path = %path.display(), error = %e, "worker id not saved");
     }
     st.worker_id = Some(ok.worker_id);
     st.ids.send_replace(Some(ok.worker_id));
