@@ -8,4 +8,5 @@ pub mod parquet_gen;
 pub mod read_bench;
 pub mod report;
 pub mod rtt;
+pub mod ufs_scan;
 pub mod wire_codec;

@@ -6,6 +6,7 @@ mod open;
 mod open_latency;
 mod read;
 mod rtt;
+mod scan;
 mod wire;
 
 use super::CmdResult;
@@ -16,7 +17,9 @@ use clap::Subcommand;
 pub enum Bench {
     /// cv's main job: open N real Parquet files and read their footers through
     /// cv and straight from their source (OpenDAL), with a null RPC as the
-    /// floor. Starts an embedded cluster unless `--master` is given.
+    /// floor. Starts an embedded cluster unless `--master` is given. With
+    /// `--baseline <url>` or `--s3-embedded` cv reads the store's objects
+    /// through a cache-mode mount.
     OpenLatency(open_latency::OpenLatencyArgs),
     /// Frame encode + validate + access of an open reply with a 64 KiB tail,
     /// against a bincode serialize + deserialize copy.
@@ -31,6 +34,10 @@ pub enum Bench {
     /// Cached sequential 1 MiB and random 64 KiB reads through cv, next to the
     /// device limit (fio/io_uring O_DIRECT) and bare QUIC (quinn) in one run.
     Read(read::ReadArgs),
+    /// Parquet files in object storage (an embedded S3 server): open, footer,
+    /// K column chunks — direct through OpenDAL, and through a cache-mode
+    /// mount cold and warm; store on loopback and behind an added round trip.
+    Scan(scan::ScanArgs),
 }
 
 impl Bench {
@@ -43,6 +50,7 @@ impl Bench {
             Bench::Open(a) => a.run(),
             Bench::Meta(a) => a.run(),
             Bench::Read(a) => a.run(),
+            Bench::Scan(a) => a.run(),
         }
     }
 }
