@@ -64,6 +64,7 @@ async fn cache_mode_serves_objects_byte_exact_and_fetches_each_block_once() {
     let cluster = LocalCluster::start(&ClusterOptions::ephemeral(dir.path())).await.unwrap();
     let client = cluster.client().await.unwrap();
     client.mount("s3://lake/t", "/lake", MountMode::Cache, s3_options(&s3)).await.unwrap();
+    assert_eq!(s3.count(|r| r.op == Op::List), 1, "validating a mount lists one page, not the whole root");
 
     // Listing is served from the master's copy: one LIST however often it is asked.
     let lists = s3.count(|r| r.op == Op::List);

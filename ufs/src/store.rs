@@ -58,9 +58,15 @@ impl Ufs {
         &self.location
     }
 
-    /// Lists the root once: the mount is reachable and the credentials work.
+    /// Lists the root once (one page, whatever the bucket holds): the mount is reachable and
+    /// the credentials work.
     pub async fn check(&self) -> Result<(), UfsError> {
-        self.op.list_with("/").limit(1).await.map(|_| ()).map_err(|e| UfsError::from_opendal("list /", e))
+        use futures::StreamExt;
+        let mut lister = self.op.lister_with("/").limit(1).await.map_err(|e| UfsError::from_opendal("list /", e))?;
+        match lister.next().await {
+            Some(Err(e)) => Err(UfsError::from_opendal("list /", e)),
+            Some(Ok(_)) | None => Ok(()),
+        }
     }
 
     pub async fn stat(&self, key: &str) -> Result<ObjectMeta, UfsError> {

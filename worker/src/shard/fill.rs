@@ -2,9 +2,11 @@
 //!
 //! The first reader of a block the store does not hold starts a *flight*: a task (inside
 //! the shard's gate, owned by no reader) that asks the fetch pool for the block's byte range,
-//! writes it into the store (unpinned, checksummed, committed atomically) and hands the bytes
-//! to every reader that joined meanwhile. Readers only wait on a flume channel. A flight that
-//! fails leaves nothing in the store and is forgotten, so the next reader starts a new one.
+//! hands the bytes to every reader that joined meanwhile, then writes them into the store
+//! (unpinned, checksummed, committed atomically): readers do not wait for the disk, only
+//! fill-only requests (`cvctl load`) and readers that arrive during the write do. Readers only
+//! wait on a flume channel. A flight that fails leaves nothing in the store and is forgotten,
+//! so the next reader starts a new one.
 //!
 //! Everything here runs on the shard's thread: the flight table needs no lock.
 
@@ -35,8 +37,8 @@ impl FillError {
     }
 }
 
-/// A finished flight: the block's bytes, and whether they are now in the store (readers are
-/// answered from the bytes either way; a fill-only request needs them stored).
+/// A finished flight: the block's bytes, and whether they are now in the store (only a
+/// fill-only request looks: readers are answered from the bytes before the write).
 #[derive(Debug, Clone)]
 pub(crate) struct Filled {
     pub(crate) data: Bytes,
@@ -50,7 +52,8 @@ type Outcome = Result<Filled, FillError>;
 pub(crate) struct Fills {
     store: BlockStore,
     fetcher: Option<Fetcher>,
-    flights: RefCell<HashMap<u64, Vec<flume::Sender<Outcome>>>>,
+    /// Waiters of each flight: their channel, and whether they need the block stored first.
+    flights: RefCell<HashMap<u64, Vec<(flume::Sender<Outcome>, bool)>>>,
 }
 
 impl Fills {
@@ -58,9 +61,15 @@ impl Fills {
         Self { store, fetcher, flights: RefCell::new(HashMap::new()) }
     }
 
-    /// Waits for block `block_id` to be fetched from `source`, joining the flight already
-    /// under way or starting one.
-    pub(crate) async fn fill(self: &Rc<Self>, gate: &Gate, block_id: u64, source: BlockSource) -> Outcome {
+    /// Waits for block `block_id` to be fetched from `source` (and, with `need_stored`, to be
+    /// in the store), joining the flight already under way or starting one.
+    pub(crate) async fn fill(
+        self: &Rc<Self>,
+        gate: &Gate,
+        block_id: u64,
+        source: BlockSource,
+        need_stored: bool,
+    ) -> Outcome {
         let Some(fetcher) = self.fetcher.clone() else {
             return Err(FillError::new(
                 ErrorCode::Unsupported,
@@ -70,11 +79,11 @@ impl Fills {
         let (tx, rx) = flume::bounded(1);
         let lead = match self.flights.borrow_mut().entry(block_id) {
             Entry::Occupied(mut e) => {
-                e.get_mut().push(tx);
+                e.get_mut().push((tx, need_stored));
                 false
             }
             Entry::Vacant(v) => {
-                v.insert(vec![tx]);
+                v.insert(vec![(tx, need_stored)]);
                 true
             }
         };
@@ -106,6 +115,8 @@ impl Flight {
         let fetched = fetcher.fetch(source.object, source.offset, source.len).await;
         let outcome = match fetched {
             Ok(data) if data.len() as u64 == source.len => {
+                // Readers get their bytes now; the disk write follows.
+                self.answer_readers(&data);
                 let stored = store(&self.fills.store, self.block_id, &data).await;
                 if let Err(e) = &stored {
                     tracing::warn!(block = self.block_id, error = %e.message, "fetched block not cached");
@@ -125,11 +136,27 @@ impl Flight {
     }
 }
 
+impl Flight {
+    /// Answers, from the fetched bytes, every waiter that does not need the block stored.
+    fn answer_readers(&self, data: &Bytes) {
+        let readers: Vec<_> = {
+            let mut flights = self.fills.flights.borrow_mut();
+            let Some(waiters) = flights.get_mut(&self.block_id) else { return };
+            let (readers, rest): (Vec<_>, Vec<_>) = waiters.drain(..).partition(|(_, need_stored)| !need_stored);
+            *waiters = rest;
+            readers
+        };
+        for (w, _) in readers {
+            let _ = w.send(Ok(Filled { data: data.clone(), stored: Ok(()) }));
+        }
+    }
+}
+
 impl Drop for Flight {
     fn drop(&mut self) {
         let waiters = self.fills.flights.borrow_mut().remove(&self.block_id).unwrap_or_default();
         let outcome = self.outcome.take().unwrap_or_else(|| Err(abandoned()));
-        for w in waiters {
+        for (w, _) in waiters {
             // A reader that went away needs no answer.
             let _ = w.send(outcome.clone());
         }

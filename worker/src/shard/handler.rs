@@ -148,7 +148,8 @@ async fn read_block(ctx: &ShardCtx, frame: &Frame) -> Result<Reply, Refusal> {
     let Some(source) = source else {
         return Err(Refusal::new(ErrorCode::NotFound, format!("block {block_id} is not stored here")));
     };
-    let filled = ctx.fills.fill(&ctx.gate, block_id, source).await.map_err(|e| Refusal::new(e.code, e.message))?;
+    let filled =
+        ctx.fills.fill(&ctx.gate, block_id, source, fill_only).await.map_err(|e| Refusal::new(e.code, e.message))?;
     let block_len = filled.data.len() as u64;
     if fill_only {
         filled.stored.map_err(|e| Refusal::new(e.code, e.message))?;
