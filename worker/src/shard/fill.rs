@@ -46,6 +46,8 @@ pub(crate) struct Filled {
 }
 
 type Outcome = Result<Filled, FillError>;
+/// A reader waiting on a flight, and whether it needs the block stored first.
+type Waiter = (flume::Sender<Outcome>, bool);
 
 /// The shard's flights, by block id.
 #[derive(Debug)]
@@ -53,7 +55,7 @@ pub(crate) struct Fills {
     store: BlockStore,
     fetcher: Option<Fetcher>,
     /// Waiters of each flight: their channel, and whether they need the block stored first.
-    flights: RefCell<HashMap<u64, Vec<(flume::Sender<Outcome>, bool)>>>,
+    flights: RefCell<HashMap<u64, Vec<Waiter>>>,
 }
 
 impl Fills {
