@@ -54,17 +54,7 @@ pub(crate) fn thread_main(
         .preempt_timer(spec.preempt_timer)
         .make();
     match made {
-        Ok(ex) => ex.run(async move {
-            if std::env::var("CV_TICK").is_ok() {
-                glommio::spawn_local(async {
-                    loop {
-                        glommio::timer::sleep(Duration::from_millis(100)).await;
-                    }
-                })
-                .detach();
-            }
-            shard_main(spec, ready, routes, cmds).await
-        }),
+        Ok(ex) => ex.run(shard_main(spec, ready, routes, cmds)),
         Err(e) => {
             let msg = format!("shard {}: glommio executor on cpu {:?}: {e}", spec.index, spec.cpu);
             let _ = ready.send(Err(WorkerError::new(WorkerErrorKind::Executor, msg)));
