@@ -383,9 +383,13 @@ impl Sim {
             88..92 => {
                 let now = self.clock.now_ms_pub();
                 let prev = self.rng.gen_bool(0.5).then(|| self.rng.gen_range(1..5));
+                // A worker without a known id that comes back at a known address (every
+                // simulated worker uses the same one) gets that address's id again.
+                let data = self.core().state_data();
+                let same_addr = data.workers.values().find(|w| w.host == "127.0.0.1" && w.shard_ports == [7000, 7001]);
                 let id = match prev {
                     Some(p) if next.workers.contains_key(&p) => p,
-                    _ => self.core().state_data().next_worker,
+                    _ => same_addr.map(|w| w.id).unwrap_or(data.next_worker),
                 };
                 next.workers.insert(id, Worker { last_hb: now, live: true });
                 let got = self.core().register_worker(prev, "127.0.0.1", vec![7000, 7001], 1 << 30);
