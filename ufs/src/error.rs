@@ -34,6 +34,12 @@ impl UfsError {
         UfsError { kind, message: message.into(), source: None }
     }
 
+    /// The same error, classified as `kind`.
+    pub(crate) fn with_kind(mut self, kind: UfsErrorKind) -> Self {
+        self.kind = kind;
+        self
+    }
+
     pub fn kind(&self) -> UfsErrorKind {
         self.kind
     }

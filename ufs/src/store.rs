@@ -88,7 +88,13 @@ impl Ufs {
         if let Some(v) = version.filter(|v| is_etag(v)) {
             req = req.if_match(v);
         }
-        let buf = req.await.map_err(|e| UfsError::from_opendal(format!("read {key} {range:?}"), e))?;
+        let buf = req.await.map_err(|e| {
+            // The object is shorter than the range cv recorded for it: it changed.
+            let shorter = e.kind() == opendal::ErrorKind::RangeNotSatisfied
+                || (e.kind() == opendal::ErrorKind::Unexpected && e.message().contains("too little data"));
+            let err = UfsError::from_opendal(format!("read {key} {range:?}"), e);
+            if shorter { err.with_kind(UfsErrorKind::Changed) } else { err }
+        })?;
         let bytes = buf.to_bytes();
         if bytes.len() as u64 != want {
             return Err(UfsError::new(
@@ -217,7 +223,7 @@ mod tests {
             assert_eq!(&ufs.read("a/b.bin", 6..11, Some(&m.version)).await.unwrap()[..], b"world");
             assert_eq!(ufs.read("a/b.bin", 3..3, None).await.unwrap().len(), 0);
             let shorter = ufs.read("a/b.bin", 6..20, None).await.unwrap_err();
-            assert!(matches!(shorter.kind(), UfsErrorKind::Changed | UfsErrorKind::Other), "{shorter}");
+            assert!(shorter.kind() == UfsErrorKind::Changed, "{shorter}");
             let root = ufs.list_dir("").await.unwrap();
             assert_eq!(root, vec![UfsEntry { name: "a".into(), meta: None }]);
             let a = ufs.list_dir("a").await.unwrap();

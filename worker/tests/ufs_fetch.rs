@@ -289,12 +289,10 @@ async fn missing_objects_are_stale_and_bad_sources_are_refused() {
     let unmounted = UfsRef { mount: "/nowhere".into(), ..obj.clone() };
     let e = read_src(r.conn(id), id, 0, 10, &source(&unmounted, 1000, 0), false).await.unwrap_err();
     assert_eq!(e.code(), Some(ErrorCode::StaleVersion), "{e}");
-    // The object is shorter than the block the client believes in. (OpenDAL reports the short
-    // body as `Unexpected`, which cv-ufs 0.1 classifies as `Other`, so this is `UfsFailed` until
-    // cv-ufs calls it `Changed`; either way nothing is stored.)
+    // The object is shorter than the block the client believes in: it changed.
     let long = BlockSource { object: obj.clone(), offset: 0, len: 2000 };
     let e = read_src(r.conn(id), id, 0, 10, &long, false).await.unwrap_err();
-    assert!(matches!(e.code(), Some(ErrorCode::StaleVersion | ErrorCode::UfsFailed)), "{e}");
+    assert_eq!(e.code(), Some(ErrorCode::StaleVersion), "{e}");
     // Nothing was stored by the failures.
     assert_eq!(code(read(r.conn(id), id, 0, 1).await), ErrorCode::NotFound);
 
