@@ -10,7 +10,30 @@ mod scan;
 mod wire;
 
 use super::CmdResult;
+use crate::cluster::{ClusterOptions, LocalCluster};
+use crate::connect::ClientArgs;
 use clap::Subcommand;
+use cv_client::Client;
+use std::net::SocketAddr;
+use std::path::Path;
+
+/// The cluster a benchmark measures: the one at `master` (client identity from `config`), or
+/// an embedded one started with `opts`, returned so the caller shuts it down.
+async fn cluster_or_master(
+    master: Option<SocketAddr>,
+    config: &Path,
+    opts: impl FnOnce() -> ClusterOptions,
+) -> Result<(Option<LocalCluster>, Client), Box<dyn std::error::Error + Send + Sync>> {
+    if let Some(m) = master {
+        let args = ClientArgs { config: config.to_path_buf(), master: Some(m) };
+        return Ok((None, args.connect().await?));
+    }
+    let opts = opts();
+    eprintln!("starting an embedded cluster (master + 1 worker) under {}", opts.dir.display());
+    let c = LocalCluster::start(&opts).await?;
+    let client = c.client().await?;
+    Ok((Some(c), client))
+}
 
 /// Benchmarks.
 #[derive(Subcommand, Debug)]

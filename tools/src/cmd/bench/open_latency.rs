@@ -8,9 +8,9 @@
 //! location: the first open of each file is cold (reported on its own row),
 //! the measured rounds are warm.
 
-use crate::cluster::{ClusterOptions, LocalCluster};
+use crate::cluster::ClusterOptions;
 use crate::cmd::CmdResult;
-use crate::connect::{ClientArgs, runtime};
+use crate::connect::runtime;
 use clap::Args;
 use cv_benches::open_latency::{BenchError, BenchFile, measure, verify};
 use cv_benches::report::print_latency_table;
@@ -78,24 +78,13 @@ impl OpenLatencyArgs {
         let names = generate(&source, self.files, self.file_size.bytes())?;
 
         let res: Result<(), BenchError> = runtime()?.block_on(async move {
-            let (cluster, client) = match self.master {
-                Some(m) => {
-                    let args = ClientArgs { config: self.config.clone(), master: Some(m) };
-                    (None, args.connect().await?)
-                }
-                None => {
-                    eprintln!("starting an embedded cluster (master + 1 worker) under {}", dir.display());
-                    // Room for every file with a margin: the benchmark measures opens, not eviction.
-                    let total = self.files as u64 * self.file_size.bytes();
-                    let opts = ClusterOptions {
-                        capacity: ByteSize((total + total / 2).max(ByteSize::gib(2).bytes())),
-                        ..ClusterOptions::ephemeral(&dir.join("cluster"))
-                    };
-                    let c = LocalCluster::start(&opts).await?;
-                    let client = c.client().await?;
-                    (Some(c), client)
-                }
-            };
+            // Room for every file with a margin: the benchmark measures opens, not eviction.
+            let total = self.files as u64 * self.file_size.bytes();
+            let (cluster, client) = super::cluster_or_master(self.master, &self.config, || ClusterOptions {
+                capacity: ByteSize((total + total / 2).max(ByteSize::gib(2).bytes())),
+                ..ClusterOptions::ephemeral(&dir.join("cluster"))
+            })
+            .await?;
             eprintln!("copying the files into cv under /bench/open-latency");
             client.mkdir("/bench/open-latency", true).await?;
             let files = upload(&client, &source, &names).await?;
@@ -164,18 +153,9 @@ impl OpenLatencyArgs {
             }
             let op = store.operator(None)?;
 
-            let (cluster, client) = match self.master {
-                Some(m) => {
-                    let args = ClientArgs { config: self.config.clone(), master: Some(m) };
-                    (None, args.connect().await?)
-                }
-                None => {
-                    eprintln!("starting an embedded cluster (master + 1 worker) under {}", dir.display());
-                    let c = LocalCluster::start(&ClusterOptions::ephemeral(&dir.join("cluster"))).await?;
-                    let client = c.client().await?;
-                    (Some(c), client)
-                }
-            };
+            let (cluster, client) =
+                super::cluster_or_master(self.master, &self.config, || ClusterOptions::ephemeral(&dir.join("cluster")))
+                    .await?;
             let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis());
             let mount = format!("/bench/open-latency-{}-{}", std::process::id(), stamp.unwrap_or(0));
             let mut mount_options = store.options(None);

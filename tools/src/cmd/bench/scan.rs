@@ -4,9 +4,9 @@
 //! warm; with the store on loopback and behind a delay proxy. The work is
 //! in `cv_benches::ufs_scan`; this file is the command line and the cluster.
 
-use crate::cluster::{ClusterOptions, LocalCluster};
+use crate::cluster::ClusterOptions;
 use crate::cmd::CmdResult;
-use crate::connect::{ClientArgs, runtime};
+use crate::connect::runtime;
 use clap::{ArgAction, Args};
 use cv_benches::open_latency::BenchError;
 use cv_benches::ufs_scan::ops::{ChunkPlan, ChunkReads};
@@ -88,24 +88,13 @@ impl ScanArgs {
             let plan = ChunkPlan { k: self.chunks, columns: self.columns.clone() };
             let files = ufs_scan::load_store(&store, &source, &names, &plan).await?;
 
-            let (cluster, client) = match self.master {
-                Some(m) => {
-                    let args = ClientArgs { config: self.config.clone(), master: Some(m) };
-                    (None, args.connect().await?)
-                }
-                None => {
-                    eprintln!("starting an embedded cluster (master + 1 worker) under {}", dir.display());
-                    let total: u64 = files.iter().map(|f| f.len).sum();
-                    let opts = ClusterOptions {
-                        capacity: ByteSize((3 * total).max(ByteSize::gib(2).bytes())),
-                        sync_data: self.sync_data,
-                        ..ClusterOptions::ephemeral(&dir.join("cluster"))
-                    };
-                    let c = LocalCluster::start(&opts).await?;
-                    let client = c.client().await?;
-                    (Some(c), client)
-                }
-            };
+            let total: u64 = files.iter().map(|f| f.len).sum();
+            let (cluster, client) = super::cluster_or_master(self.master, &self.config, || ClusterOptions {
+                capacity: ByteSize((3 * total).max(ByteSize::gib(2).bytes())),
+                sync_data: self.sync_data,
+                ..ClusterOptions::ephemeral(&dir.join("cluster"))
+            })
+            .await?;
             let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis());
             let cfg = ScanConfig {
                 plan,
