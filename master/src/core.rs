@@ -401,10 +401,7 @@ impl MasterCore {
             Ok(Mutation::Complete { file_id, length, block_lens, mtime: now })
         })?;
         if let Some((_, bytes)) = tail {
-            let need = footer::tail_len(length, &bytes, self.config.default_tail_bytes);
-            let keep = (need as usize).min(bytes.len());
-            let kept: Arc<[u8]> = bytes[bytes.len() - keep..].into();
-            lock(&self.tails).insert(file_id, version, length - keep as u64, kept);
+            self.put_tail(file_id, version, length, &bytes);
         }
         Ok(Self::done((), t))
     }
@@ -540,20 +537,17 @@ impl MasterCore {
         let Applied::Created { file_id, version } = applied else {
             return Err(Error::new(ErrorKind::InvalidArgument, "ufs_file did not create"));
         };
-        let mut tails = lock(&self.tails);
         if let Some(old) = replaced {
-            tails.remove(old);
+            lock(&self.tails).remove(old);
         }
-        if let Some((offset, bytes)) = tail.filter(|(o, b)| o + b.len() as u64 == length) {
-            let need = footer::tail_len(length, &bytes, self.config.default_tail_bytes);
-            let keep = (need as usize).min(bytes.len());
-            tails.insert(file_id, version, length - keep as u64, bytes[bytes.len() - keep..].into());
-            let _ = offset;
+        if let Some((_, bytes)) = tail.filter(|(o, b)| o + b.len() as u64 == length) {
+            self.put_tail(file_id, version, length, &bytes);
         }
         Ok(Self::done(Created { file_id, version }, t))
     }
 
-    /// Keeps `(offset, bytes)`, the last bytes of file `file_id` at `version`, in the tail cache.
+    /// Keeps `bytes`, the last bytes of file `file_id` (`length` long) at `version`, in the tail
+    /// cache, trimmed to the footer size of the file's format.
     pub fn put_tail(&self, file_id: InodeId, version: u64, length: u64, bytes: &[u8]) {
         let need = footer::tail_len(length, bytes, self.config.default_tail_bytes);
         let keep = (need as usize).min(bytes.len());
@@ -563,8 +557,9 @@ impl MasterCore {
     /// Whether the tail of the complete file at `path` is in the tail cache.
     pub fn has_tail(&self, path: &str) -> bool {
         let Ok(path) = cv(path) else { return false };
-        let Ok(f) = lock(&self.inner).state.open_file(&path) else { return false };
-        f.length == 0 || lock(&self.tails).contains(f.file_id)
+        // A stat, not the block map: this runs before every open under a cache-mode mount.
+        let Ok(st) = lock(&self.inner).state.stat(&path) else { return false };
+        st.kind == EntryKind::File && (st.length == 0 || lock(&self.tails).contains(st.id))
     }
 
     /// Records that file `file_id` at `version` is stored as `object`; its blocks get unpinned.

@@ -3,12 +3,12 @@
 
 use std::borrow::Cow;
 
-/// Whether an option's value must not be shown.
+/// Whether an option's value must not be shown (matched case-insensitively on the key:
+/// anything naming a secret, password, token, key, credential or SAS). The one rule for
+/// the master's mount listings and `cvctl mount ls`.
 pub fn is_secret(key: &str) -> bool {
     let k = key.to_ascii_lowercase();
-    ["secret", "password", "token", "credential", "account_key", "sas", "private_key", "access_key_id"]
-        .iter()
-        .any(|s| k.contains(s))
+    ["secret", "password", "token", "key", "credential", "sas"].iter().any(|s| k.contains(s))
 }
 
 /// The options with secret values replaced by `***`.

@@ -55,19 +55,12 @@ pub(super) fn mode_to_wire(m: state::MountMode) -> msg::MountMode {
     }
 }
 
-/// Whether a mount option's value must never leave the master (matched case-insensitively
-/// on the key: anything naming a secret, password, token, key or credential).
-pub fn is_secret_key(key: &str) -> bool {
-    let k = key.to_ascii_lowercase();
-    ["secret", "password", "token", "key", "credential"].iter().any(|w| k.contains(w))
-}
-
 /// A mount as clients see it: secret option values replaced by `***`.
 pub(super) fn mount_info(m: &state::Mount) -> MountInfo {
     let options = m
         .options
         .iter()
-        .map(|(k, v)| KeyValue { key: k.clone(), value: if is_secret_key(k) { "***".into() } else { v.clone() } })
+        .map(|(k, v)| KeyValue { key: k.clone(), value: if cv_ufs::is_secret(k) { "***".into() } else { v.clone() } })
         .collect();
     MountInfo { ufs_url: m.ufs_url.clone(), cv_path: m.path.clone(), mode: mode_to_wire(m.mode), options }
 }

@@ -165,34 +165,10 @@ impl Exporter {
         let store = ufs.store(&mount)?;
         let key = super::ufs::key_of(&mount.path, path);
         let mut w = store.writer(&key, PART).await.map_err(fail)?;
-        for b in &info.blocks {
-            let addr = tokio::net::lookup_host((b.host.as_str(), b.port))
-                .await
-                .ok()
-                .and_then(|mut a| a.next())
-                .ok_or_else(|| Fail::new(ErrorCode::Unavailable, format!("worker host {}", b.host)))?;
-            let mut off = 0;
-            while off < b.len {
-                let len = READ_PIECE.min(b.len - off);
-                let req = ReadBlock { block_id: b.block_id, offset: off, len, source: None, fill_only: false };
-                let bytes = match self.read(addr, &req).await {
-                    Ok(bytes) if bytes.len() as u64 == len => bytes,
-                    Ok(bytes) => {
-                        w.abort().await;
-                        let msg = format!("block {} gave {} bytes of {len}", b.block_id, bytes.len());
-                        return Err(Fail::new(ErrorCode::Internal, msg));
-                    }
-                    Err(f) => {
-                        w.abort().await;
-                        return Err(f);
-                    }
-                };
-                if let Err(e) = w.write(bytes).await {
-                    w.abort().await;
-                    return Err(fail(e));
-                }
-                off += len;
-            }
+        if let Err(f) = self.copy_blocks(&info.blocks, &mut w).await {
+            // No half object: the multipart upload is dropped.
+            w.abort().await;
+            return Err(f);
         }
         let meta = w.close(&store).await.map_err(fail)?;
         if meta.len != info.length {
@@ -204,6 +180,30 @@ impl Exporter {
         let object = UfsObject { mount: mount.path.clone(), key, version: meta.version };
         core.begin_exported(file_id, version, object)?.wait_async().await?;
         tracing::debug!(path, bytes = info.length, "exported");
+        Ok(())
+    }
+
+    /// Streams the blocks, in file order, from their shards into `w`.
+    async fn copy_blocks(&self, blocks: &[crate::state::BlockLoc], w: &mut cv_ufs::UfsWriter) -> Result<(), Fail> {
+        for b in blocks {
+            let addr = tokio::net::lookup_host((b.host.as_str(), b.port))
+                .await
+                .ok()
+                .and_then(|mut a| a.next())
+                .ok_or_else(|| Fail::new(ErrorCode::Unavailable, format!("worker host {}", b.host)))?;
+            let mut off = 0;
+            while off < b.len {
+                let len = READ_PIECE.min(b.len - off);
+                let req = ReadBlock { block_id: b.block_id, offset: off, len, source: None, fill_only: false };
+                let bytes = self.read(addr, &req).await?;
+                if bytes.len() as u64 != len {
+                    let msg = format!("block {} gave {} bytes of {len}", b.block_id, bytes.len());
+                    return Err(Fail::new(ErrorCode::Internal, msg));
+                }
+                w.write(bytes).await.map_err(fail)?;
+                off += len;
+            }
+        }
         Ok(())
     }
 

@@ -15,7 +15,6 @@ mod ufs;
 mod workers;
 
 pub use config::ServerConfig;
-pub use convert::is_secret_key;
 pub use errors::{ServerError, ServerErrorKind, code_of};
 pub use run::MasterServer;
 pub use service::MasterService;
