@@ -212,6 +212,8 @@ async fn cold_blocks_are_fetched_once_and_read_byte_exact() {
     assert_eq!(r.gets(), 3);
 
     // The block is in the store like any other: stat and plain reads (no source) see it.
+    wait_stored(&r, tid).await;
+    wait_stored(&r, blocks[1].0).await;
     let stat: cv_wire::msg::StatBlockOk =
         r.conn(tid).call(&StatBlock { block_id: tid }, &[]).await.unwrap().decode_body().unwrap();
     assert_eq!((stat.len, stat.pinned), (7, false));
@@ -220,38 +222,139 @@ async fn cold_blocks_are_fetched_once_and_read_byte_exact() {
     r.stop().await;
 }
 
+/// The ranges (offset, length, relative to the object) of the GETs made so far, in order.
+fn get_ranges(r: &Rig) -> Vec<(u64, u64)> {
+    r.s3.requests()
+        .into_iter()
+        .filter(|q| q.op == Op::RangedGet)
+        .map(|q| {
+            let range = q.range.expect("a ranged GET names its range");
+            let (a, b) = range.trim_start_matches("bytes=").split_once('-').unwrap();
+            let (a, b): (u64, u64) = (a.parse().unwrap(), b.parse().unwrap());
+            (a, b + 1 - a)
+        })
+        .collect()
+}
+
+/// Asserts the GETs so far fetched bytes `start..start + len` of the object exactly once.
+fn assert_fetched_once(r: &Rig, start: u64, len: u64) {
+    let mut ranges = get_ranges(r);
+    ranges.sort();
+    let mut at = start;
+    for &(off, n) in &ranges {
+        assert_eq!(off, at, "a gap or an overlap in {ranges:?}");
+        at += n;
+    }
+    assert_eq!(at, start + len, "{ranges:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn concurrent_readers_of_a_cold_block_share_one_fetch() {
+async fn concurrent_readers_of_a_cold_block_fetch_each_byte_once() {
     let r = rig().await;
-    let size = 2 * BLOCK;
+    let size = 3 * BLOCK;
     let data = object_bytes(2, size as usize);
     let obj = r.put("big", &data).await;
-    let id = r.blocks(1).await[0];
-    let src = source(&obj, size, 1);
-    // The store answers slowly, so every reader arrives while the fetch is under way.
+    let ids = r.blocks(2).await;
+    // The store answers slowly, so every reader arrives while the fetches are under way.
     r.s3.set_fault(Fault::Delay(Duration::from_millis(300)));
-    let mut tasks = tokio::task::JoinSet::new();
-    for i in 0..16u64 {
-        let (conn, src) = (r.conn(id).clone(), src.clone());
-        tasks.spawn(async move {
-            let off = i * 4000;
-            (off, read_src(&conn, id, off, 3000, &src, false).await)
-        });
-    }
+    let read_many = |id: u64, index: u64, ranges: Vec<(u64, u64)>| {
+        let mut tasks = tokio::task::JoinSet::new();
+        for (off, n) in ranges {
+            let (conn, src) = (r.conn(id).clone(), source(&obj, size, index));
+            tasks.spawn(async move { (off, n, read_src(&conn, id, off, n, &src, false).await) });
+        }
+        tasks
+    };
+
+    // 16 readers of one small range: one GET of that range answers them all; then the
+    // shard fetches the rest of the block (before and after it) and stores the block.
+    let mut tasks = read_many(ids[0], 1, vec![(5000, 3000); 16]);
     while let Some(done) = tasks.join_next().await {
-        let (off, res) = done.unwrap();
+        let (off, n, res) = done.unwrap();
         let (block_len, got) = res.unwrap();
         assert_eq!(block_len, BLOCK);
         let at = (BLOCK + off) as usize;
-        assert_eq!(got, data[at..at + 3000], "reader at {off}");
+        assert_eq!(got, data[at..at + n as usize]);
+    }
+    assert_eq!(get_ranges(&r)[..1], [(BLOCK + 5000, 3000)][..], "the readers' range first");
+    wait_stored(&r, ids[0]).await;
+    let mut ranges = get_ranges(&r);
+    ranges.sort();
+    assert_eq!(ranges, vec![(BLOCK, 5000), (BLOCK + 5000, 3000), (BLOCK + 8000, BLOCK - 8000)]);
+
+    // 16 readers of different ranges (some overlapping): no byte is fetched twice.
+    r.s3.reset_requests();
+    let ranges: Vec<(u64, u64)> = (0..16u64).map(|i| (i * 3000, 4000 + i * 100)).collect();
+    let mut tasks = read_many(ids[1], 2, ranges);
+    while let Some(done) = tasks.join_next().await {
+        let (off, n, res) = done.unwrap();
+        let at = (2 * BLOCK + off) as usize;
+        assert_eq!(res.unwrap().1, data[at..at + n as usize], "reader at {off}");
+    }
+    wait_stored(&r, ids[1]).await;
+    assert_fetched_once(&r, 2 * BLOCK, BLOCK);
+    r.s3.set_fault(Fault::None);
+
+    // Warm now: whole-block reads cost nothing at the store.
+    let gets = r.gets();
+    for (id, index) in [(ids[0], 1), (ids[1], 2)] {
+        let (_, got) = read_src(r.conn(id), id, 0, BLOCK, &source(&obj, size, index), false).await.unwrap();
+        assert_eq!(got, data[(index * BLOCK) as usize..][..BLOCK as usize]);
+    }
+    assert_eq!(r.gets(), gets);
+    r.stop().await;
+}
+
+/// Waits until the shard holds `block` (the store write follows the readers' answers).
+async fn wait_stored(r: &Rig, block: u64) {
+    let started = Instant::now();
+    loop {
+        let stat = r.conn(block).call(&StatBlock { block_id: block }, &[]).await;
+        if stat.is_ok() {
+            return;
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "block {block} never stored");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_of_most_of_a_block_fetches_it_whole_and_a_failure_fetches_again() {
+    let r = rig().await;
+    let data = object_bytes(3, BLOCK as usize);
+    let obj = r.put("whole", &data).await;
+    let ids = r.blocks(2).await;
+    let src = source(&obj, BLOCK, 0);
+    // Half the block or more: one GET of all of it.
+    let (_, got) = read_src(r.conn(ids[0]), ids[0], 100, BLOCK / 2, &src, false).await.unwrap();
+    assert_eq!(got, data[100..100 + BLOCK as usize / 2]);
+    wait_stored(&r, ids[0]).await;
+    assert_eq!(get_ranges(&r), vec![(0, BLOCK)]);
+
+    // The gap fetch fails: the reader already had its bytes; nothing is stored, and the next
+    // reader starts over. (403 is not retried; a fault is taken when a request arrives.)
+    r.s3.reset_requests();
+    r.s3.set_fault(Fault::Delay(Duration::from_millis(300)));
+    let reader = {
+        let (conn, src, id) = (r.conn(ids[1]).clone(), src.clone(), ids[1]);
+        tokio::spawn(async move { read_src(&conn, id, 10, 20, &src, false).await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    r.s3.set_fault(Fault::Status(403));
+    assert_eq!(reader.await.unwrap().unwrap().1, data[10..30]);
+    let started = Instant::now();
+    while r.gets() < 3 {
+        assert!(started.elapsed() < Duration::from_secs(10), "no gap fetch: {:?}", r.s3.requests());
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
     r.s3.set_fault(Fault::None);
-    assert_eq!(r.s3.count(|q| q.op == Op::RangedGet), 1, "{:?}", r.s3.requests());
-
-    // Warm now: a second read costs nothing at the store.
-    let (_, got) = read_src(r.conn(id), id, 0, BLOCK, &src, false).await.unwrap();
-    assert_eq!(got, data[BLOCK as usize..]);
-    assert_eq!(r.s3.requests().len(), 1);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let stat = r.conn(ids[1]).call(&StatBlock { block_id: ids[1] }, &[]).await;
+    assert!(stat.is_err(), "a block missing its gaps was stored");
+    let (_, got) = read_src(r.conn(ids[1]), ids[1], 0, BLOCK, &src, false).await.unwrap();
+    assert_eq!(got, data);
+    wait_stored(&r, ids[1]).await;
+    assert!(get_ranges(&r).contains(&(0, BLOCK)), "the next reader fetched the block anew");
     r.stop().await;
 }
 
@@ -291,7 +394,7 @@ async fn missing_objects_are_stale_and_bad_sources_are_refused() {
     assert_eq!(e.code(), Some(ErrorCode::StaleVersion), "{e}");
     // The object is shorter than the block the client believes in: it changed.
     let long = BlockSource { object: obj.clone(), offset: 0, len: 2000 };
-    let e = read_src(r.conn(id), id, 0, 10, &long, false).await.unwrap_err();
+    let e = read_src(r.conn(id), id, 1500, 10, &long, false).await.unwrap_err();
     assert_eq!(e.code(), Some(ErrorCode::StaleVersion), "{e}");
     // Nothing was stored by the failures.
     assert_eq!(code(read(r.conn(id), id, 0, 1).await), ErrorCode::NotFound);
@@ -352,7 +455,8 @@ async fn a_restarted_worker_serves_fetched_blocks_without_the_store() {
     let obj = r.put("kept", &data).await;
     let ids = r.blocks(2).await;
     for (index, &id) in ids.iter().enumerate() {
-        read_src(r.conn(id), id, 0, 1, &source(&obj, size, index as u64), false).await.unwrap();
+        read_src(r.conn(id), id, 0, BLOCK, &source(&obj, size, index as u64), false).await.unwrap();
+        wait_stored(&r, id).await;
     }
     assert_eq!(r.gets(), 2);
     let before = r.worker.as_ref().unwrap().worker_id();

@@ -1,18 +1,24 @@
-//! Filling a missing block from object storage, once however many readers ask for it.
+//! Filling a missing block from object storage: readers first, the whole block after, every
+//! byte fetched once.
 //!
-//! The first reader of a block the store does not hold starts a *flight*: a task (inside
-//! the shard's gate, owned by no reader) that asks the fetch pool for the block's byte range,
-//! hands the bytes to every reader that joined meanwhile, then writes them into the store
-//! (unpinned, checksummed, committed atomically): readers do not wait for the disk, only
-//! fill-only requests (`cvctl load`) and readers that arrive during the write do. Readers only
-//! wait on a flume channel. A flight that fails leaves nothing in the store and is forgotten,
-//! so the next reader starts a new one.
+//! The first reader of a block the store does not hold starts a *flight*. A reader's own
+//! range is fetched first (a cold read costs what a direct ranged GET of it costs, not the
+//! transfer of a whole block); a reader asking for most of the block, or a fill-only request
+//! (`cvctl load`), fetches the whole block in one GET. Readers arriving meanwhile are
+//! answered from what is held or being fetched, and fetch only the bytes nobody fetches yet,
+//! so concurrent readers of one range share one GET. When no reader's fetch is left, the
+//! flight fetches the gaps, joins the block and writes it into the store (unpinned,
+//! checksummed, committed atomically). Readers never wait for the disk; fill-only requests
+//! do. A failed fetch fails the whole flight and leaves nothing in the store, so the next
+//! reader starts a new one.
 //!
-//! Everything here runs on the shard's thread: the flight table needs no lock.
+//! Everything here runs on the shard's thread: the flight table needs no lock. Fetch tasks
+//! run inside the shard's gate and belong to no reader, so a reader that goes away cancels
+//! nothing.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
-use std::collections::hash_map::Entry;
+use std::ops::Range;
 use std::rc::Rc;
 
 use bytes::Bytes;
@@ -21,8 +27,13 @@ use cv_wire::msg::BlockSource;
 use glommio::sync::Gate;
 
 use super::codes::{fetch_code, store_code};
+use super::pieces::Pieces;
 use crate::store::BlockStore;
 use crate::ufs::Fetcher;
+
+/// A read of at least this share of a block (1/2) fetches the whole block at once: the
+/// second GET for the rest would cost more than the bytes it saves.
+const WHOLE_SHARE_DIV: u64 = 2;
 
 /// Why a block could not be filled (cloned to every waiting reader).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,66 +48,211 @@ impl FillError {
     }
 }
 
-/// A finished flight: the block's bytes, and whether they are now in the store (only a
-/// fill-only request looks: readers are answered from the bytes before the write).
-#[derive(Debug, Clone)]
-pub(crate) struct Filled {
-    pub(crate) data: Bytes,
-    pub(crate) stored: Result<(), FillError>,
+/// What a caller waits for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Want {
+    /// These bytes of the block (already clamped to its length).
+    Range(Range<u64>),
+    /// The whole block in the store (fill-only).
+    Stored,
 }
 
-type Outcome = Result<Filled, FillError>;
-/// A reader waiting on a flight, and whether it needs the block stored first.
-type Waiter = (flume::Sender<Outcome>, bool);
+/// The bytes of a `Want::Range`, or nothing for `Want::Stored`.
+type Outcome = Result<Bytes, FillError>;
+
+#[derive(Debug)]
+struct Waiter {
+    want: Want,
+    tx: flume::Sender<Outcome>,
+}
+
+/// One block being filled.
+#[derive(Debug)]
+struct Flight {
+    /// Tells this flight's fetches from those of an earlier, failed flight of the block.
+    id: u64,
+    source: BlockSource,
+    pieces: Pieces,
+    /// Ranges (in block offsets) being fetched now.
+    fetching: Vec<Range<u64>>,
+    /// The gaps are being fetched (or the block stored): no reader starts a fetch any more.
+    completing: bool,
+    waiters: Vec<Waiter>,
+}
+
+impl Flight {
+    /// Ranges to start fetching so that `want` will be served.
+    fn plan(&mut self, want: &Want) -> Vec<Range<u64>> {
+        let len = self.pieces.len();
+        let idle = self.fetching.is_empty() && self.pieces.is_empty();
+        let ranges = match want {
+            _ if self.completing => Vec::new(),
+            Want::Stored if idle => std::iter::once(0..len).collect(),
+            Want::Stored => Vec::new(),
+            Want::Range(r) if idle && (r.end - r.start) * WHOLE_SHARE_DIV >= len => std::iter::once(0..len).collect(),
+            Want::Range(r) => self.pieces.missing(r.clone(), &self.fetching),
+        };
+        self.fetching.extend(ranges.iter().cloned());
+        ranges
+    }
+
+    /// Answers every range waiter whose bytes are all held.
+    fn answer_ready(&mut self) {
+        let pieces = &self.pieces;
+        self.waiters.retain(|w| match &w.want {
+            Want::Range(r) => match pieces.get(r) {
+                Some(b) => {
+                    // A reader that went away needs no answer.
+                    let _ = w.tx.send(Ok(b));
+                    false
+                }
+                None => true,
+            },
+            Want::Stored => true,
+        });
+    }
+}
 
 /// The shard's flights, by block id.
 #[derive(Debug)]
 pub(crate) struct Fills {
     store: BlockStore,
     fetcher: Option<Fetcher>,
-    /// Waiters of each flight: their channel, and whether they need the block stored first.
-    flights: RefCell<HashMap<u64, Vec<Waiter>>>,
+    flights: RefCell<HashMap<u64, Flight>>,
+    next_id: Cell<u64>,
 }
 
 impl Fills {
     pub(crate) fn new(store: BlockStore, fetcher: Option<Fetcher>) -> Self {
-        Self { store, fetcher, flights: RefCell::new(HashMap::new()) }
+        Self { store, fetcher, flights: RefCell::new(HashMap::new()), next_id: Cell::new(0) }
     }
 
-    /// Waits for block `block_id` to be fetched from `source` (and, with `need_stored`, to be
-    /// in the store), joining the flight already under way or starting one.
-    pub(crate) async fn fill(
-        self: &Rc<Self>,
-        gate: &Gate,
-        block_id: u64,
-        source: BlockSource,
-        need_stored: bool,
-    ) -> Outcome {
+    /// Waits until `want` of block `block_id` can be served from `source`, joining the flight
+    /// already under way or starting one. Returns the wanted bytes (none for `Stored`).
+    pub(crate) async fn fill(self: &Rc<Self>, gate: &Gate, block_id: u64, source: BlockSource, want: Want) -> Outcome {
         let Some(fetcher) = self.fetcher.clone() else {
             return Err(FillError::new(
                 ErrorCode::Unsupported,
                 "this worker has no master configured, so it cannot resolve mounts to fetch blocks",
             ));
         };
+        if matches!(&want, Want::Range(r) if r.is_empty()) {
+            return Ok(Bytes::new());
+        }
         let (tx, rx) = flume::bounded(1);
-        let lead = match self.flights.borrow_mut().entry(block_id) {
-            Entry::Occupied(mut e) => {
-                e.get_mut().push((tx, need_stored));
-                false
+        let (id, start) = {
+            let mut flights = self.flights.borrow_mut();
+            let flight = flights.entry(block_id).or_insert_with(|| Flight {
+                id: self.next_id.replace(self.next_id.get() + 1),
+                pieces: Pieces::new(source.len),
+                source,
+                fetching: Vec::new(),
+                completing: false,
+                waiters: Vec::new(),
+            });
+            if let Want::Range(r) = &want
+                && let Some(b) = flight.pieces.get(r)
+            {
+                return Ok(b);
             }
-            Entry::Vacant(v) => {
-                v.insert(vec![(tx, need_stored)]);
-                true
-            }
+            let start = flight.plan(&want);
+            flight.waiters.push(Waiter { want, tx });
+            (flight.id, start)
         };
-        if lead {
-            let flight = Flight { fills: self.clone(), block_id, outcome: None };
-            if gate.spawn(flight.fly(fetcher, source)).map(|t| t.detach()).is_err() {
-                // The future (and with it the flight) was dropped: waiters were told.
-                return Err(FillError::new(ErrorCode::Unavailable, "the shard is shutting down"));
-            }
+        // Spawned after the borrow ends: a new task may run at once.
+        for r in start {
+            self.spawn_fetch(gate, &fetcher, block_id, id, r);
         }
         rx.recv_async().await.unwrap_or_else(|_| Err(abandoned()))
+    }
+
+    fn spawn_fetch(self: &Rc<Self>, gate: &Gate, fetcher: &Fetcher, block_id: u64, id: u64, r: Range<u64>) {
+        let fetch = Fetch { fills: self.clone(), gate: gate.clone(), block_id, id, range: r, landed: false };
+        if gate.spawn(fetch.run(fetcher.clone())).map(|t| t.detach()).is_err() {
+            // The future was dropped unrun: its drop failed the flight, waiters were told.
+        }
+    }
+
+    /// A fetch of `r` ended: keep the bytes and answer whom they serve, then fetch the gaps
+    /// or, with the block whole, store it. A failure fails the flight.
+    fn landed(&self, fetch: &Fetch, fetcher: &Fetcher, got: Outcome) {
+        let (block_id, id, r) = (fetch.block_id, fetch.id, fetch.range.clone());
+        let next = {
+            let mut flights = self.flights.borrow_mut();
+            let Some(flight) = flights.get_mut(&block_id) else { return };
+            if flight.id != id {
+                return; // a fetch of a flight that failed; a new one has started since
+            }
+            flight.fetching.retain(|f| *f != r);
+            let expected = r.end - r.start;
+            let got = got.and_then(|d| match d.len() as u64 {
+                n if n == expected => Ok(d),
+                n => Err(FillError::new(ErrorCode::Internal, format!("fetch returned {n} bytes, {expected} expected"))),
+            });
+            let data = match got {
+                Ok(d) => d,
+                Err(e) => {
+                    fail(&mut flights, block_id, id, e);
+                    return;
+                }
+            };
+            flight.pieces.insert(r.start, data);
+            flight.answer_ready();
+            if !flight.fetching.is_empty() {
+                return;
+            }
+            match flight.pieces.whole() {
+                Some(block) => {
+                    flight.completing = true;
+                    Next::Store(block)
+                }
+                None => {
+                    flight.completing = true;
+                    let len = flight.pieces.len();
+                    let gaps = flight.pieces.missing(0..len, &[]);
+                    flight.fetching.extend(gaps.iter().cloned());
+                    Next::Fetch(gaps)
+                }
+            }
+        };
+        match next {
+            Next::Fetch(gaps) => {
+                gaps.into_iter().for_each(|g| fetch.fills.spawn_fetch(&fetch.gate, fetcher, block_id, id, g))
+            }
+            Next::Store(block) => {
+                let fills = fetch.fills.clone();
+                let task = async move {
+                    let stored = store(&fills.store, block_id, &block).await;
+                    if let Err(e) = &stored {
+                        tracing::warn!(block = block_id, error = %e.message, "fetched block not cached");
+                    }
+                    let flight = fills.flights.borrow_mut().remove(&block_id);
+                    for w in flight.map(|f| f.waiters).unwrap_or_default() {
+                        let _ = w.tx.send(stored.clone().map(|()| Bytes::new()));
+                    }
+                };
+                if fetch.gate.spawn(task).map(|t| t.detach()).is_err() {
+                    fail(&mut self.flights.borrow_mut(), block_id, id, abandoned());
+                }
+            }
+        }
+    }
+}
+
+enum Next {
+    Fetch(Vec<Range<u64>>),
+    Store(Bytes),
+}
+
+/// Ends flight `id` of the block (if still under way): every waiter gets `e`, and the next
+/// reader starts afresh.
+fn fail(flights: &mut HashMap<u64, Flight>, block_id: u64, id: u64, e: FillError) {
+    if flights.get(&block_id).is_some_and(|f| f.id == id)
+        && let Some(flight) = flights.remove(&block_id)
+    {
+        for w in flight.waiters {
+            let _ = w.tx.send(Err(e.clone()));
+        }
     }
 }
 
@@ -104,70 +260,41 @@ fn abandoned() -> FillError {
     FillError::new(ErrorCode::Unavailable, "the fetch of this block was abandoned (shutdown); try again")
 }
 
-/// One block being fetched. However it ends (even dropped unfinished), every waiter gets an
-/// answer and the block id leaves the flight table.
-struct Flight {
+/// One ranged GET of a flight. However it ends (even dropped unfinished at shutdown), the
+/// flight hears of it.
+struct Fetch {
     fills: Rc<Fills>,
+    gate: Gate,
     block_id: u64,
-    outcome: Option<Outcome>,
+    id: u64,
+    range: Range<u64>,
+    landed: bool,
 }
 
-impl Flight {
-    async fn fly(mut self, fetcher: Fetcher, source: BlockSource) {
-        let fetched = fetcher.fetch(source.object, source.offset, source.len).await;
-        let outcome = match fetched {
-            Ok(data) if data.len() as u64 == source.len => {
-                // Readers get their bytes now; the disk write follows.
-                self.answer_readers(&data);
-                let stored = store(&self.fills.store, self.block_id, &data).await;
-                if let Err(e) = &stored {
-                    tracing::warn!(block = self.block_id, error = %e.message, "fetched block not cached");
-                }
-                Ok(Filled { data, stored })
-            }
-            Ok(data) => Err(FillError::new(
-                ErrorCode::Internal,
-                format!("fetch returned {} bytes, {} expected", data.len(), source.len),
-            )),
-            Err(e) => {
-                tracing::debug!(block = self.block_id, error = %e, "fetch failed");
-                Err(FillError::new(fetch_code(&e), e.message()))
+impl Fetch {
+    async fn run(mut self, fetcher: Fetcher) {
+        let source = match self.fills.flights.borrow().get(&self.block_id) {
+            Some(f) if f.id == self.id => f.source.clone(),
+            _ => {
+                self.landed = true;
+                return;
             }
         };
-        self.outcome = Some(outcome);
+        let r = &self.range;
+        let got = fetcher.fetch(source.object, source.offset + r.start, r.end - r.start).await.map_err(|e| {
+            tracing::debug!(block = self.block_id, error = %e, "fetch failed");
+            FillError::new(fetch_code(&e), e.message())
+        });
+        self.landed = true;
+        self.fills.landed(&self, &fetcher, got);
     }
 }
 
-impl Flight {
-    /// Answers, from the fetched bytes, every waiter that does not need the block stored.
-    fn answer_readers(&self, data: &Bytes) {
-        let readers: Vec<_> = {
-            let mut flights = self.fills.flights.borrow_mut();
-            let Some(waiters) = flights.get_mut(&self.block_id) else { return };
-            let (readers, rest): (Vec<_>, Vec<_>) = waiters.drain(..).partition(|(_, need_stored)| !need_stored);
-            *waiters = rest;
-            readers
-        };
-        for (w, _) in readers {
-            let _ = w.send(Ok(Filled { data: data.clone(), stored: Ok(()) }));
-        }
-    }
-}
-
-impl Drop for Flight {
+impl Drop for Fetch {
     fn drop(&mut self) {
-        let waiters = self.fills.flights.borrow_mut().remove(&self.block_id).unwrap_or_default();
-        let outcome = self.outcome.take().unwrap_or_else(|| Err(abandoned()));
-        for (w, _) in waiters {
-            // A reader that went away needs no answer.
-            let _ = w.send(outcome.clone());
+        if !self.landed {
+            fail(&mut self.fills.flights.borrow_mut(), self.block_id, self.id, abandoned());
         }
-    }
-}
-
-impl std::fmt::Debug for Flight {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Flight").field("block_id", &self.block_id).finish()
     }
 }
 

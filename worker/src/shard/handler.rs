@@ -12,6 +12,7 @@ use cv_wire::{ErrorCode, Frame, HEADER_LEN, Kind, Message, block_shard};
 
 use super::codes::store_code;
 use super::conn::ShardCtx;
+use super::fill::Want;
 use super::frame_io::{Head, ReadFail, read_payload};
 use super::reply::Reply;
 use crate::quic::{RecvStream, VarInt};
@@ -110,7 +111,7 @@ fn owned(ctx: &ShardCtx, block_id: u64) -> Result<(), Refusal> {
 }
 
 /// Serves a read from the store. A block the store does not hold is fetched from object
-/// storage when the request names its `source` (once per block however many readers ask;
+/// storage when the request names its `source` (each byte once however many readers ask;
 /// see `fill.rs`); without a source it is `NotFound`. `fill_only` answers without bytes.
 async fn read_block(ctx: &ShardCtx, frame: &Frame) -> Result<Reply, Refusal> {
     let req = frame.access::<ReadBlock>()?;
@@ -148,15 +149,17 @@ async fn read_block(ctx: &ShardCtx, frame: &Frame) -> Result<Reply, Refusal> {
     let Some(source) = source else {
         return Err(Refusal::new(ErrorCode::NotFound, format!("block {block_id} is not stored here")));
     };
-    let filled =
-        ctx.fills.fill(&ctx.gate, block_id, source, fill_only).await.map_err(|e| Refusal::new(e.code, e.message))?;
-    let block_len = filled.data.len() as u64;
+    let want = if fill_only {
+        Want::Stored
+    } else {
+        let n = clamp(block_id, source.len, offset, len)?;
+        Want::Range(offset..offset + n)
+    };
+    let block_len = source.len;
+    let data = ctx.fills.fill(&ctx.gate, block_id, source, want).await.map_err(|e| Refusal::new(e.code, e.message))?;
     if fill_only {
-        filled.stored.map_err(|e| Refusal::new(e.code, e.message))?;
         return Ok(Reply::ok(request_id, &ReadBlockOk { block_len }));
     }
-    let n = clamp(block_id, block_len, offset, len)?;
-    let data = filled.data.slice(offset as usize..(offset + n) as usize);
     Ok(Reply::with_shared(request_id, &ReadBlockOk { block_len }, data))
 }
 

@@ -7,6 +7,8 @@ mod conn;
 mod fill;
 mod frame_io;
 mod handler;
+mod kick;
+mod pieces;
 mod reply;
 mod run;
 

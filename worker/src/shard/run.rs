@@ -70,6 +70,7 @@ async fn shard_main(
     cmds: flume::Receiver<ShardCmd>,
 ) -> Result<()> {
     let index = spec.index;
+    super::kick::start(&format!("cv-shard-{index}"));
     // The store opens first: glommio settles per-device I/O modes on the first DmaFile.
     let store = match BlockStore::open(spec.store.clone()).await {
         Ok(s) => s,
