@@ -109,7 +109,8 @@ pub fn print_scan(r: &ScanReport) {
     );
     println!(
         "chunks from columns: {}; cv block size {:.0} MiB; rounds: 1 first sight + {} synced + freed; cold is \
-         paired with direct file by file, warm and direct also run as passes of their own",
+         paired with direct file by file (after each cold file, untimed, the shards finish filling its blocks), warm \
+         and direct also run as passes of their own",
         r.columns_read,
         mib(r.block_size),
         r.rounds
@@ -121,6 +122,6 @@ pub fn print_scan(r: &ScanReport) {
     println!(
         "(scan ms = one pass over all files, the sum of per-file times, mean over passes; × direct = scan time / \
          that of the direct row measured alongside (paired for cold, own pass for warm), same run; per pass: \
-         HEAD and GET requests and MiB asked for at the store)"
+         HEAD and GET requests and MiB asked for at the store, cold including the untimed block fills)"
     );
 }
