@@ -21,6 +21,9 @@ use super::master::MasterLink;
 struct Entry {
     ufs: Ufs,
     at: Instant,
+    /// What the master said (URL and options), to keep `ufs` and its open connections
+    /// when a refresh brings nothing new.
+    said: (String, Vec<(String, String)>),
 }
 
 type Slot = Arc<tokio::sync::Mutex<Option<Entry>>>;
@@ -65,9 +68,9 @@ impl Mounts {
         {
             return Ok(Resolved { ufs: e.ufs.clone(), cached: true });
         }
-        match self.fetch(mount).await {
-            Ok(ufs) => {
-                *entry = Some(Entry { ufs: ufs.clone(), at: Instant::now() });
+        match self.fetch(mount, entry.as_ref()).await {
+            Ok((ufs, said)) => {
+                *entry = Some(Entry { ufs: ufs.clone(), at: Instant::now(), said });
                 Ok(Resolved { ufs, cached: false })
             }
             Err(e) if e.kind() == FetchErrorKind::Unavailable => match entry.as_ref() {
@@ -91,13 +94,23 @@ impl Mounts {
         *slot.lock().await = None;
     }
 
-    async fn fetch(&self, mount: &str) -> Result<Ufs, FetchError> {
+    /// Asks the master for `mount`; reuses `old`'s store handle (its HTTP connections) when
+    /// the URL and options did not change.
+    async fn fetch(
+        &self,
+        mount: &str,
+        old: Option<&Entry>,
+    ) -> Result<(Ufs, (String, Vec<(String, String)>)), FetchError> {
         let m = self.master.get_mount(mount).await?;
         if m.mode != MountMode::Cache {
             tracing::debug!(mount, mode = ?m.mode, "fetching a block under a mount not in cache mode");
         }
-        let options: Vec<(String, String)> = m.options.into_iter().map(|kv| (kv.key, kv.value)).collect();
-        Ufs::connect(&m.ufs_url, &options, &self.settings)
-            .map_err(|e| FetchError::from_ufs(&format!("mount {mount} ({})", m.ufs_url), &e))
+        let said = (m.ufs_url, m.options.into_iter().map(|kv| (kv.key, kv.value)).collect::<Vec<_>>());
+        if let Some(old) = old.filter(|o| o.said == said) {
+            return Ok((old.ufs.clone(), said));
+        }
+        let ufs = Ufs::connect(&said.0, &said.1, &self.settings)
+            .map_err(|e| FetchError::from_ufs(&format!("mount {mount} ({})", said.0), &e))?;
+        Ok((ufs, said))
     }
 }
