@@ -299,3 +299,46 @@ async fn a_changed_object_is_seen_after_the_validity_period_and_a_failing_store_
     assert_eq!(read_all(&client, "/v/x").await, new, "recovers once the store does");
     cluster.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mount_options_set_the_deadlines_and_retries_of_master_and_workers() {
+    let store = tempfile::tempdir().unwrap();
+    let s3 = S3Server::start(store.path()).unwrap();
+    s3.create_bucket("lake").unwrap();
+    // Larger than the tail, so a read at offset 0 goes to a worker.
+    let data = pattern(300_000, 3);
+    s3.put_object("lake", "d/x", &data).unwrap();
+    s3.put_object("lake", "d/y", &data).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = LocalCluster::start(&ClusterOptions::ephemeral(dir.path())).await.unwrap();
+    let client = cluster.client().await.unwrap();
+
+    let mut bad = s3_options(&s3);
+    bad.push(("cv.retries".into(), "many".into()));
+    let e = client.mount("s3://lake/d", "/d", MountMode::Cache, bad).await.unwrap_err();
+    assert!(e.message().contains("cv.retries"), "{e}");
+
+    // One 300 ms attempt, no retry. The store below answers after 3 s: within the default
+    // 4 s deadline that would succeed; with these options it fails, and fast.
+    let mut opts = s3_options(&s3);
+    for (k, v) in [("cv.op_timeout", "300ms"), ("cv.io_timeout", "300ms"), ("cv.retries", "0")] {
+        opts.push((k.into(), v.into()));
+    }
+    client.mount("s3://lake/d", "/d", MountMode::Cache, opts).await.unwrap();
+    let x = client.open("/d/x").await.unwrap();
+
+    s3.set_fault(cv_testkit::Fault::Delay(Duration::from_secs(3)));
+    // The master: the first open of an object (HEAD + tail).
+    let started = Instant::now();
+    client.open("/d/y").await.unwrap_err();
+    assert!(started.elapsed() < Duration::from_millis(2500), "master gave up after {:?}", started.elapsed());
+    // A worker: a block fetch (the client retries 3 times; each fails in one attempt).
+    let started = Instant::now();
+    let mut buf = vec![0u8; 1000];
+    x.read_at(0, &mut buf).await.unwrap_err();
+    assert!(started.elapsed() < Duration::from_millis(2900), "worker gave up after {:?}", started.elapsed());
+
+    s3.set_fault(cv_testkit::Fault::None);
+    assert_eq!(read_all(&client, "/d/y").await, data, "recovers once the store does");
+    cluster.shutdown().await.unwrap();
+}

@@ -15,7 +15,7 @@ mod store;
 pub use error::{UfsError, UfsErrorKind};
 pub use location::Location;
 pub use secrets::{is_secret, redact};
-pub use settings::UfsSettings;
+pub use settings::{CV_OPTIONS, UfsSettings, is_cv_option};
 pub use store::{ObjectMeta, Ufs, UfsEntry, UfsWriter};
 
 /// Registers OpenDAL's services and its HTTP transport (reqwest with rustls

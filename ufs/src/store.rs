@@ -36,11 +36,16 @@ pub struct Ufs {
 }
 
 impl Ufs {
-    /// An operator for `url` with `options`; makes no call to the store.
+    /// An operator for `url` with `options`; makes no call to the store. `s` gives the
+    /// deadlines and retries, changed by the mount's `cv.*` options (see [`crate::CV_OPTIONS`]);
+    /// the other options configure the OpenDAL service.
     pub fn connect(url: &str, options: &[(String, String)], s: &UfsSettings) -> Result<Ufs, UfsError> {
         crate::install();
         let location = Location::parse(url)?;
-        let op = Operator::via_iter(location.scheme, location.config(options))
+        let s = &s.with_mount_options(options)?;
+        let store_options: Vec<(String, String)> =
+            options.iter().filter(|(k, _)| !crate::is_cv_option(k)).cloned().collect();
+        let op = Operator::via_iter(location.scheme, location.config(&store_options))
             .map_err(|e| UfsError::from_opendal(format!("configure {url}"), e))?
             .layer(
                 RetryLayer::new()

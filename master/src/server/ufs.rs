@@ -23,8 +23,6 @@ use std::time::{Duration, Instant};
 pub const DEFAULT_TTL: Duration = Duration::from_secs(60);
 /// Largest footer read into the tail cache; a bigger one is read from the workers.
 const MAX_TAIL: u64 = 16 << 20;
-/// Mount options for cv itself, not passed to the store.
-const CV_PREFIX: &str = "cv.";
 
 #[derive(Debug, Default)]
 pub(super) struct UfsLayer {
@@ -53,11 +51,6 @@ pub(super) fn fail(e: UfsError) -> Fail {
     Fail::new(code, e.to_string())
 }
 
-/// The OpenDAL options of a mount (without cv's own).
-pub(super) fn store_options(m: &Mount) -> Vec<(String, String)> {
-    m.options.iter().filter(|(k, _)| !k.starts_with(CV_PREFIX)).cloned().collect()
-}
-
 /// The mount's validity period.
 pub(super) fn ttl(m: &Mount) -> Result<Duration, Fail> {
     match m.options.iter().find(|(k, _)| k == "cv.ttl") {
@@ -83,7 +76,7 @@ impl UfsLayer {
         {
             return Ok(ufs.clone());
         }
-        let ufs = Ufs::connect(&m.ufs_url, &store_options(m), &self.settings).map_err(fail)?;
+        let ufs = Ufs::connect(&m.ufs_url, &m.options, &self.settings).map_err(fail)?;
         stores.insert(m.path.clone(), (m.clone(), ufs.clone()));
         Ok(ufs)
     }
@@ -91,7 +84,7 @@ impl UfsLayer {
     /// Checks a new mount before it is recorded: its URL parses and its root lists.
     pub(super) async fn validate(&self, m: &Mount) -> Result<(), Fail> {
         ttl(m)?;
-        let ufs = Ufs::connect(&m.ufs_url, &store_options(m), &self.settings).map_err(fail)?;
+        let ufs = Ufs::connect(&m.ufs_url, &m.options, &self.settings).map_err(fail)?;
         ufs.check().await.map_err(fail)
     }
 

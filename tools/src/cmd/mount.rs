@@ -64,7 +64,11 @@ fn mode_name(m: MountMode) -> &'static str {
 #[derive(Args, Debug)]
 #[command(after_help = "\
 Options are OpenDAL service settings (endpoint, region, access_key_id, secret_access_key, ...) \
-and cv's own (cv.ttl: how long listings and object versions are trusted, default 60s).
+and cv's own: cv.ttl (how long listings and object versions are trusted, default 60s); \
+cv.op_timeout and cv.io_timeout (deadline of one attempt of a metadata call, and of each data \
+read or write, default 4s each); cv.retries (retries of a failed attempt that may pass, default 2); \
+cv.min_backoff and cv.max_backoff (waits between retries, default 100ms doubling up to 2s). \
+By default a dead store fails a call within about 15s. The master and the workers both obey them.
 
 Secrets on the command line end up in shell history and process listings: put them in a file \
 instead and pass --options-file FILE, a TOML file of `key = \"value\"` lines, e.g.
