@@ -103,6 +103,13 @@ async fn cache_mode_serves_objects_byte_exact_and_fetches_each_block_once() {
     assert_eq!(read_all(&client, "/lake/small").await, objects[1].1, "within the validity period");
     client.sync_mount("/lake").await.unwrap();
     assert_eq!(read_all(&client, "/lake/small").await, new, "after mount sync");
+    // An unchanged object after sync is revalidated with one HEAD; its tail is kept.
+    let on = |op: Op| s3.count(|r| r.op == op && r.path.ends_with("/t/multi"));
+    let (heads, gets) = (on(Op::Head), on(Op::RangedGet));
+    client.sync_mount("/lake").await.unwrap();
+    let f = client.open("/lake/multi").await.unwrap();
+    assert_eq!((on(Op::Head), on(Op::RangedGet)), (heads + 1, gets), "{:#?}", s3.requests());
+    assert_eq!(f.len(), objects[3].1.len() as u64);
 
     // Free drops the blocks, keeps the metadata: the next read fetches again, same bytes.
     let freed = client.free("/lake/multi").await.unwrap();

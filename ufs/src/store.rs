@@ -19,6 +19,18 @@ pub struct ObjectMeta {
     pub mtime_ms: u64,
 }
 
+impl ObjectMeta {
+    /// Whether `other` describes the same content. Two ETags are compared; when either side
+    /// has none (some stores' listings carry no ETag where a HEAD does), length and
+    /// modification time to the second are (HTTP dates have whole seconds).
+    pub fn same_version(&self, other: &ObjectMeta) -> bool {
+        if is_etag(&self.version) && is_etag(&other.version) {
+            return self.version == other.version;
+        }
+        self.len == other.len && self.mtime_ms / 1000 == other.mtime_ms / 1000
+    }
+}
+
 /// One child of a listed directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UfsEntry {
@@ -208,6 +220,17 @@ fn is_etag(v: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn versions_compare_by_etag_else_by_length_and_second() {
+        let m = |version: &str, len, mtime_ms| ObjectMeta { len, version: version.into(), mtime_ms };
+        assert!(m("\"a\"", 5, 1_000).same_version(&m("\"a\"", 5, 9_000)));
+        assert!(!m("\"a\"", 5, 1_000).same_version(&m("\"b\"", 5, 1_000)));
+        // A listing without ETag (ms dates) against a HEAD with one (second dates).
+        assert!(m("m1796045180149-l10", 10, 1_796_045_180_149).same_version(&m("\"e\"", 10, 1_796_045_180_000)));
+        assert!(!m("m1796045180149-l10", 10, 1_796_045_180_149).same_version(&m("\"e\"", 11, 1_796_045_180_000)));
+        assert!(!m("m1796045180149-l10", 10, 1_796_045_180_149).same_version(&m("\"e\"", 10, 1_796_045_181_000)));
+    }
 
     fn rt() -> tokio::runtime::Runtime {
         tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()

@@ -158,18 +158,19 @@ impl UfsLayer {
     async fn refresh_file(&self, core: &MasterCore, m: &Mount, path: &CvPath, ttl: Duration) -> Result<(), Fail> {
         let ufs = self.store(m)?;
         let key = key_of(&m.path, path.as_str());
+        // The file's id and, if it is a copy of an object, what was recorded about it.
         let known = core.inspect(|st| {
             let id = st.lookup(path).ok()?;
-            Some((id, st.ufs_object(id).cloned()))
+            let recorded = st.ufs_object(id).and_then(|o| {
+                let s = st.stat(path).ok()?;
+                Some(ObjectMeta { len: s.length, version: o.version.clone(), mtime_ms: s.mtime })
+            });
+            Some((id, recorded))
         });
         let fresh = self.is_fresh(path.as_str(), ttl);
         let meta = match (fresh, &known) {
             // Listed or stated lately: only the tail is missing.
-            (true, Some((_, Some(obj)))) => core.inspect(|st| st.stat(path).ok()).map(|st| ObjectMeta {
-                len: st.length,
-                version: obj.version.clone(),
-                mtime_ms: st.mtime,
-            }),
+            (true, Some((_, Some(rec)))) => Some(rec.clone()),
             _ => None,
         };
         let meta = match meta {
@@ -186,9 +187,17 @@ impl UfsLayer {
                 Err(e) => return Err(fail(e)),
             },
         };
+        if let Some((_, Some(rec))) = &known
+            && rec.same_version(&meta)
+            && core.has_tail(path.as_str())
+        {
+            // Revalidated: the same version, so the tail held is still its tail.
+            self.mark_fresh(path.as_str());
+            return Ok(());
+        }
         let tail = self.read_tail(core, &ufs, &key, &meta).await?;
         match &known {
-            Some((id, Some(obj))) if obj.version == meta.version => {
+            Some((id, Some(rec))) if rec.same_version(&meta) => {
                 if let Some(version) = core.inspect(|st| st.stat(path).ok()).map(|s| s.version) {
                     core.put_tail(*id, version, meta.len, &tail);
                 }
@@ -252,7 +261,13 @@ impl UfsLayer {
             seen.insert(e.name.clone());
             let known = core.inspect(|st| {
                 let id = st.lookup(&child).ok()?;
-                Some((st.stat(&child).ok()?.kind, st.ufs_object(id).map(|o| o.version.clone())))
+                let s = st.stat(&child).ok()?;
+                let recorded = st.ufs_object(id).map(|o| ObjectMeta {
+                    len: s.length,
+                    version: o.version.clone(),
+                    mtime_ms: s.mtime,
+                });
+                Some((s.kind, recorded))
             });
             match e.meta {
                 None => {
@@ -261,7 +276,7 @@ impl UfsLayer {
                     }
                 }
                 Some(meta) => {
-                    if !matches!(&known, Some((EntryKind::File, Some(v))) if *v == meta.version) {
+                    if !matches!(&known, Some((EntryKind::File, Some(rec))) if rec.same_version(&meta)) {
                         let object = UfsObject {
                             mount: m.path.clone(),
                             key: key_of(&m.path, child.as_str()),
