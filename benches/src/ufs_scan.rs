@@ -11,7 +11,7 @@
 //! their order from round to round). Round 0 is cv's first
 //! sight of the files (the master records them); every later round starts
 //! with `mount sync` + `free` and waits until the worker dropped the blocks,
-//! so cold means: the master HEADs the object and reads its tail again, the
+//! so cold means: the master HEADs the object again (the tail of an unchanged version is kept), the
 //! shards fetch (from) every block they serve. The embedded S3 server's request
 //! log, taken per operation, proves it: cold must fetch every block it
 //! reads, warm must make no request at all; both are printed. A cold shard
