@@ -211,7 +211,7 @@ impl Filesystem for CvFs {
     fn read(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         size: u32,
@@ -220,7 +220,7 @@ impl Filesystem for CvFs {
         reply: ReplyData,
     ) {
         self.run(|vol| async move {
-            match vol.read(fh.0, offset, size).await {
+            match vol.read(fh.0, ino.0, offset, size).await {
                 Ok(bytes) => reply.data(&bytes),
                 Err(e) => reply.error(e),
             }
@@ -230,7 +230,7 @@ impl Filesystem for CvFs {
     fn write(
         &self,
         req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         data: &[u8],
@@ -241,7 +241,7 @@ impl Filesystem for CvFs {
     ) {
         let (data, pid) = (data.to_vec(), req.pid());
         self.run_in_order(fh.0, move |vol| async move {
-            match vol.write(fh.0, offset, &data, pid).await {
+            match vol.write(fh.0, ino.0, offset, &data, pid).await {
                 Ok(n) => reply.written(n),
                 Err(e) => reply.error(e),
             }
@@ -266,11 +266,9 @@ impl Filesystem for CvFs {
         self.run_in_order(fh.0, move |vol| async move { empty(reply, vol.release(fh.0).await) });
     }
 
-    fn fsync(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
-        // A write-once file becomes durable as a whole at close; complete
-        // files are durable already. See fuse/README.md. In order, so it
-        // answers after the writes before it.
-        self.run_in_order(fh.0, move |_| async move { reply.ok() });
+    fn fsync(&self, _req: &Request, ino: INodeNo, fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        // In order, so it answers after the writes before it.
+        self.run_in_order(fh.0, move |vol| async move { empty(reply, vol.fsync(fh.0, ino.0).await) });
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
