@@ -40,6 +40,8 @@ pub enum ReadBenchErrorKind {
     Device,
     /// A read returned bytes other than those written.
     WrongBytes,
+    /// A read through the FUSE mount failed (`cvctl bench fuse`).
+    Fuse,
 }
 
 /// Error of the read benchmark: a kind, what was being done, and the cause.

@@ -1,6 +1,7 @@
 //! Mount options, typed and checked before anything is mounted.
 
 use crate::error::{FuseError, FuseErrorKind};
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// How to mount.
@@ -16,6 +17,10 @@ pub struct MountOptions {
     pub allow_other: bool,
     /// Name shown in `/proc/mounts`.
     pub fs_name: String,
+    /// Where the mount makes its directory of staged files (absolute; it must
+    /// exist). `None`: the system's temporary directory. The mount's own
+    /// directory in it is removed at unmount.
+    pub staging_dir: Option<PathBuf>,
 }
 
 impl Default for MountOptions {
@@ -26,6 +31,7 @@ impl Default for MountOptions {
             entry_ttl: Duration::from_secs(1),
             allow_other: false,
             fs_name: "cv".into(),
+            staging_dir: None,
         }
     }
 }
@@ -42,6 +48,14 @@ impl MountOptions {
         }
         if self.fs_name.is_empty() || self.fs_name.contains([',', ' ', '\n']) {
             return bad("fs_name must be non-empty without commas or spaces");
+        }
+        if let Some(dir) = &self.staging_dir {
+            if !dir.is_absolute() {
+                return bad("staging_dir must be an absolute path");
+            }
+            if !dir.is_dir() {
+                return bad("staging_dir must be an existing directory");
+            }
         }
         Ok(())
     }
@@ -66,6 +80,12 @@ mod tests {
         assert!(ttl.validate().unwrap_err().to_string().contains("attr_ttl"));
         let name = MountOptions { fs_name: "a,b".into(), ..MountOptions::default() };
         assert_eq!(name.validate().unwrap_err().kind(), FuseErrorKind::Config);
+        let rel = MountOptions { staging_dir: Some("stage".into()), ..MountOptions::default() };
+        assert!(rel.validate().unwrap_err().to_string().contains("staging_dir"));
+        let missing = MountOptions { staging_dir: Some("/nonexistent/cv-stage".into()), ..MountOptions::default() };
+        assert!(missing.validate().unwrap_err().to_string().contains("staging_dir"));
+        let tmp = MountOptions { staging_dir: Some(std::env::temp_dir()), ..MountOptions::default() };
+        assert!(tmp.validate().is_ok());
     }
 
     #[test]

@@ -1,11 +1,13 @@
-//! File contents: open, create, read, write, flush, release.
+//! File contents: open, create, read, write, flush, fsync, release. A
+//! staged file (see [`crate::staging`]) is read and written through its
+//! stage whichever handle asks.
 
 use crate::attr::new_file_attr;
 use crate::errno::errno_of;
 use crate::paths::child;
 use crate::read::ReadHandle;
 use crate::volume::{Handle, Volume};
-use crate::write::WriteHandle;
+use crate::write::{Streamed, WriteHandle};
 use cv_client::{ErrorKind, FileKind};
 use fuser::{Errno, FileAttr, FopenFlags};
 use std::ffi::OsStr;
@@ -28,20 +30,32 @@ impl Volume {
         if writes(flags) {
             return self.open_for_write(ino, path, flags, pid).await;
         }
+        // The kernel's pages of a staged file came through it: keep them.
+        if let Some(fh) = self.open_staged(ino, || Handle::Read { ino, r: None }) {
+            return Ok(Opened { fh, flags: FopenFlags::FOPEN_KEEP_CACHE });
+        }
         let file = self.client.open(&path).await.map_err(|e| errno_of(&e))?;
         // Pages from an earlier open are still right only if the content
         // is the same version; otherwise the kernel drops them.
         let keep = self.keep_cache(ino, file.version());
-        let fh = self.add_handle(Handle::Read(Arc::new(ReadHandle::new(file))));
+        let fh = self.add_handle(Handle::Read { ino, r: Some(Arc::new(ReadHandle::new(file))) });
         Ok(Opened { fh, flags: if keep { FopenFlags::FOPEN_KEEP_CACHE } else { FopenFlags::empty() } })
     }
 
     async fn open_for_write(&self, ino: u64, path: String, flags: i32, pid: u32) -> Result<Opened, Errno> {
+        let truncate = flags & libc::O_TRUNC != 0;
+        let staged = WriteHandle::staged(self.client.clone(), path.clone(), pid);
+        let staged = Arc::new(staged);
+        if let Some(fh) = self.open_staged(ino, || Handle::Write { ino, writer: staged.clone(), read: None }) {
+            if truncate && let Some(stage) = self.stage(ino) {
+                stage.truncate(0).await?;
+            }
+            return Ok(Opened { fh, flags: FopenFlags::FOPEN_KEEP_CACHE });
+        }
         let st = self.client.stat(&path).await.map_err(|e| errno_of(&e))?;
         if st.kind == FileKind::Dir {
             return Err(Errno::EISDIR);
         }
-        let truncate = flags & libc::O_TRUNC != 0;
         // An O_RDWR open of a file with content can still read that content.
         let read = if flags & libc::O_ACCMODE == libc::O_RDWR && !truncate && st.length > 0 {
             let file = self.client.open(&path).await.map_err(|e| errno_of(&e))?;
@@ -97,61 +111,100 @@ impl Volume {
         Ok(self.attr_from(ino, &st).await)
     }
 
-    pub(crate) async fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>, Errno> {
-        match self.handle(fh)? {
-            Handle::Read(r) | Handle::Write { read: Some(r), .. } => r.read(offset, size).await,
-            // Bytes being written are not readable until the file is complete.
+    pub(crate) async fn read(&self, fh: u64, ino: u64, offset: u64, size: u32) -> Result<Vec<u8>, Errno> {
+        let handle = self.handle(fh)?;
+        if let Some(stage) = self.stage(ino) {
+            return stage.read(offset, size).await;
+        }
+        match handle {
+            Handle::Read { r: Some(r), .. } | Handle::Write { read: Some(r), .. } => r.read(offset, size).await,
+            // Opened staged; the stage ended since (it cannot while this
+            // handle is open, see `end_stage_if_unused`).
+            Handle::Read { r: None, .. } => Err(Errno::EIO),
+            // Bytes being streamed are not readable until the file is
+            // complete: complete it and read a staged copy.
             Handle::Write { writer, read: None, .. } => {
                 if offset >= writer.len().await {
-                    Ok(Vec::new())
-                } else {
-                    Err(Errno::EOPNOTSUPP)
+                    return Ok(Vec::new());
                 }
+                let start = writer.to_stage().await?;
+                self.begin_stage(ino, start).await?.read(offset, size).await
             }
             Handle::Dir(_) => Err(Errno::EISDIR),
         }
     }
 
-    pub(crate) async fn write(&self, fh: u64, offset: u64, data: &[u8], pid: u32) -> Result<u32, Errno> {
-        match self.handle(fh)? {
-            Handle::Write { writer, .. } => writer.write(offset, data, pid).await,
-            Handle::Read(_) | Handle::Dir(_) => Err(Errno::EBADF),
+    pub(crate) async fn write(&self, fh: u64, ino: u64, offset: u64, data: &[u8], pid: u32) -> Result<u32, Errno> {
+        let Handle::Write { writer, .. } = self.handle(fh)? else { return Err(Errno::EBADF) };
+        if let Some(stage) = self.stage(ino) {
+            return stage.write(offset, data).await;
         }
+        match writer.write(offset, data, pid).await? {
+            Streamed::Done(n) => Ok(n),
+            Streamed::NeedsStage => {
+                let start = writer.to_stage().await?;
+                self.begin_stage(ino, start).await?.write(offset, data).await
+            }
+        }
+    }
+
+    /// fsync(2): returns once the file's content is a complete, durable cv
+    /// version. A stream is completed (later writes stage the file).
+    pub(crate) async fn fsync(&self, fh: u64, ino: u64) -> Result<(), Errno> {
+        let handle = self.handle(fh)?;
+        if self.stage(ino).is_some() {
+            return self.publish(ino).await;
+        }
+        if let Handle::Write { writer, .. } = handle
+            && writer.complete().await?.is_some()
+        {
+            self.content_changed(ino);
+        }
+        Ok(())
     }
 
     /// close(2) of a descriptor by thread `pid`: a file being written is
     /// completed here when its writer's process closes it, so a failure
     /// reaches the application as close's error. A copy of the descriptor
     /// inherited by a child (closed at its exec) completes nothing.
+    /// A staged file is published at every writer's close (publishing
+    /// twice is harmless; the stage stays for later writes).
     pub(crate) async fn flush(&self, fh: u64, pid: u32) -> Result<(), Errno> {
         match self.handle(fh)? {
+            Handle::Write { ino, .. } if self.stage(ino).is_some() => self.publish(ino).await,
             Handle::Write { writer, .. } if !writer.closed_by_owner(pid) => Ok(()),
             Handle::Write { ino, writer, .. } => {
                 writer.complete().await?;
                 self.content_changed(ino);
                 Ok(())
             }
-            Handle::Read(_) | Handle::Dir(_) => Ok(()),
+            Handle::Read { .. } | Handle::Dir(_) => Ok(()),
         }
     }
 
     /// The last reference to a handle is gone.
     pub(crate) async fn release(&self, fh: u64) -> Result<(), Errno> {
-        match self.take_handle(fh) {
+        let (ino, done) = match self.take_handle(fh) {
             Some(Handle::Write { ino, writer, .. }) => {
-                let done = writer.complete().await;
+                let mut done = writer.complete().await.map(|_| ());
+                if done.is_ok() {
+                    done = self.publish(ino).await;
+                }
                 self.clear_writer(ino, &writer);
-                done.map(|_| ())
+                (ino, done)
             }
-            _ => Ok(()),
-        }
+            Some(Handle::Read { ino, .. }) => (ino, Ok(())),
+            _ => return Ok(()),
+        };
+        self.end_stage_if_unused(ino).await;
+        done
     }
 
     /// The status a read handle was opened with (for fstat of a file
     /// unlinked while open).
     pub(crate) fn open_status(&self, fh: u64) -> Option<cv_client::FileStatus> {
         match self.handle(fh).ok()? {
-            Handle::Read(r) => Some(r.file().status().clone()),
+            Handle::Read { r: Some(r), .. } => Some(r.file().status().clone()),
             _ => None,
         }
     }

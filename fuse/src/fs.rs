@@ -22,6 +22,8 @@ use std::time::SystemTime;
 const GEN: Generation = Generation(0);
 /// Largest read and write the kernel sends in one request.
 const MAX_IO: u32 = 1 << 20;
+/// Asynchronous requests the kernel may have in flight.
+const MAX_BACKGROUND: u16 = 64;
 
 /// The mounted file system.
 #[derive(Debug)]
@@ -81,11 +83,24 @@ impl Filesystem for CvFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         // readdirplus: `ls -l` costs one listing, not a lookup per entry.
         // atomic O_TRUNC: open(O_TRUNC) replaces the file once, at the first write.
-        for cap in [InitFlags::FUSE_DO_READDIRPLUS, InitFlags::FUSE_ATOMIC_O_TRUNC, InitFlags::FUSE_PARALLEL_DIROPS] {
+        // async direct I/O: without it the kernel serves an asynchronous
+        // O_DIRECT read (io_uring, libaio) synchronously inside its submit
+        // call, so a queue depth of 32 behaves as 1.
+        let caps = [
+            InitFlags::FUSE_DO_READDIRPLUS,
+            InitFlags::FUSE_ATOMIC_O_TRUNC,
+            InitFlags::FUSE_PARALLEL_DIROPS,
+            InitFlags::FUSE_ASYNC_DIO,
+        ];
+        for cap in caps {
             if config.add_capabilities(cap).is_err() {
                 tracing::info!("kernel lacks {cap:?}");
             }
         }
+        // Asynchronous requests (read-ahead, async direct I/O) the kernel keeps
+        // in flight; its default of 12 would cap deep queues.
+        let _ = config.set_max_background(MAX_BACKGROUND).or_else(|max| config.set_max_background(max));
+        let _ = config.set_congestion_threshold(MAX_BACKGROUND * 3 / 4);
         let _ = config.set_max_write(MAX_IO).or_else(|max| config.set_max_write(max));
         let _ = config.set_max_readahead(MAX_IO).or_else(|max| config.set_max_readahead(max));
         Ok(())
@@ -211,7 +226,7 @@ impl Filesystem for CvFs {
     fn read(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         size: u32,
@@ -220,7 +235,7 @@ impl Filesystem for CvFs {
         reply: ReplyData,
     ) {
         self.run(|vol| async move {
-            match vol.read(fh.0, offset, size).await {
+            match vol.read(fh.0, ino.0, offset, size).await {
                 Ok(bytes) => reply.data(&bytes),
                 Err(e) => reply.error(e),
             }
@@ -230,7 +245,7 @@ impl Filesystem for CvFs {
     fn write(
         &self,
         req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         data: &[u8],
@@ -241,7 +256,7 @@ impl Filesystem for CvFs {
     ) {
         let (data, pid) = (data.to_vec(), req.pid());
         self.run_in_order(fh.0, move |vol| async move {
-            match vol.write(fh.0, offset, &data, pid).await {
+            match vol.write(fh.0, ino.0, offset, &data, pid).await {
                 Ok(n) => reply.written(n),
                 Err(e) => reply.error(e),
             }
@@ -266,11 +281,9 @@ impl Filesystem for CvFs {
         self.run_in_order(fh.0, move |vol| async move { empty(reply, vol.release(fh.0).await) });
     }
 
-    fn fsync(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
-        // A write-once file becomes durable as a whole at close; complete
-        // files are durable already. See fuse/README.md. In order, so it
-        // answers after the writes before it.
-        self.run_in_order(fh.0, move |_| async move { reply.ok() });
+    fn fsync(&self, _req: &Request, ino: INodeNo, fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        // In order, so it answers after the writes before it.
+        self.run_in_order(fh.0, move |vol| async move { empty(reply, vol.fsync(fh.0, ino.0).await) });
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {

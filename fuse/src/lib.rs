@@ -5,7 +5,9 @@
 //! tail answers footer reads from memory; reads in a row switch to the
 //! client's read-ahead; random reads go straight to the owning shard. The
 //! kernel keeps a file's pages across opens while its version is unchanged.
-//! Writes follow cv's write-once files: create, write in order, close.
+//! Writes in order stream to cv's write-once files; any other edit (writes
+//! at other offsets, truncation to any size) is made to a local staged
+//! copy, published as a new version at flush, fsync and close.
 //! fuse/README.md lists every POSIX operation cv does not offer and the
 //! errno it gives.
 
@@ -22,6 +24,8 @@ mod order;
 mod paths;
 mod process;
 mod read;
+mod stage;
+mod staging;
 mod volume;
 mod write;
 

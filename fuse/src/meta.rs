@@ -3,7 +3,9 @@
 
 use crate::errno::errno_of;
 use crate::paths::child;
+use crate::stage::{Start, TEMP_PREFIX};
 use crate::volume::{Handle, Volume};
+use crate::write::Streamed;
 use cv_client::{ErrorKind, FileKind, FileStatus};
 use fuser::{Errno, FileAttr, RenameFlags};
 use std::ffi::OsStr;
@@ -46,11 +48,15 @@ impl Volume {
 
     /// cv keeps the mode a file was made with and has no owners, so only
     /// "changes" to what is already there succeed; times are accepted and
-    /// ignored (mtime is the master's time of the last change); size goes
-    /// to 0 by replacing the file, or stays.
+    /// ignored (mtime is the master's time of the last change). Size: a
+    /// stream goes to 0 or stays; any other size stages the file (see
+    /// [`crate::staging`]), published at once when no writer has it open.
     pub(crate) async fn setattr(&self, ino: u64, set: SetAttr) -> Result<FileAttr, Errno> {
         let path = self.path_of(ino)?;
-        let st = self.stat(&path).await?;
+        let st = match self.stage(ino) {
+            Some(stage) => stage.status().await,
+            None => self.stat(&path).await?,
+        };
         if let Some(mode) = set.mode
             && mode & 0o7777 != st.mode & 0o7777
         {
@@ -63,12 +69,20 @@ impl Volume {
         if st.kind == FileKind::Dir {
             return Err(Errno::EISDIR);
         }
+        if let Some(stage) = self.stage(ino) {
+            stage.truncate(size).await?;
+            return self.truncated(ino, &st).await;
+        }
         let through = match set.fh.map(|fh| self.handle(fh)) {
             Some(Ok(Handle::Write { writer, .. })) => Some(writer),
             _ => self.writer(ino),
         };
         if let Some(w) = through {
-            w.truncate(size).await?;
+            if w.truncate(size).await? == Streamed::NeedsStage {
+                let start = w.to_stage().await?;
+                self.begin_stage(ino, start).await?.truncate(size).await?;
+                return self.truncated(ino, &st).await;
+            }
             let mut attr = self.attr_from(ino, &st).await;
             attr.size = size;
             return Ok(attr);
@@ -76,13 +90,25 @@ impl Volume {
         if size == st.length {
             return Ok(self.attr_from(ino, &st).await);
         }
-        if size != 0 {
-            return Err(Errno::EOPNOTSUPP);
+        if size == 0 {
+            let w = self.client.create(&path, true).await.map_err(|e| errno_of(&e))?;
+            let st = w.close().await.map_err(|e| errno_of(&e))?;
+            self.content_changed(ino);
+            return Ok(self.attr_from(ino, &st).await);
         }
-        let w = self.client.create(&path, true).await.map_err(|e| errno_of(&e))?;
-        let st = w.close().await.map_err(|e| errno_of(&e))?;
-        self.content_changed(ino);
-        Ok(self.attr_from(ino, &st).await)
+        self.begin_stage(ino, Start::Cv).await?.truncate(size).await?;
+        self.truncated(ino, &st).await
+    }
+
+    /// After a staged truncate: published now if no writer will publish it
+    /// at its close.
+    async fn truncated(&self, ino: u64, st: &FileStatus) -> Result<FileAttr, Errno> {
+        let attr = self.attr_from(ino, st).await;
+        if self.open_handles(ino, true) == 0 {
+            self.publish(ino).await?;
+            self.end_stage_if_unused(ino).await;
+        }
+        Ok(attr)
     }
 
     pub(crate) async fn mkdir(&self, parent: u64, name: &OsStr) -> Result<FileAttr, Errno> {
@@ -147,7 +173,9 @@ impl Volume {
     /// Lists a directory once at opendir; readdir pages through the copy.
     pub(crate) async fn opendir(&self, ino: u64) -> Result<u64, Errno> {
         let path = self.path_of(ino)?;
-        let entries = self.client.list(&path).await.map_err(|e| errno_of(&e))?;
+        let mut entries = self.client.list(&path).await.map_err(|e| errno_of(&e))?;
+        // Versions being published are not the application's files.
+        entries.retain(|e| !crate::paths::name_of(&e.path).starts_with(TEMP_PREFIX));
         Ok(self.add_handle(Handle::Dir(Arc::new(entries))))
     }
 

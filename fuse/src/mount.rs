@@ -16,6 +16,8 @@ use std::sync::Arc;
 pub struct Mounted {
     session: Option<BackgroundSession>,
     mountpoint: PathBuf,
+    /// The staged files' directory; removed after the session ends (field order).
+    _staging: tempfile::TempDir,
 }
 
 /// Mounts the cv directory `opts.root` at `mountpoint`. Requests are served
@@ -32,6 +34,11 @@ pub async fn mount(client: Client, mountpoint: &Path, opts: MountOptions) -> Res
         return Err(FuseError::new(FuseErrorKind::Root, format!("cv root {root} is not a directory")));
     }
     let owner = process_owner()?;
+    let base = opts.staging_dir.clone().unwrap_or_else(std::env::temp_dir);
+    let staging = tempfile::Builder::new().prefix("cv-fuse-staging-").tempdir_in(&base).map_err(|e| {
+        FuseError::new(FuseErrorKind::Config, format!("staging_dir: cannot make a directory in {}", base.display()))
+            .with_source(e)
+    })?;
     let mut config = Config::default();
     config.mount_options = vec![
         MountOption::FSName(opts.fs_name.clone()),
@@ -45,7 +52,7 @@ pub async fn mount(client: Client, mountpoint: &Path, opts: MountOptions) -> Res
     // One thread reads the kernel's requests, so they are dispatched in the
     // order sent (see crate::order); the work runs on the tokio runtime.
     config.n_threads = Some(1);
-    let vol = Arc::new(Volume::new(client, opts, owner));
+    let vol = Arc::new(Volume::new(client, opts, owner, staging.path().to_path_buf()));
     let fs = CvFs::new(vol, tokio::runtime::Handle::current());
     let at = mountpoint.to_path_buf();
     // Mounting waits for the kernel's INIT exchange: blocking, so off the runtime.
@@ -53,7 +60,7 @@ pub async fn mount(client: Client, mountpoint: &Path, opts: MountOptions) -> Res
         .await
         .map_err(|e| FuseError::new(FuseErrorKind::Mount, format!("mount task: {e}")))?
         .map_err(|e| FuseError::new(FuseErrorKind::Mount, format!("mount {}", mountpoint.display())).with_source(e))?;
-    Ok(Mounted { session: Some(session), mountpoint: mountpoint.to_path_buf() })
+    Ok(Mounted { session: Some(session), mountpoint: mountpoint.to_path_buf(), _staging: staging })
 }
 
 /// Owner shown on every file: whoever runs the mount.

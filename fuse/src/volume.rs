@@ -6,23 +6,23 @@ use crate::config::MountOptions;
 use crate::errno::errno_of;
 use crate::inodes::Inodes;
 use crate::read::ReadHandle;
+use crate::stage::Stage;
 use crate::write::WriteHandle;
 use cv_client::{Client, FileStatus};
 use fuser::{Errno, FileAttr};
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// An open file or directory.
 #[derive(Clone, Debug)]
 pub(crate) enum Handle {
-    Read(Arc<ReadHandle>),
+    /// A file open for reading; `r` is `None` when it was opened while
+    /// staged (its stage serves it).
+    Read { ino: u64, r: Option<Arc<ReadHandle>> },
     /// A file open for writing; `read` serves reads of what it held before.
-    Write {
-        ino: u64,
-        writer: Arc<WriteHandle>,
-        read: Option<Arc<ReadHandle>>,
-    },
+    Write { ino: u64, writer: Arc<WriteHandle>, read: Option<Arc<ReadHandle>> },
     /// A directory listing taken at opendir, served page by page.
     Dir(Arc<Vec<FileStatus>>),
 }
@@ -34,12 +34,18 @@ pub(crate) struct Volume {
     pub(crate) opts: MountOptions,
     pub(crate) owner: Owner,
     inodes: Mutex<Inodes>,
-    handles: Mutex<HashMap<u64, Handle>>,
+    pub(crate) handles: Mutex<HashMap<u64, Handle>>,
     next_fh: AtomicU64,
     /// Version of each file whose pages the kernel may hold from an earlier open.
     versions: Mutex<HashMap<u64, u64>>,
     /// Files this mount is writing, by inode: their length is ahead of the master's.
     writers: Mutex<HashMap<u64, Arc<WriteHandle>>>,
+    /// Staged files, by inode (see [`crate::staging`]).
+    pub(crate) stages: Mutex<HashMap<u64, Arc<Stage>>>,
+    /// Serializes the start of stages.
+    pub(crate) stage_start: tokio::sync::Mutex<()>,
+    /// Where staging files go (this mount's own directory).
+    pub(crate) staging_dir: PathBuf,
 }
 
 /// Locks a mutex; a poisoned one (a panic elsewhere) still holds valid data
@@ -49,7 +55,7 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Volume {
-    pub(crate) fn new(client: Client, opts: MountOptions, owner: Owner) -> Self {
+    pub(crate) fn new(client: Client, opts: MountOptions, owner: Owner, staging_dir: PathBuf) -> Self {
         let inodes = Inodes::new(&opts.normalized_root());
         Volume {
             client,
@@ -60,6 +66,9 @@ impl Volume {
             next_fh: AtomicU64::new(1),
             versions: Mutex::new(HashMap::new()),
             writers: Mutex::new(HashMap::new()),
+            stages: Mutex::new(HashMap::new()),
+            stage_start: tokio::sync::Mutex::new(()),
+            staging_dir,
         }
     }
 
@@ -122,13 +131,20 @@ impl Volume {
     }
 
     /// Attributes of `ino` at `path` from the master, with the length of a
-    /// write in progress here.
+    /// write in progress here, or from its stage.
     pub(crate) async fn attr(&self, ino: u64, path: &str) -> Result<FileAttr, Errno> {
+        // A staged file's attributes are its stage's; the master's are behind.
+        if let Some(stage) = self.stage(ino) {
+            return Ok(attr_of(ino, &stage.status().await, self.owner, None));
+        }
         let st = self.client.stat(path).await.map_err(|e| errno_of(&e))?;
         Ok(self.attr_from(ino, &st).await)
     }
 
     pub(crate) async fn attr_from(&self, ino: u64, st: &FileStatus) -> FileAttr {
+        if let Some(stage) = self.stage(ino) {
+            return attr_of(ino, &stage.status().await, self.owner, None);
+        }
         let size = match self.writer(ino) {
             Some(w) => Some(w.len().await),
             None => None,

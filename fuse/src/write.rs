@@ -1,11 +1,13 @@
 //! Writes of one open file. cv files are write-once: a writer streams bytes
-//! in order and `close` completes the file. So a handle accepts writes that
+//! in order and `close` completes the file. So a handle streams writes that
 //! continue exactly where the last one ended, starting at 0 on a new or
 //! truncated file; the file is completed (durable and visible to every
-//! client) when the application closes it. Anything else is EOPNOTSUPP.
+//! client) when the application closes it. Anything else asks for the file
+//! to be staged (see [`crate::stage`]); from then on the stage serves it.
 
 use crate::errno::errno_of;
 use crate::order::{Order, Turn};
+use crate::stage::Start;
 use cv_client::{Client, FileStatus, Writer};
 use fuser::Errno;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -34,6 +36,17 @@ enum State {
     Done(u64),
     /// A write failed: the file cannot be completed, every later call says so.
     Failed(Errno),
+    /// The file's content is staged; the stage serves and publishes it.
+    Staged,
+}
+
+/// What a write or truncate through the handle did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Streamed {
+    /// Done by the stream (`n` bytes written).
+    Done(u32),
+    /// Not something a stream can do: stage the file and do it there.
+    NeedsStage,
 }
 
 impl WriteHandle {
@@ -50,6 +63,12 @@ impl WriteHandle {
         WriteHandle { client, path, state, order: Order::new(), owner: AtomicU32::new(pid) }
     }
 
+    /// A handle on a file that is staged already.
+    pub(crate) fn staged(client: Client, path: String, pid: u32) -> Self {
+        let state = Mutex::new(State::Staged);
+        WriteHandle { client, path, state, order: Order::new(), owner: AtomicU32::new(pid) }
+    }
+
     /// A place in this file's request queue (see [`crate::order`]).
     pub(crate) fn ticket(&self) -> Turn {
         self.order.ticket()
@@ -61,7 +80,7 @@ impl WriteHandle {
             State::Idle { truncate: true, .. } => 0,
             State::Idle { len, .. } | State::Done(len) => *len,
             State::Writing(w) => w.len(),
-            State::Failed(_) => 0,
+            State::Failed(_) | State::Staged => 0,
         }
     }
 
@@ -72,7 +91,7 @@ impl WriteHandle {
 
     /// Writes `data` at `offset` for thread `pid`; only the next byte of the
     /// stream is accepted.
-    pub(crate) async fn write(&self, offset: u64, data: &[u8], pid: u32) -> Result<u32, Errno> {
+    pub(crate) async fn write(&self, offset: u64, data: &[u8], pid: u32) -> Result<Streamed, Errno> {
         // The kernel's own writeback threads come as pid 0: not an owner.
         if pid != 0 {
             self.owner.store(pid, Ordering::Relaxed);
@@ -85,7 +104,7 @@ impl WriteHandle {
         }
         match &mut *st {
             State::Writing(w) if w.len() == offset => match w.write(data).await {
-                Ok(()) => Ok(data.len() as u32),
+                Ok(()) => Ok(Streamed::Done(data.len() as u32)),
                 Err(e) => {
                     let errno = errno_of(&e);
                     *st = State::Failed(errno);
@@ -96,37 +115,62 @@ impl WriteHandle {
             // Not the next byte: a random write, an append to a complete
             // file, or a rewrite; cv cannot change bytes once written.
             other => {
-                tracing::debug!(path = %self.path, offset, state = ?describe(other), "write refused");
-                Err(Errno::EOPNOTSUPP)
+                tracing::debug!(path = %self.path, offset, state = ?describe(other), "write staged");
+                Ok(Streamed::NeedsStage)
             }
         }
     }
 
-    /// `ftruncate` through this handle: to 0 before anything was written, or
-    /// to the length it already has.
-    pub(crate) async fn truncate(&self, size: u64) -> Result<(), Errno> {
+    /// `ftruncate` through this handle: a stream does it to 0 before
+    /// anything was written, or to the length it already has.
+    pub(crate) async fn truncate(&self, size: u64) -> Result<Streamed, Errno> {
         let mut st = self.state.lock().await;
         match &*st {
             State::Idle { len, truncate } => {
                 let cur = if *truncate { 0 } else { *len };
                 if size == cur {
-                    return Ok(());
+                    return Ok(Streamed::Done(0));
                 }
                 if size == 0 {
                     *st = State::Idle { len: *len, truncate: true };
-                    return Ok(());
+                    return Ok(Streamed::Done(0));
                 }
-                Err(Errno::EOPNOTSUPP)
+                Ok(Streamed::NeedsStage)
             }
-            State::Writing(w) if w.len() == size => Ok(()),
-            State::Done(len) if *len == size => Ok(()),
+            State::Writing(w) if w.len() == size => Ok(Streamed::Done(0)),
+            State::Done(len) if *len == size => Ok(Streamed::Done(0)),
             State::Done(len) if size == 0 => {
                 *st = State::Idle { len: *len, truncate: true };
-                Ok(())
+                Ok(Streamed::Done(0))
             }
             State::Failed(errno) => Err(*errno),
-            _ => Err(Errno::EOPNOTSUPP),
+            _ => Ok(Streamed::NeedsStage),
         }
+    }
+
+    /// Hands the file over to a stage: what its content starts as. A stream
+    /// with bytes is completed first (its bytes become a version the stage
+    /// copies); one without any is dropped, and the stage replaces it.
+    pub(crate) async fn to_stage(&self) -> Result<Start, Errno> {
+        let mut st = self.state.lock().await;
+        let start = match std::mem::replace(&mut *st, State::Staged) {
+            State::Idle { truncate: true, .. } | State::Idle { len: 0, .. } | State::Done(0) => Start::Empty,
+            State::Idle { .. } | State::Done(_) | State::Staged => Start::Cv,
+            State::Writing(w) if w.is_empty() => Start::Empty,
+            State::Writing(w) => match w.close().await {
+                Ok(_) => Start::Cv,
+                Err(e) => {
+                    let errno = errno_of(&e);
+                    *st = State::Failed(errno);
+                    return Err(errno);
+                }
+            },
+            State::Failed(errno) => {
+                *st = State::Failed(errno);
+                return Err(errno);
+            }
+        };
+        Ok(start)
     }
 
     /// Completes the file (on close or flush): after this it is durable and
@@ -179,5 +223,6 @@ fn describe(st: &State) -> String {
         State::Writing(w) => format!("writing at {}", w.len()),
         State::Done(len) => format!("done len {len}"),
         State::Failed(e) => format!("failed {e:?}"),
+        State::Staged => "staged".into(),
     }
 }

@@ -1,5 +1,5 @@
 //! `cvctl fuse` on a real local cluster: byte-exact round trips, `cp -r`
-//! in and out, concurrent readers, errnos of what cv does not support,
+//! in and out, concurrent readers, errnos, edits in place (staged),
 //! page cache kept only while the version holds, unmount on SIGTERM.
 
 mod fuse_util;
@@ -108,7 +108,7 @@ fn concurrent_readers_get_the_same_bytes() {
 }
 
 #[test]
-fn namespace_errnos_and_unsupported_operations() {
+fn namespace_errnos_and_edits() {
     let m = mount(&[]);
     fs::create_dir(m.path("d")).unwrap();
     fs::write(m.path("d/f"), b"12345").unwrap();
@@ -121,21 +121,22 @@ fn namespace_errnos_and_unsupported_operations() {
     assert_eq!(errno(fs::write(m.path("d/f/x"), b"")), libc_errno::ENOTDIR);
     assert_eq!(errno(std::os::unix::fs::symlink("f", m.path("d/l"))), libc_errno::EPERM);
     assert_eq!(errno(fs::hard_link(m.path("d/f"), m.path("d/h"))), libc_errno::EPERM);
-    // Write-once: no append, no rewrite in place, no truncation to a non-zero size.
+    // Edits other than front-to-back writes are staged and published at close.
     let mut app = fs::OpenOptions::new().append(true).open(m.path("d/f")).unwrap();
-    assert_eq!(errno(app.write_all(b"x")), libc_errno::EOPNOTSUPP);
+    app.write_all(b"6").unwrap();
     drop(app);
+    assert_eq!(fs::read(m.path("d/f")).unwrap(), b"123456");
     let rw = fs::OpenOptions::new().write(true).open(m.path("d/f")).unwrap();
-    assert_eq!(errno(rw.write_at(b"x", 2)), libc_errno::EOPNOTSUPP);
-    assert_eq!(errno(rw.set_len(2)), libc_errno::EOPNOTSUPP);
+    rw.write_at(b"x", 2).unwrap();
+    rw.set_len(4).unwrap();
     drop(rw);
-    assert_eq!(fs::read(m.path("d/f")).unwrap(), b"12345", "failed writes changed nothing");
-    // A non-sequential write into a new file fails; the bytes before it stay.
+    assert_eq!(fs::read(m.path("d/f")).unwrap(), b"12x4");
+    // A write past the end of a new file leaves a hole of zeros.
     let mut f = fs::File::create(m.path("d/g")).unwrap();
     f.write_all(b"abc").unwrap();
-    assert_eq!(errno(f.write_at(b"z", 100)), libc_errno::EOPNOTSUPP);
+    f.write_at(b"z", 6).unwrap();
     drop(f);
-    assert_eq!(fs::read(m.path("d/g")).unwrap(), b"abc");
+    assert_eq!(fs::read(m.path("d/g")).unwrap(), b"abc\0\0\0z");
     // Truncate to zero replaces the file; O_TRUNC rewrites it.
     fs::OpenOptions::new().write(true).open(m.path("d/g")).unwrap().set_len(0).unwrap();
     assert_eq!(fs::metadata(m.path("d/g")).unwrap().len(), 0);
@@ -202,5 +203,4 @@ mod libc_errno {
     pub const ENOTDIR: i32 = 20;
     pub const EISDIR: i32 = 21;
     pub const ENOTEMPTY: i32 = 39;
-    pub const EOPNOTSUPP: i32 = 95;
 }

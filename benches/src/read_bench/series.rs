@@ -16,6 +16,8 @@ pub enum Source {
     Quic,
     /// cv: client → worker shard over QUIC → disk tier.
     Cv,
+    /// cv through its FUSE mount: kernel → mount (client) → worker shard.
+    Fuse,
 }
 
 /// Access pattern.

@@ -25,6 +25,10 @@ pub struct FuseArgs {
     /// Let every local user use the mount; permission bits are checked by the kernel.
     #[arg(long)]
     allow_other: bool,
+    /// Directory for staged files (edits other than front-to-back writes,
+    /// published at close and fsync); default the system's temporary directory.
+    #[arg(long)]
+    staging_dir: Option<PathBuf>,
 }
 
 impl FuseArgs {
@@ -35,6 +39,7 @@ impl FuseArgs {
             attr_ttl: self.attr_ttl.get(),
             entry_ttl: self.attr_ttl.get(),
             allow_other: self.allow_other,
+            staging_dir: self.staging_dir.clone(),
             ..MountOptions::default()
         };
         runtime()?.block_on(async move {

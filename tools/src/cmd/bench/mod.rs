@@ -1,6 +1,7 @@
 //! `cvctl bench …`: each benchmark prints the baseline and cv side by side
 //! from one run, with their ratio; `--json` prints the same as JSON.
 
+mod fuse;
 mod meta;
 mod open;
 mod open_latency;
@@ -57,6 +58,10 @@ pub enum Bench {
     /// Cached sequential 1 MiB and random 64 KiB reads through cv, next to the
     /// device limit (fio/io_uring O_DIRECT) and bare QUIC (quinn) in one run.
     Read(read::ReadArgs),
+    /// cv through its FUSE mount (mounted in this process; root) next to the
+    /// Rust client and the device: fio 1 MiB sequential and 64 KiB random
+    /// reads (O_DIRECT), and open + pread of the last 16 KiB + close latency.
+    Fuse(fuse::FuseArgs),
     /// Parquet files in object storage (an embedded S3 server): open, footer,
     /// K column chunks — direct through OpenDAL, and through a cache-mode
     /// mount cold and warm; store on loopback and behind an added round trip.
@@ -74,6 +79,7 @@ impl Bench {
             Bench::Meta(a) => a.run(),
             Bench::Read(a) => a.run(),
             Bench::Scan(a) => a.run(),
+            Bench::Fuse(a) => a.run(),
         }
     }
 }
