@@ -158,6 +158,23 @@ impl File {
         Ok(n)
     }
 
+    /// Reads up to `len` bytes at `offset` into a new buffer (empty at the end). A range
+    /// inside one block and outside the tail is the reply's own buffer, not a copy of it.
+    pub(crate) async fn read_owned(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        let end = offset.saturating_add(len as u64).min(self.len());
+        if offset >= end {
+            return Ok(Vec::new());
+        }
+        let in_tail = self.inner.tail.as_ref().is_some_and(|(t, _)| end > *t);
+        if !in_tail && let [p] = self.pieces(offset, end - offset, 0).as_slice() {
+            return fetch(&self.inner.client, &p.loc, self.inner.source(&p.loc), p.offset, p.len).await;
+        }
+        let mut buf = vec![0u8; (end - offset) as usize];
+        let n = self.read_at(offset, &mut buf).await?;
+        buf.truncate(n);
+        Ok(buf)
+    }
+
     /// Reads several ranges; adjacent and overlapping ones are coalesced and
     /// every block piece is fetched in parallel. Ranges past the end are cut.
     pub async fn read_vectored(&self, ranges: &[(u64, usize)]) -> Result<Vec<Vec<u8>>> {

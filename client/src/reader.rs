@@ -45,12 +45,7 @@ impl SequentialReader {
             let len = chunk.min(self.file.len() - off) as usize;
             self.next_fetch += len as u64;
             let file = self.file.clone();
-            self.inflight.push_back(tokio::spawn(async move {
-                let mut buf = vec![0u8; len];
-                let n = file.read_at(off, &mut buf).await?;
-                buf.truncate(n);
-                Ok(buf)
-            }));
+            self.inflight.push_back(tokio::spawn(async move { file.read_owned(off, len).await }));
         }
     }
 

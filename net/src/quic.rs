@@ -5,7 +5,7 @@ use crate::config::{ByteSize, ConfigError, Dur};
 use crate::error::{NetError, NetErrorKind};
 use crate::tls::Identity;
 use quinn_proto::crypto::rustls::{QuicClientConfig, QuicServerConfig};
-use quinn_proto::{IdleTimeout, TransportConfig, VarInt};
+use quinn_proto::{AckFrequencyConfig, IdleTimeout, TransportConfig, VarInt};
 use serde::{Deserialize, Serialize};
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::Arc;
@@ -26,6 +26,10 @@ pub struct TransportSettings {
     pub idle_timeout: Dur,
     /// SO_RCVBUF/SO_SNDBUF of the UDP socket (quinn does not enlarge them).
     pub socket_buffer: ByteSize,
+    /// Ack-eliciting packets the peer may receive before it must acknowledge (QUIC ACK
+    /// frequency extension; 1 is QUIC's default, an ACK every other packet). Every ACK wakes
+    /// the sender; a reply's ACK can instead ride on the next request.
+    pub ack_threshold: u32,
 }
 
 impl Default for TransportSettings {
@@ -37,6 +41,7 @@ impl Default for TransportSettings {
             keep_alive: Dur::secs(5),
             idle_timeout: Dur::secs(30),
             socket_buffer: ByteSize::mib(4),
+            ack_threshold: 64,
         }
     }
 }
@@ -60,6 +65,9 @@ impl TransportSettings {
         if self.socket_buffer.bytes() < 64 << 10 {
             return Err(ConfigError::new(f("socket_buffer"), "must be at least 64KiB"));
         }
+        if self.ack_threshold > 1024 {
+            return Err(ConfigError::new(f("ack_threshold"), "must be at most 1024"));
+        }
         Ok(())
     }
 
@@ -74,6 +82,11 @@ impl TransportSettings {
             .max_concurrent_uni_streams(VarInt::from_u32(0))
             .keep_alive_interval(Some(self.keep_alive.get()))
             .max_idle_timeout(IdleTimeout::try_from(self.idle_timeout.get()).ok());
+        if self.ack_threshold != 1 {
+            let mut ack = AckFrequencyConfig::default();
+            ack.ack_eliciting_threshold(VarInt::from_u32(self.ack_threshold));
+            t.ack_frequency_config(Some(ack));
+        }
         t
     }
 }
@@ -138,6 +151,8 @@ mod tests {
         assert_eq!(bad.validate("transport").unwrap_err().field, "transport.max_streams");
         let bad = TransportSettings { connection_window: ByteSize::kib(64), ..Default::default() };
         assert_eq!(bad.validate("transport").unwrap_err().field, "transport.connection_window");
+        let bad = TransportSettings { ack_threshold: 5000, ..Default::default() };
+        assert_eq!(bad.validate("transport").unwrap_err().field, "transport.ack_threshold");
     }
 
     #[test]

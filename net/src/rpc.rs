@@ -60,8 +60,15 @@ pub async fn read_frame(recv: &mut quinn::RecvStream, limits: &Limits) -> Result
     let mut body = AlignedVec::with_capacity(header.body_len as usize);
     body.resize(header.body_len as usize, 0);
     recv.read_exact(&mut body).await.map_err(read_err)?;
-    let mut payload = vec![0u8; header.payload_len as usize];
-    recv.read_exact(&mut payload).await.map_err(read_err)?;
+    // Chunks appended as they come: no zero-filling of a buffer the stream then overwrites.
+    let want = header.payload_len as usize;
+    let mut payload = Vec::with_capacity(want);
+    while payload.len() < want {
+        match recv.read_chunk(want - payload.len(), true).await.map_err(|e| conn_err("read", e))? {
+            Some(chunk) => payload.extend_from_slice(&chunk.bytes),
+            None => return Err(read_err(quinn::ReadExactError::FinishedEarly(payload.len()))),
+        }
+    }
     Ok(Frame::from_parts(raw, body, payload, limits)?)
 }
 

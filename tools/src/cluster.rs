@@ -33,6 +33,10 @@ pub struct ClusterOptions {
     pub worker_port: u16,
     /// fdatasync block data before acknowledging writes.
     pub sync_data: bool,
+    /// Pin each worker shard to its own CPU.
+    pub pin_cores: bool,
+    /// How long an idle shard polls before it sleeps.
+    pub spin_before_park: Dur,
 }
 
 impl ClusterOptions {
@@ -46,6 +50,8 @@ impl ClusterOptions {
             master_port: 0,
             worker_port: 0,
             sync_data: true,
+            pin_cores: true,
+            spin_before_park: Dur::millis(0),
         }
     }
 }
@@ -93,6 +99,8 @@ impl LocalCluster {
             memory_tier: opts.memory_tier,
             heartbeat_interval: Dur::millis(500),
             sync_data: opts.sync_data,
+            pin_cores: opts.pin_cores,
+            spin_before_park: opts.spin_before_park,
             ..WorkerSettings::default()
         };
         let mut cluster = LocalCluster {

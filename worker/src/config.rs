@@ -88,6 +88,9 @@ pub struct WorkerSettings {
     pub ring_depth: u32,
     /// How long a shard task runs before yielding to others (latency vs throughput).
     pub preempt_timer: Dur,
+    /// How long an idle shard polls its rings before it sleeps (0: sleep at once). Each sleep
+    /// and wake-up costs a shard several syscalls and an IPI; spinning trades CPU for that.
+    pub spin_before_park: Dur,
     /// Node name announced in hellos, for logs.
     pub node: String,
     /// Threads of the tokio pool that fetches missing blocks from object storage (beside the
@@ -114,6 +117,7 @@ impl Default for WorkerSettings {
             io_memory: ByteSize::mib(8),
             ring_depth: 128,
             preempt_timer: Dur::millis(2),
+            spin_before_park: Dur::millis(0),
             node: "cv-worker".into(),
             ufs_threads: 2,
         }

@@ -94,6 +94,7 @@ impl WorkerServer {
                 io_memory: usize::try_from(settings.io_memory.bytes()).unwrap_or(usize::MAX),
                 ring_depth: settings.ring_depth as usize,
                 preempt_timer: settings.preempt_timer.get(),
+                spin_before_park: settings.spin_before_park.get(),
                 node: format!("{}/shard-{i}", settings.node),
                 limits: Limits::DEFAULT,
                 ufs: ufs.as_ref().map(UfsPool::fetcher),

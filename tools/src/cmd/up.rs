@@ -51,6 +51,7 @@ impl UpArgs {
             master_port: self.master_port,
             worker_port: self.worker_port,
             sync_data: true,
+            ..ClusterOptions::ephemeral(&dir)
         };
         runtime()?.block_on(async move {
             let cluster = LocalCluster::start(&opts).await?;

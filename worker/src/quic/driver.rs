@@ -243,7 +243,12 @@ fn receive(shared: &Rc<Shared>, st: &mut EndpointState, now: Instant) -> bool {
         }
         st.rx = rx;
         match res {
-            Ok(()) => continue,
+            Ok(true) => continue,
+            // Drained without another (empty) recvmmsg: the reader's peek sees any later arrival.
+            Ok(false) => {
+                shared.rearm.notify();
+                return false;
+            }
             Err(e) => {
                 if e.kind() != io::ErrorKind::WouldBlock {
                     debug!(error = %e, "quic: udp receive failed");

@@ -74,10 +74,12 @@ impl UdpIo {
     }
 
     /// One batched receive into `out` (GRO batches split by stride, one copy per batch).
-    /// Returns `Err(WouldBlock)` when the socket is empty.
-    pub(crate) fn recv_batch(&mut self, out: &mut Vec<Datagram>) -> io::Result<()> {
+    /// Returns whether the batch was full (more may be queued); `Err(WouldBlock)` when the
+    /// socket is empty. A short batch means the socket was drained: recvmmsg takes all it can.
+    pub(crate) fn recv_batch(&mut self, out: &mut Vec<Datagram>) -> io::Result<bool> {
         let mut iovs: Vec<IoSliceMut<'_>> = self.recv_buf.chunks_mut(self.slot).map(IoSliceMut::new).collect();
         let n = self.state.recv(UdpSockRef::from(&self.socket), &mut iovs, &mut self.metas)?;
+        let full = n >= iovs.len();
         for (meta, iov) in self.metas.iter().zip(iovs.iter()).take(n) {
             let stride = meta.stride.max(1);
             let mut data = BytesMut::from(&iov[..meta.len]);
@@ -87,7 +89,7 @@ impl UdpIo {
                 out.push(Datagram { remote: meta.addr, local_ip: meta.dst_ip, ecn, data: data.split_to(take) });
             }
         }
-        Ok(())
+        Ok(full)
     }
 
     /// Sends one transmit; only `WouldBlock` is reported (other send errors are logged by

@@ -34,6 +34,8 @@ pub(crate) struct ShardSpec {
     pub(crate) io_memory: usize,
     pub(crate) ring_depth: usize,
     pub(crate) preempt_timer: Duration,
+    /// Zero: park as soon as there is nothing to run.
+    pub(crate) spin_before_park: Duration,
     pub(crate) node: String,
     pub(crate) limits: Limits,
     /// The object-store fetch pool (none without a master to resolve mounts).
@@ -47,12 +49,15 @@ pub(crate) fn thread_main(
     cmds: flume::Receiver<ShardCmd>,
 ) -> Result<()> {
     let placement = spec.cpu.map_or(Placement::Unbound, Placement::Fixed);
-    let made = LocalExecutorBuilder::new(placement)
+    let mut builder = LocalExecutorBuilder::new(placement)
         .name(&format!("cv-shard-{}", spec.index))
         .io_memory(spec.io_memory)
         .ring_depth(spec.ring_depth)
-        .preempt_timer(spec.preempt_timer)
-        .make();
+        .preempt_timer(spec.preempt_timer);
+    if !spec.spin_before_park.is_zero() {
+        builder = builder.spin_before_park(spec.spin_before_park);
+    }
+    let made = builder.make();
     match made {
         Ok(ex) => ex.run(shard_main(spec, ready, routes, cmds)),
         Err(e) => {

@@ -44,6 +44,14 @@ pub struct ReadArgs {
     /// Worker memory tier of the embedded cluster; 0 measures the disk tier alone.
     #[arg(long, default_value = "0")]
     memory_tier: ByteSize,
+    /// Pin each shard of the embedded worker to its own CPU. Off by default: the bare QUIC
+    /// servers are not pinned either, and on a shared machine a pinned shard waits for its
+    /// CPU while another one idles.
+    #[arg(long)]
+    pin_cores: bool,
+    /// How long an idle shard of the embedded worker polls before it sleeps (0: at once).
+    #[arg(long, default_value = "0ms")]
+    spin_before_park: Dur,
     /// Device limit tool: auto (fio if on PATH), fio, or uring (in-tree reader).
     #[arg(long, default_value = "auto")]
     device: DeviceChoice,
@@ -110,6 +118,8 @@ impl ReadArgs {
                         // Room for the data set with a margin: this measures reads, not eviction.
                         capacity: ByteSize((total + total / 2).max(ByteSize::gib(1).bytes())),
                         memory_tier: self.memory_tier,
+                        pin_cores: self.pin_cores,
+                        spin_before_park: self.spin_before_park,
                         ..ClusterOptions::ephemeral(&dir.join("cluster"))
                     };
                     eprintln!(
