@@ -36,6 +36,8 @@ pub struct WorkerHandle {
     routes: Arc<[String]>,
     control: Option<ControlHandle>,
     ufs: Option<UfsPool>,
+    /// Wakes the shards every period (a lost io_uring wake-up; see `shard/nudge.rs`).
+    nudger: Option<shard::Nudger>,
 }
 
 impl WorkerServer {
@@ -127,7 +129,9 @@ impl WorkerServer {
             let _ = s.routes.send(routes.clone());
         }
         let shards: Vec<_> = started.into_iter().map(|s| (s.cmds, s.thread)).collect();
-        let mut handle = WorkerHandle { shards, addrs, routes, control: None, ufs };
+        let threads: Vec<&JoinHandle<Result<()>>> = shards.iter().map(|(_, t)| t).collect();
+        let nudger = Some(shard::Nudger::start(&threads, shard::NUDGE_EVERY));
+        let mut handle = WorkerHandle { shards, addrs, routes, control: None, ufs, nudger };
         if let Some(master) = settings.master.clone() {
             let heartbeat = settings.heartbeat_interval.get();
             let spec = ControlSpec {
@@ -189,6 +193,11 @@ impl WorkerHandle {
         for (cmds, _) in &self.shards {
             let _ = cmds.send(ShardCmd::Shutdown);
         }
+        // The nudger keeps waking the shards until all have ended, and stops before any join.
+        while !self.shards.iter().all(|(_, t)| t.is_finished()) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        drop(self.nudger.take());
         let mut first = Ok(());
         let ufs = self.ufs.take();
         for (i, (_, thread)) in self.shards.drain(..).enumerate() {

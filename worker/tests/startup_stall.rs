@@ -1,5 +1,6 @@
-//! Startup of two 2-shard workers at the same moment in one process, many rounds: every
-//! round must come up (a shard once stayed asleep in io_uring while opening its store).
+//! Two 2-shard workers started and stopped at the same moment in one process, many rounds:
+//! every round must come up and go down (shards used to stay asleep in io_uring while opening
+//! or closing their stores; see shard/nudge.rs).
 
 #[path = "server_common.rs"]
 mod common;
@@ -8,7 +9,7 @@ use common::*;
 use std::time::{Duration, Instant};
 
 #[test]
-fn concurrent_worker_starts_never_stall() {
+fn concurrent_worker_starts_and_stops_never_stall() {
     let pki = pki();
     let rounds: usize = std::env::var("CV_STALL_ROUNDS").ok().and_then(|s| s.parse().ok()).unwrap_or(10);
     for round in 0..rounds {
@@ -22,12 +23,13 @@ fn concurrent_worker_starts_never_stall() {
                     let w = start(pki, &settings(d.path()));
                     tx.send(()).unwrap();
                     w.shutdown().unwrap();
+                    tx.send(()).unwrap();
                 });
             }
-            for _ in 0..2 {
+            for _ in 0..4 {
                 let left = Duration::from_secs(30).saturating_sub(started.elapsed());
                 if rx.recv_timeout(left).is_err() {
-                    eprintln!("round {round}: a worker did not start within 30 s");
+                    eprintln!("round {round}: a worker did not start and stop within 30 s");
                     std::process::exit(1);
                 }
             }

@@ -5,9 +5,10 @@
 mod codes;
 mod conn;
 mod fill;
+mod nudge;
+pub(crate) use nudge::Nudger;
 mod frame_io;
 mod handler;
-mod kick;
 mod pieces;
 mod reply;
 mod run;
@@ -81,10 +82,21 @@ pub(crate) fn spawn(spec: ShardSpec) -> Result<Starting> {
     Ok(Starting { name, ready: ready_rx, cmds: cmd_tx, routes: routes_tx, thread })
 }
 
+/// How long a starting shard may be silent before its thread is interrupted.
+pub(crate) const NUDGE_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+
 impl Starting {
     /// Waits until the shard listens, or says why it could not start (its thread is joined).
     pub(crate) fn wait(self) -> Result<Started> {
-        match self.ready.recv() {
+        // A shard that takes long to start is nudged every period (see `nudge.rs`).
+        let answer = loop {
+            match self.ready.recv_timeout(NUDGE_EVERY) {
+                Err(flume::RecvTimeoutError::Timeout) => nudge::nudge(&self.thread),
+                Ok(r) => break Ok(r),
+                Err(flume::RecvTimeoutError::Disconnected) => break Err(()),
+            }
+        };
+        match answer {
             Ok(Ok(addr)) => Ok(Started { addr, cmds: self.cmds, routes: self.routes, thread: self.thread }),
             Ok(Err(e)) => {
                 let _ = self.thread.join();
