@@ -89,6 +89,27 @@ pub fn parse_footer(metadata: &[u8]) -> Result<usize, String> {
     Ok(md.num_row_groups())
 }
 
+/// Writes `n` Parquet files of about `size` bytes into `dir` on 2 threads;
+/// returns their names.
+pub fn generate(dir: &Path, n: usize, size: u64) -> std::io::Result<Vec<String>> {
+    let names: Vec<String> = (0..n).map(|i| format!("part-{i:05}.parquet")).collect();
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..2)
+            .map(|t| {
+                let names = &names;
+                s.spawn(move || -> std::io::Result<()> {
+                    for (i, name) in names.iter().enumerate().skip(t).step_by(2) {
+                        write_file(&dir.join(name), size, i as u64)?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        handles.into_iter().try_for_each(|h| h.join().map_err(|_| std::io::Error::other("writer panicked"))?)
+    })?;
+    Ok(names)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -86,27 +86,6 @@ pub struct ScanConfig {
     pub ttl: String,
 }
 
-/// Writes `n` Parquet files of about `size` bytes into `dir` on 2 threads;
-/// returns their names.
-pub fn generate(dir: &Path, n: usize, size: u64) -> std::io::Result<Vec<String>> {
-    let names: Vec<String> = (0..n).map(|i| format!("part-{i:05}.parquet")).collect();
-    std::thread::scope(|s| {
-        let handles: Vec<_> = (0..2)
-            .map(|t| {
-                let names = &names;
-                s.spawn(move || -> std::io::Result<()> {
-                    for (i, name) in names.iter().enumerate().skip(t).step_by(2) {
-                        crate::parquet_gen::write_file(&dir.join(name), size, i as u64)?;
-                    }
-                    Ok(())
-                })
-            })
-            .collect();
-        handles.into_iter().try_for_each(|h| h.join().map_err(|_| std::io::Error::other("writer panicked"))?)
-    })?;
-    Ok(names)
-}
-
 /// Puts the generated files into the store (removing the local copies) and
 /// describes them from their footers.
 pub async fn load_store(

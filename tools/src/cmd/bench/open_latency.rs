@@ -75,7 +75,7 @@ impl OpenLatencyArgs {
         let source = dir.join("source");
         std::fs::create_dir_all(&source)?;
         eprintln!("writing {} Parquet files of ~{} to {}", self.files, self.file_size, source.display());
-        let names = generate(&source, self.files, self.file_size.bytes())?;
+        let names = cv_benches::parquet_gen::generate(&source, self.files, self.file_size.bytes())?;
 
         let res: Result<(), BenchError> = runtime()?.block_on(async move {
             // Room for every file with a margin: the benchmark measures opens, not eviction.
@@ -132,7 +132,7 @@ impl OpenLatencyArgs {
         let source = dir.join("source");
         std::fs::create_dir_all(&source)?;
         eprintln!("writing {} Parquet files of ~{}", self.files, self.file_size);
-        let names = generate(&source, self.files, self.file_size.bytes())?;
+        let names = cv_benches::parquet_gen::generate(&source, self.files, self.file_size.bytes())?;
 
         let res: Result<(), BenchError> = runtime()?.block_on(async move {
             let store = match &self.baseline {
@@ -225,26 +225,6 @@ fn print_mounted(r: &OpenReport, files: usize, rounds: u32) {
         }
         None => println!("(requests at the store are counted only with --s3-embedded)"),
     }
-}
-
-/// Writes `n` files on 2 threads; returns their names.
-fn generate(dir: &Path, n: usize, size: u64) -> std::io::Result<Vec<String>> {
-    let names: Vec<String> = (0..n).map(|i| format!("part-{i:05}.parquet")).collect();
-    std::thread::scope(|s| {
-        let handles: Vec<_> = (0..2)
-            .map(|t| {
-                let names = &names;
-                s.spawn(move || -> std::io::Result<()> {
-                    for (i, name) in names.iter().enumerate().skip(t).step_by(2) {
-                        cv_benches::parquet_gen::write_file(&dir.join(name), size, i as u64)?;
-                    }
-                    Ok(())
-                })
-            })
-            .collect();
-        handles.into_iter().try_for_each(|h| h.join().map_err(|_| std::io::Error::other("writer panicked"))?)
-    })?;
-    Ok(names)
 }
 
 /// Copies the files into cv, 8 at a time.

@@ -80,7 +80,7 @@ impl ScanArgs {
         let source = dir.join("source");
         std::fs::create_dir_all(&source)?;
         eprintln!("writing {} Parquet files of ~{}", self.files, self.file_size);
-        let names = ufs_scan::generate(&source, self.files, self.file_size.bytes())?;
+        let names = cv_benches::parquet_gen::generate(&source, self.files, self.file_size.bytes())?;
 
         let res: Result<(), BenchError> = runtime()?.block_on(async move {
             let store = Store::embedded(&dir.join("s3"))?;
