@@ -187,17 +187,15 @@ impl UfsLayer {
                 Err(e) => return Err(fail(e)),
             },
         };
-        if let Some((_, Some(rec))) = &known
-            && rec.same_version(&meta)
-            && core.has_tail(path.as_str())
-        {
+        let unchanged = matches!(&known, Some((_, Some(rec))) if rec.same_version(&meta));
+        if unchanged && core.has_tail(path.as_str()) {
             // Revalidated: the same version, so the tail held is still its tail.
             self.mark_fresh(path.as_str());
             return Ok(());
         }
         let tail = self.read_tail(core, &ufs, &key, &meta).await?;
         match &known {
-            Some((id, Some(rec))) if rec.same_version(&meta) => {
+            Some((id, Some(_))) if unchanged => {
                 if let Some(version) = core.inspect(|st| st.stat(path).ok()).map(|s| s.version) {
                     core.put_tail(*id, version, meta.len, &tail);
                 }
