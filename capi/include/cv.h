@@ -52,6 +52,7 @@ extern "C" {
 #define CV_ERR_BAD_HANDLE 16        /* handle unknown, closed, or of another type */
 #define CV_ERR_EOF 17               /* a read that must be complete passes the end */
 #define CV_ERR_INTERNAL 18          /* a bug in the library (caught) */
+#define CV_ERR_UNSUPPORTED 19       /* not done by cv, e.g. a rename across mounts */
 
 /* Handles. */
 typedef uint64_t cv_client_t;

@@ -48,11 +48,13 @@ pub enum ErrorKind {
     /// A bug inside the library (a caught panic); the call had no effect
     /// that can be relied on.
     Internal = 18,
+    /// A request cv does not carry out, such as a rename across a mount boundary.
+    Unsupported = 19,
 }
 
 impl ErrorKind {
     /// Every kind, in code order.
-    pub const ALL: [ErrorKind; 18] = [
+    pub const ALL: [ErrorKind; 19] = [
         ErrorKind::NotFound,
         ErrorKind::AlreadyExists,
         ErrorKind::NotADirectory,
@@ -71,6 +73,7 @@ impl ErrorKind {
         ErrorKind::BadHandle,
         ErrorKind::Eof,
         ErrorKind::Internal,
+        ErrorKind::Unsupported,
     ];
 
     /// The status code (never 0).
@@ -109,6 +112,7 @@ impl ErrorKind {
             ErrorKind::BadHandle => c"CV_ERR_BAD_HANDLE",
             ErrorKind::Eof => c"CV_ERR_EOF",
             ErrorKind::Internal => c"CV_ERR_INTERNAL",
+            ErrorKind::Unsupported => c"CV_ERR_UNSUPPORTED",
         }
     }
 
@@ -174,6 +178,7 @@ impl From<cv_client::Error> for Error {
             K::NoSpace => ErrorKind::NoSpace,
             K::Protocol => ErrorKind::Protocol,
             K::Config => ErrorKind::Config,
+            K::Unsupported => ErrorKind::Unsupported,
             K::Other => ErrorKind::Other,
         };
         Error { kind, retryable: e.retryable(), message: e.to_string() }

@@ -36,6 +36,8 @@ pub enum ErrorKind {
     Protocol,
     /// Certificates or configuration.
     Config,
+    /// A request cv does not carry out, such as a rename across a mount boundary.
+    Unsupported,
     /// Anything else the server reported.
     Other,
 }
@@ -96,7 +98,8 @@ fn kind_of(code: ErrorCode) -> ErrorKind {
         ErrorCode::Corrupt => ErrorKind::Corrupt,
         ErrorCode::NoSpace => ErrorKind::NoSpace,
         ErrorCode::VersionMismatch | ErrorCode::Malformed | ErrorCode::LimitExceeded => ErrorKind::Protocol,
-        ErrorCode::Internal | ErrorCode::UfsFailed | ErrorCode::Unsupported => ErrorKind::Other,
+        ErrorCode::Unsupported => ErrorKind::Unsupported,
+        ErrorCode::Internal | ErrorCode::UfsFailed => ErrorKind::Other,
     }
 }
 

@@ -17,6 +17,8 @@ pub fn errno_of(e: &Error) -> Errno {
         ErrorKind::PermissionDenied => Errno::EACCES,
         ErrorKind::NoSpace => Errno::ENOSPC,
         ErrorKind::Timeout => Errno::ETIMEDOUT,
+        // What rename(2) says across file systems: `mv` then copies and deletes.
+        ErrorKind::Unsupported => Errno::EXDEV,
         ErrorKind::Unavailable | ErrorKind::Corrupt | ErrorKind::Protocol | ErrorKind::Config | ErrorKind::Other => {
             Errno::EIO
         }
@@ -38,6 +40,7 @@ mod tests {
             (ErrorKind::PermissionDenied, Errno::EACCES),
             (ErrorKind::NoSpace, Errno::ENOSPC),
             (ErrorKind::InvalidArgument, Errno::EINVAL),
+            (ErrorKind::Unsupported, Errno::EXDEV),
         ];
         for (kind, want) in cases {
             assert_eq!(errno_of(&Error::new(kind, "x")), want, "{kind:?}");

@@ -14,6 +14,8 @@ pub enum ErrorKind {
     InvalidArgument,
     /// No live worker shard can take a block.
     NoWorkers,
+    /// A request cv does not carry out, such as a rename across a mount boundary.
+    Unsupported,
     /// The file is complete (or was replaced) and can no longer take blocks.
     FileNotWritable,
     /// The file is still being written and cannot be opened.

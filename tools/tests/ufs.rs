@@ -349,3 +349,70 @@ async fn mount_options_set_the_deadlines_and_retries_of_master_and_workers() {
     assert_eq!(read_all(&client, "/d/y").await, data, "recovers once the store does");
     cluster.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renames_under_a_mount_move_the_objects_and_keep_the_cached_blocks() {
+    let store = tempfile::tempdir().unwrap();
+    let s3 = S3Server::start(store.path()).unwrap();
+    s3.create_bucket("lake").unwrap();
+    let (one, two, file) = (pattern(BLOCK + 5, 1), pattern(1000, 2), pattern(3000, 3));
+    s3.put_object("lake", "r/dir/one", &one).unwrap();
+    s3.put_object("lake", "r/dir/sub/two", &two).unwrap();
+    s3.put_object("lake", "r/file", &file).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = LocalCluster::start(&ClusterOptions::ephemeral(dir.path())).await.unwrap();
+    let client = cluster.client().await.unwrap();
+    client.mount("s3://lake/r", "/r", MountMode::Cache, s3_options(&s3)).await.unwrap();
+    let obj = |key: &str| std::fs::read(store.path().join("lake").join(key)).ok();
+
+    // A file cv has never listed: its directory is listed, the object copied, the old one deleted.
+    client.rename("/r/file", "/r/moved").await.unwrap();
+    assert_eq!(obj("r/moved").as_deref(), Some(&file[..]));
+    assert_eq!(obj("r/file"), None);
+    assert_eq!(client.stat("/r/file").await.unwrap_err().kind(), ErrorKind::NotFound);
+    assert_eq!(read_all(&client, "/r/moved").await, file);
+
+    // A directory tree with a cached file: every object moves, the cached blocks stay valid.
+    assert_eq!(read_all(&client, "/r/dir/one").await, one);
+    let gets = s3.count(|r| matches!(r.op, Op::Get | Op::RangedGet));
+    client.rename("/r/dir", "/r/dir2").await.unwrap();
+    assert_eq!(obj("r/dir2/one").as_deref(), Some(&one[..]));
+    assert_eq!(obj("r/dir2/sub/two").as_deref(), Some(&two[..]));
+    assert_eq!((obj("r/dir/one"), obj("r/dir/sub/two")), (None, None));
+    assert_eq!(read_all(&client, "/r/dir2/one").await, one);
+    assert_eq!(s3.count(|r| matches!(r.op, Op::Get | Op::RangedGet)), gets, "{:#?}", s3.requests());
+    assert_eq!(read_all(&client, "/r/dir2/sub/two").await, two);
+    client.sync_mount("/r").await.unwrap();
+    let names: Vec<String> = client.list("/r").await.unwrap().into_iter().map(|e| e.path).collect();
+    assert_eq!(names, ["/r/dir2", "/r/moved"], "the store agrees after a sync");
+
+    // Across a mount boundary: refused, nothing moves.
+    client.mount("s3://lake/o", "/o", MountMode::Fs, s3_options(&s3)).await.unwrap();
+    let e = client.rename("/r/moved", "/o/moved").await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
+    assert!(e.message().contains("copy, then delete"), "{e}");
+    assert!(obj("r/moved").is_some());
+    let e = client.rename("/r", "/r2").await.unwrap_err();
+    assert!(e.message().contains("mount point"), "{e}");
+
+    // Fs mode: an exported file renamed is at its new key in the store, and only there.
+    let x = pattern(BLOCK * 2 + 9, 4);
+    let mut w = client.create("/o/x", false).await.unwrap();
+    w.write(&x).await.unwrap();
+    w.close().await.unwrap();
+    assert!(wait_for_object(&store.path().join("lake/o/x"), &x, Duration::from_secs(20)).await);
+    client.rename("/o/x", "/o/y").await.unwrap();
+    assert_eq!(obj("o/y").as_deref(), Some(&x[..]));
+    assert_eq!(obj("o/x"), None);
+    assert_eq!(read_all(&client, "/o/y").await, x);
+    // A file renamed before its export is exported under its new name.
+    s3.set_fault(cv_testkit::Fault::Status(503));
+    let mut w = client.create("/o/early", false).await.unwrap();
+    w.write(&two).await.unwrap();
+    w.close().await.unwrap();
+    client.rename("/o/early", "/o/late").await.unwrap();
+    s3.set_fault(cv_testkit::Fault::None);
+    assert!(wait_for_object(&store.path().join("lake/o/late"), &two, Duration::from_secs(20)).await);
+    assert_eq!(obj("o/early"), None);
+    cluster.shutdown().await.unwrap();
+}

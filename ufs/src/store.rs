@@ -160,6 +160,13 @@ impl Ufs {
         Ok(UfsWriter { w, key: key.to_owned(), len: 0 })
     }
 
+    /// Copies `from` to `to` inside the store (S3 CopyObject: no bytes through cv, objects up to
+    /// 5 GiB); the copy's metadata, whose ETag may differ from the source's.
+    pub async fn copy(&self, from: &str, to: &str) -> Result<ObjectMeta, UfsError> {
+        self.op.copy(from, to).await.map_err(|e| UfsError::from_opendal(format!("copy {from} to {to}"), e))?;
+        self.stat(to).await
+    }
+
     pub async fn delete(&self, key: &str) -> Result<(), UfsError> {
         self.op.delete(key).await.map_err(|e| UfsError::from_opendal(format!("delete {key}"), e))
     }

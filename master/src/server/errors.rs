@@ -19,6 +19,7 @@ pub fn code_of(kind: ErrorKind) -> ErrorCode {
         ErrorKind::InvalidArgument => ErrorCode::InvalidArgument,
         ErrorKind::NoWorkers => ErrorCode::NoWorkers,
         ErrorKind::FileNotWritable => ErrorCode::NotWritable,
+        ErrorKind::Unsupported => ErrorCode::Unsupported,
         // Readable once its writer completes it: worth a bounded retry.
         ErrorKind::FileIncomplete => ErrorCode::Unavailable,
         ErrorKind::UnknownWorker => ErrorCode::NotFound,

@@ -163,7 +163,7 @@ impl Exporter {
             return Err(Fail::new(ErrorCode::Unavailable, msg));
         }
         let store = ufs.store(&mount)?;
-        let key = super::ufs::key_of(&mount.path, path);
+        let key = crate::state::key_of(&mount.path, path);
         let mut w = store.writer(&key, PART).await.map_err(fail)?;
         if let Err(f) = self.copy_blocks(&info.blocks, &mut w).await {
             // No half object: the multipart upload is dropped.
@@ -177,8 +177,20 @@ impl Exporter {
                 format!("{key}: the store holds {} bytes after the upload of {}", meta.len, info.length),
             ));
         }
-        let object = UfsObject { mount: mount.path.clone(), key, version: meta.version };
-        core.begin_exported(file_id, version, object)?.wait_async().await?;
+        let object = UfsObject { mount: mount.path.clone(), key: key.clone(), version: meta.version };
+        let recorded = match core.begin_exported(file_id, version, object) {
+            Ok(p) => p.wait_async().await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = recorded {
+            // Renamed or deleted during the upload: nobody's file is at that key now.
+            if core.inspect(|st| st.lookup(&cv).is_err())
+                && let Err(d) = store.delete(&key).await
+            {
+                tracing::warn!(key, error = %d, "object of a moved file not deleted from the store");
+            }
+            return Err(e.into());
+        }
         tracing::debug!(path, bytes = info.length, "exported");
         Ok(())
     }

@@ -9,6 +9,7 @@ mod errors;
 mod export;
 mod mounts;
 mod namespace;
+mod rename;
 mod run;
 mod service;
 mod ufs;

@@ -1,5 +1,5 @@
 //! Namespace requests: open (with the tail as payload), stat, list, mkdir, create, add-block,
-//! complete (tail from the payload), rename, delete. Each awaits its durability ticket.
+//! complete (tail from the payload), delete (renames: `rename.rs`). Each awaits its durability ticket.
 
 use super::convert::{block_loc, child_path, host_port, status};
 use super::errors::Fail;
@@ -10,7 +10,7 @@ use crate::state::MountMode;
 use cv_net::rpc::Reply;
 use cv_wire::msg::{
     AddBlock, AddBlockOk, BlockLoc, Complete, Create, CreateOk, Delete, Done, FileKind, FileStatus, List, ListOk,
-    Mkdir, Open, OpenOk, Rename, Stat, StatOk, UfsRef,
+    Mkdir, Open, OpenOk, Stat, StatOk, UfsRef,
 };
 use cv_wire::{ErrorCode, Frame};
 
@@ -21,11 +21,11 @@ fn normalized(raw: &str) -> Result<String, Fail> {
     parsed(raw).map(|p| p.as_str().to_owned())
 }
 
-fn parsed(raw: &str) -> Result<CvPath, Fail> {
+pub(super) fn parsed(raw: &str) -> Result<CvPath, Fail> {
     CvPath::parse(raw).map_err(|e| Fail::from(crate::Error::from(e)))
 }
 
-fn done(frame: &Frame) -> Reply {
+pub(super) fn done(frame: &Frame) -> Reply {
     Reply::ok(frame.header().request_id, &Done {}, Vec::new())
 }
 
@@ -157,12 +157,6 @@ pub(super) async fn complete(s: &MasterService, frame: &Frame) -> Result<Reply, 
         Some((_, MountMode::Fs, _)) => s.exporter.nudge(),
         None => {}
     }
-    Ok(done(frame))
-}
-
-pub(super) async fn rename(s: &MasterService, frame: &Frame) -> Result<Reply, Fail> {
-    let req: Rename = frame.decode_body()?;
-    s.core.begin_rename(&req.src, &req.dst)?.wait_async().await?;
     Ok(done(frame))
 }
 

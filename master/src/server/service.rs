@@ -1,7 +1,7 @@
 //! The request dispatcher: one frame in, one reply out, every master-side kind of the catalogue.
 
 use super::errors::Fail;
-use super::{mounts, namespace, workers};
+use super::{mounts, namespace, rename, workers};
 use crate::MasterCore;
 use crate::config::Clock;
 use cv_net::rpc::{BoxFuture, Peer, Reply, Service};
@@ -63,7 +63,7 @@ impl MasterService {
             Kind::Create => namespace::create(self, frame).await,
             Kind::AddBlock => namespace::add_block(self, frame).await,
             Kind::Complete => namespace::complete(self, frame).await,
-            Kind::Rename => namespace::rename(self, frame).await,
+            Kind::Rename => rename::rename(self, frame).await,
             Kind::Delete => namespace::delete(self, frame).await,
             Kind::Mount => mounts::mount(self, frame).await,
             Kind::Unmount => mounts::unmount(self, frame).await,

@@ -12,7 +12,7 @@
 use super::errors::Fail;
 use crate::MasterCore;
 use crate::path::CvPath;
-use crate::state::{EntryKind, Mount, MountMode, UfsObject};
+use crate::state::{EntryKind, Mount, MountMode, UfsObject, key_of};
 use cv_ufs::{ObjectMeta, Ufs, UfsError, UfsErrorKind, UfsSettings};
 use cv_wire::ErrorCode;
 use std::collections::HashMap;
@@ -33,6 +33,8 @@ pub(super) struct UfsLayer {
     fresh: Mutex<HashMap<String, Instant>>,
     /// One call to the store per path at a time.
     flights: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Held by a rename under a mount.
+    pub(super) renames: tokio::sync::Mutex<()>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -60,11 +62,6 @@ pub(super) fn ttl(m: &Mount) -> Result<Duration, Fail> {
             .map(|d| d.0)
             .map_err(|e| Fail::new(ErrorCode::InvalidArgument, format!("mount option cv.ttl={v}: {e}"))),
     }
-}
-
-/// `path` relative to the mount point: the object key.
-pub(super) fn key_of(mount: &str, path: &str) -> String {
-    path.strip_prefix(mount).unwrap_or(path).trim_start_matches('/').to_owned()
 }
 
 impl UfsLayer {

@@ -11,11 +11,13 @@ pub mod v1;
 mod view;
 mod workers;
 
+pub use mounts::key_of;
 pub use mutation::{Applied, Mutation};
 pub use types::{
     BlockId, BlockInfo, FileBody, FileState, Inode, InodeBody, InodeId, Mount, MountMode, ROOT_ID, StateData,
     UfsObject, Worker, WorkerId,
 };
+pub use ufs::ObjectCopy;
 pub use view::{BlockLoc, DirEntry, EntryKind, ListPage, OpenFile, Stat};
 
 use crate::error::{Error, ErrorKind, Result};

@@ -6,6 +6,11 @@ use super::{Applied, State, err};
 use crate::error::{ErrorKind, Result};
 use crate::path::CvPath;
 
+/// `path` relative to the mount point `mount`: its object key.
+pub fn key_of(mount: &str, path: &str) -> String {
+    path.strip_prefix(mount).unwrap_or(path).trim_start_matches('/').to_owned()
+}
+
 impl State {
     pub(super) fn mount(
         &mut self,

@@ -148,22 +148,46 @@ impl State {
         Ok(Applied::Created { file_id, version })
     }
 
-    pub(super) fn rename(&mut self, src: &CvPath, dst: &CvPath, mtime: u64) -> Result<Applied> {
-        let (Some(src_name), Some(dst_name)) = (src.name(), dst.name()) else {
+    /// Whether `src` can be renamed to `dst`: `Ok(false)` when there is nothing to do.
+    pub fn check_rename(&self, src: &CvPath, dst: &CvPath) -> Result<bool> {
+        if src.name().is_none() || dst.name().is_none() {
             return err(ErrorKind::InvalidArgument, "cannot rename the root");
-        };
+        }
         let id = self.lookup(src)?;
         if src == dst {
-            return Ok(Applied::Done);
+            return Ok(false);
         }
         let is_dir = matches!(self.inode(id)?.body, InodeBody::Dir { .. });
         if is_dir && dst.is_under(src) {
             return err(ErrorKind::InvalidArgument, format!("cannot move {src} into itself"));
         }
-        let new_parent = self.parent_dir(dst)?;
+        // The mount table is keyed by path: a mount point does not move with its parent.
+        if let Some(m) = self.data.mounts.keys().find(|m| CvPath::parse(m).is_ok_and(|m| m.is_under(src))) {
+            return err(ErrorKind::InvalidArgument, format!("{src} is or holds the mount point {m}; unmount it first"));
+        }
+        // A file keeps its store: moving it into, out of or between mounts would be a copy.
+        let (from, to) = (self.mount_for(src).map(|m| &m.path), self.mount_for(dst).map(|m| &m.path));
+        if from != to {
+            let name = |m: Option<&String>| m.map_or("no mount".to_owned(), |m| format!("the mount at {m}"));
+            let msg = format!("{src} is under {} and {dst} under {}: copy, then delete", name(from), name(to));
+            return err(ErrorKind::Unsupported, msg);
+        }
+        self.parent_dir(dst)?;
         if self.lookup(dst).is_ok() {
             return err(ErrorKind::AlreadyExists, dst.as_str());
         }
+        Ok(true)
+    }
+
+    pub(super) fn rename(&mut self, src: &CvPath, dst: &CvPath, mtime: u64) -> Result<Applied> {
+        if !self.check_rename(src, dst)? {
+            return Ok(Applied::Done);
+        }
+        let (Some(src_name), Some(dst_name)) = (src.name(), dst.name()) else {
+            return err(ErrorKind::InvalidArgument, "cannot rename the root");
+        };
+        let id = self.lookup(src)?;
+        let new_parent = self.parent_dir(dst)?;
         let old_parent = self.inode(id)?.parent;
         self.children_mut(old_parent).remove(src_name);
         self.touch(old_parent, mtime);

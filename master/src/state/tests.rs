@@ -247,3 +247,47 @@ fn a_restarted_worker_with_a_new_id_keeps_its_blocks() {
     assert_eq!(st.apply(&hb).unwrap(), Applied::Heartbeat { delete_blocks: vec![b], unpin_blocks: vec![] });
     assert_eq!(st.data().blocks[&b].worker, new);
 }
+
+#[test]
+fn renames_stay_inside_their_mount_and_exports_land_where_the_file_is() {
+    let mut st = State::new();
+    for (path, mode) in [("/m", MountMode::Fs), ("/n", MountMode::Cache)] {
+        let m = Mutation::Mount { path: p(path), ufs_url: p("s3://b/x"), mode, options: vec![] };
+        st.apply(&m).unwrap();
+    }
+    for d in ["/m/a", "/n", "/top"] {
+        mkdir(&mut st, d, true).unwrap();
+    }
+    let f = create(&mut st, "/m/a/f", false).unwrap();
+    st.apply(&Mutation::Complete { file_id: f, length: 0, block_lens: vec![], mtime: 30 }).unwrap();
+    let mv = |src: &str, dst: &str| Mutation::Rename { src: p(src), dst: p(dst), mtime: 40 };
+    // Across a mount boundary, in any direction: refused, nothing moves.
+    assert_eq!(kind(st.apply(&mv("/m/a/f", "/n/f"))), ErrorKind::Unsupported);
+    assert_eq!(kind(st.apply(&mv("/m/a/f", "/top/f"))), ErrorKind::Unsupported);
+    create(&mut st, "/top/g", false).unwrap();
+    assert_eq!(kind(st.apply(&mv("/top/g", "/m/g"))), ErrorKind::Unsupported);
+    // A directory holding a mount point, or the mount point itself.
+    mkdir(&mut st, "/outer/inner", true).unwrap();
+    st.apply(&Mutation::Mount {
+        path: p("/outer/inner"),
+        ufs_url: p("fs:///tmp"),
+        mode: MountMode::Fs,
+        options: vec![],
+    })
+    .unwrap();
+    assert_eq!(kind(st.apply(&mv("/outer", "/outer2"))), ErrorKind::InvalidArgument);
+    assert_eq!(kind(st.apply(&mv("/m", "/m2"))), ErrorKind::InvalidArgument);
+    assert!(st.lookup(&cv("/m/a/f")).is_ok());
+    // Inside one mount: fine. An export recorded under the old key is refused; the new key is taken.
+    st.apply(&mv("/m/a", "/m/b")).unwrap();
+    let version = st.stat(&cv("/m/b/f")).unwrap().version;
+    let at = |key: &str| UfsObject { mount: p("/m"), key: p(key), version: p("e1") };
+    let old = Mutation::Exported { file_id: f, version, object: at("a/f") };
+    assert_eq!(kind(st.apply(&old)), ErrorKind::InvalidArgument);
+    assert!(st.ufs_object(f).is_none());
+    st.apply(&Mutation::Exported { file_id: f, version, object: at("b/f") }).unwrap();
+    assert_eq!(st.ufs_object(f).unwrap().key, "b/f");
+    let copies = st.object_copies_under(&cv("/m"));
+    assert_eq!(copies.len(), 1);
+    assert_eq!(copies[0].path.as_str(), "/m/b/f");
+}

@@ -6,6 +6,17 @@ use super::{Applied, State, err};
 use crate::error::{ErrorKind, Result};
 use crate::path::CvPath;
 
+/// A file that is a copy of an object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectCopy {
+    pub file_id: super::InodeId,
+    /// The file's version in cv.
+    pub version: u64,
+    pub length: u64,
+    pub path: CvPath,
+    pub object: UfsObject,
+}
+
 impl State {
     pub(super) fn ufs_file(
         &mut self,
@@ -104,6 +115,13 @@ impl State {
         if f.version != version || f.state != super::FileState::Complete {
             return err(ErrorKind::InvalidArgument, format!("file {file_id} changed while it was exported"));
         }
+        // The object must be where the file is now: a rename while it was uploaded moved it.
+        let at = self.path_of(file_id).and_then(|p| CvPath::parse(&p).ok());
+        let mount = at.as_ref().and_then(|p| self.mount_for(p));
+        match (mount, &at) {
+            (Some(m), Some(p)) if m.path == object.mount && super::key_of(&m.path, p.as_str()) == object.key => {}
+            _ => return err(ErrorKind::InvalidArgument, format!("file {file_id} moved while it was exported")),
+        }
         let blocks = f.blocks.clone();
         for b in blocks {
             if let Some(info) = self.data.blocks.get(&b) {
@@ -155,13 +173,25 @@ impl State {
 
     /// The objects behind the object copies at or under `path`.
     pub fn ufs_objects_under(&self, path: &CvPath) -> Vec<UfsObject> {
+        self.object_copies_under(path).into_iter().map(|c| c.object).collect()
+    }
+
+    /// The files at or under `path` that are copies of objects.
+    pub fn object_copies_under(&self, path: &CvPath) -> Vec<ObjectCopy> {
         let Ok(root) = self.lookup(path) else { return Vec::new() };
         let mut out = Vec::new();
-        let mut stack = vec![root];
-        while let Some(id) = stack.pop() {
+        let mut stack = vec![(root, path.clone())];
+        while let Some((id, at)) = stack.pop() {
             match self.inode(id).map(|i| &i.body) {
-                Ok(InodeBody::Dir { children }) => stack.extend(children.values().copied()),
-                Ok(InodeBody::File(_)) => out.extend(self.data.ufs_files.get(&id).cloned()),
+                Ok(InodeBody::Dir { children }) => {
+                    stack.extend(children.iter().filter_map(|(name, c)| Some((*c, at.child(name).ok()?))));
+                }
+                Ok(InodeBody::File(f)) => {
+                    if let Some(object) = self.data.ufs_files.get(&id) {
+                        let (version, length) = (f.version, f.length);
+                        out.push(ObjectCopy { file_id: id, version, length, path: at, object: object.clone() });
+                    }
+                }
                 Err(_) => {}
             }
         }

@@ -19,7 +19,8 @@ public enum CvErrorKind {
     OTHER(15),
     BAD_HANDLE(16),
     EOF(17),
-    INTERNAL(18);
+    INTERNAL(18),
+    UNSUPPORTED(19);
 
     private final int code;
 

@@ -1,0 +1,140 @@
+//! Renames. Outside mounts a rename is one journaled mutation. Under a mount the
+//! objects behind the moved files move with them (the store is the truth in
+//! cache mode, and the copy cv exported in fs mode):
+//! 1. each object is copied to its new key inside the store;
+//! 2. the rename is journaled; if it fails, the copies are deleted and nothing changed;
+//! 3. each moved file is pointed at its copy (journaled);
+//! 4. the old objects are deleted.
+//!
+//! A crash between 2 and 3 leaves a file pointing at its old object, which still
+//! exists: reads stay right; the old object stays in the store. A crash between 3
+//! and 4 leaves the old object behind; in cache mode the next listing of its
+//! directory shows it again. Nothing written is lost either way. Renames into, out
+//! of or between mounts are refused (the state machine's `check_rename`).
+
+use super::errors::Fail;
+use super::namespace::{done, parsed};
+use super::service::MasterService;
+use super::ufs::fail;
+use crate::MasterCore;
+use crate::path::CvPath;
+use crate::state::{Mount, MountMode, ObjectCopy, UfsObject, key_of};
+use cv_net::rpc::Reply;
+use cv_ufs::Ufs;
+use cv_wire::msg::Rename;
+use cv_wire::{ErrorCode, Frame};
+
+pub(super) async fn rename(s: &MasterService, frame: &Frame) -> Result<Reply, Fail> {
+    let req: Rename = frame.decode_body()?;
+    let (src, dst) = (parsed(&req.src)?, parsed(&req.dst)?);
+    let Some(mount) = s.core.inspect(|st| st.mount_for(&src).cloned()) else {
+        s.core.begin_rename(src.as_str(), dst.as_str())?.wait_async().await?;
+        return Ok(done(frame));
+    };
+    // One rename under mounts at a time: two could copy into each other's keys.
+    let _one = s.ufs.renames.lock().await;
+    if mount.mode == MountMode::Cache {
+        // What the store holds at both ends must be known before cv can judge the rename.
+        if let Some(p) = src.parent() {
+            s.ufs.before_list(&s.core, &p).await?;
+        }
+        if let Some(p) = dst.parent() {
+            s.ufs.before_list(&s.core, &p).await?;
+        }
+        list_tree(s, &src).await?;
+    }
+    if !s.core.inspect(|st| st.check_rename(&src, &dst))? {
+        return Ok(done(frame));
+    }
+    let copies = s.core.inspect(|st| st.object_copies_under(&src));
+    if copies.is_empty() {
+        s.core.begin_rename(src.as_str(), dst.as_str())?.wait_async().await?;
+        return Ok(done(frame));
+    }
+    let ufs = s.ufs.store(&mount)?;
+    let moved = copy_objects(&ufs, &mount, &src, &dst, &copies).await?;
+    let renamed = match s.core.begin_rename(src.as_str(), dst.as_str()) {
+        Ok(p) => p.wait_async().await,
+        Err(e) => Err(e),
+    };
+    if let Err(e) = renamed {
+        delete_keys(&ufs, moved.iter().map(|(_, o)| o.key.as_str())).await;
+        return Err(e.into());
+    }
+    for (c, object) in &moved {
+        if let Err(e) = repoint(&s.core, c, object.clone()).await {
+            tracing::warn!(path = %c.path, key = %object.key, error = %e, "renamed file still points at its old object");
+        }
+    }
+    delete_keys(&ufs, moved.iter().map(|(c, _)| c.object.key.as_str())).await;
+    s.ufs.sync(&src);
+    Ok(done(frame))
+}
+
+/// Lists `dir` and every directory below it, when it is a directory.
+async fn list_tree(s: &MasterService, root: &CvPath) -> Result<(), Fail> {
+    let mut stack = vec![root.clone()];
+    while let Some(dir) = stack.pop() {
+        let is_dir = s.core.inspect(|st| st.stat(&dir).is_ok_and(|st| st.kind == crate::state::EntryKind::Dir));
+        if !is_dir {
+            continue;
+        }
+        s.ufs.before_list(&s.core, &dir).await?;
+        let subdirs = s.core.inspect(|st| {
+            let Ok(page) = st.list(&dir, None, usize::MAX) else { return Vec::new() };
+            page.entries
+                .into_iter()
+                .filter(|e| e.stat.kind == crate::state::EntryKind::Dir)
+                .filter_map(|e| dir.child(&e.name).ok())
+                .collect::<Vec<_>>()
+        });
+        stack.extend(subdirs);
+    }
+    Ok(())
+}
+
+/// Copies every object to the key of its file's new path; on any failure deletes the copies
+/// made and fails.
+async fn copy_objects<'a>(
+    ufs: &Ufs,
+    mount: &Mount,
+    src: &CvPath,
+    dst: &CvPath,
+    copies: &'a [ObjectCopy],
+) -> Result<Vec<(&'a ObjectCopy, UfsObject)>, Fail> {
+    let mut moved: Vec<(&ObjectCopy, UfsObject)> = Vec::with_capacity(copies.len());
+    for c in copies {
+        let new_path = format!("{}{}", dst.as_str(), &c.path.as_str()[src.as_str().len()..]);
+        let key = key_of(&mount.path, &new_path);
+        let failure = match ufs.copy(&c.object.key, &key).await {
+            Ok(meta) if meta.len == c.length => {
+                moved.push((c, UfsObject { mount: mount.path.clone(), key, version: meta.version }));
+                continue;
+            }
+            Ok(meta) => {
+                moved.push((c, UfsObject { mount: mount.path.clone(), key, version: meta.version.clone() }));
+                let msg =
+                    format!("{}: {} bytes in the store, {} in cv; sync the mount", c.object.key, meta.len, c.length);
+                Fail::new(ErrorCode::StaleVersion, msg)
+            }
+            Err(e) => fail(e),
+        };
+        delete_keys(ufs, moved.iter().map(|(_, o)| o.key.as_str())).await;
+        return Err(failure);
+    }
+    Ok(moved)
+}
+
+/// Points a renamed file at its copy (the file is now a copy of that object).
+async fn repoint(core: &MasterCore, c: &ObjectCopy, object: UfsObject) -> Result<(), crate::Error> {
+    core.begin_exported(c.file_id, c.version, object)?.wait_async().await
+}
+
+/// Deletes objects; a failure is logged and the object stays.
+async fn delete_keys(ufs: &Ufs, keys: impl Iterator<Item = &str>) {
+    for key in keys {
+        if let Err(e) = ufs.delete(key).await {
+            tracing::warn!(key, error = %e, "object not deleted from the store");
+        }
+    }
+}
