@@ -429,12 +429,28 @@ impl MasterCore {
     }
 
     /// Deletes a file or directory; returns how many blocks were queued for deletion.
+    /// Deletes `path` in cv only (under a cache-mode mount: its object is gone from the store).
     pub fn begin_delete(&self, path: &str, recursive: bool) -> Result<Pending<usize>> {
+        self.begin_delete_as(path, recursive, false)
+    }
+
+    /// Deletes `path` through cv: the objects behind it are queued for deletion from their
+    /// stores in the same journaled step.
+    pub fn begin_remove(&self, path: &str, recursive: bool) -> Result<Pending<usize>> {
+        self.begin_delete_as(path, recursive, true)
+    }
+
+    fn begin_delete_as(&self, path: &str, recursive: bool, objects_too: bool) -> Result<Pending<usize>> {
         let path = cv(path)?;
         let mut file = None;
         let (applied, t) = self.submit(|g, now| {
             file = g.state.stat(&path).ok().filter(|s| s.kind == EntryKind::File).map(|s| s.id);
-            Ok(Mutation::Delete { path: path.as_str().to_owned(), recursive, mtime: now })
+            let (path, mtime) = (path.as_str().to_owned(), now);
+            Ok(if objects_too {
+                Mutation::Remove { path, recursive, mtime }
+            } else {
+                Mutation::Delete { path, recursive, mtime }
+            })
         })?;
         if let Some(f) = file {
             lock(&self.tails).remove(f);
@@ -563,6 +579,20 @@ impl MasterCore {
     }
 
     /// Records that file `file_id` at `version` is stored as `object`; its blocks get unpinned.
+    /// A renamed file is now a copy of `object`; the object it was a copy of is queued for
+    /// deletion.
+    pub fn begin_moved(&self, file_id: InodeId, version: u64, object: crate::state::UfsObject) -> Result<Pending<()>> {
+        let (_, t) = self.submit(|_, _| Ok(Mutation::Moved { file_id, version, object }))?;
+        Ok(Self::done((), t))
+    }
+
+    /// Queued object deletes under mount point `mount` are done.
+    pub fn begin_objects_deleted(&self, mount: &str, keys: Vec<String>) -> Result<Pending<()>> {
+        let mount = mount.to_owned();
+        let (_, t) = self.submit(|_, _| Ok(Mutation::ObjectsDeleted { mount, keys }))?;
+        Ok(Self::done((), t))
+    }
+
     pub fn begin_exported(
         &self,
         file_id: InodeId,

@@ -1,6 +1,6 @@
 //! Format fixtures checked in under tests/fixtures/: every future build must keep reading
-//! them. The v1 files were written by the v1 build and are never rewritten; the v2 files are
-//! (re)written with CV_WRITE_FIXTURES=1, only when deliberately adding a new fixture.
+//! them. The v1 and v2 files were written by those builds and are never rewritten; the v3
+//! files are (re)written with CV_WRITE_FIXTURES=1, only when deliberately adding a new fixture.
 
 use std::path::PathBuf;
 
@@ -128,13 +128,6 @@ fn expected_state_v2() -> State {
 #[test]
 fn reads_v2_journal_fixture() {
     let path = fixture("journal-v2.bin");
-    if std::env::var_os("CV_WRITE_FIXTURES").is_some() {
-        let mut bytes = encode_header(1).to_vec();
-        for (i, m) in mutations_v2().iter().enumerate() {
-            bytes.extend(encode_record(i as u64 + 1, m).unwrap());
-        }
-        std::fs::write(&path, bytes).unwrap();
-    }
     let bytes = std::fs::read(&path).expect("fixture journal-v2.bin is checked in");
     let scan = scan(&bytes).unwrap();
     let got: Vec<Mutation> = scan.records.iter().map(|(_, m)| m.clone()).collect();
@@ -151,11 +144,67 @@ fn reads_v2_journal_fixture() {
 fn reads_v2_snapshot_fixture() {
     let path = fixture("snapshot-v2.bin");
     let n = mutations_v2().len() as u64;
-    if std::env::var_os("CV_WRITE_FIXTURES").is_some() {
-        std::fs::write(&path, encode_snapshot(n, expected_state_v2().data()).unwrap()).unwrap();
-    }
     let bytes = std::fs::read(&path).expect("fixture snapshot-v2.bin is checked in");
     let (seq, data) = decode_snapshot(&bytes).unwrap().unwrap();
     assert_eq!(seq, n);
     assert_eq!(&data, expected_state_v2().data());
+}
+
+/// Version 3 adds the queue of object deletes: `Remove`, `Moved`, `ObjectsDeleted`.
+fn mutations_v3() -> Vec<Mutation> {
+    let s = |x: &str| x.to_owned();
+    let mut v = mutations_v2();
+    let lost = v.pop().unwrap();
+    let object = |key: &str| UfsObject { mount: s("/lake"), key: s(key), version: s("\"etag-3\"") };
+    v.extend([
+        Mutation::Rename { src: s("/lake/t/a.parquet"), dst: s("/lake/t/b.parquet"), mtime: 1_700_000_003_000 },
+        Mutation::Moved { file_id: 7, version: 2, object: object("t/b.parquet") },
+        Mutation::Remove { path: s("/lake/t/b.parquet"), recursive: false, mtime: 1_700_000_003_001 },
+        Mutation::ObjectsDeleted { mount: s("/lake"), keys: vec![s("t/a.parquet")] },
+        lost,
+    ]);
+    v
+}
+
+fn expected_state_v3() -> State {
+    let mut st = State::new();
+    for m in mutations_v3() {
+        st.apply(&m).unwrap();
+    }
+    st
+}
+
+#[test]
+fn reads_v3_journal_fixture() {
+    let path = fixture("journal-v3.bin");
+    if std::env::var_os("CV_WRITE_FIXTURES").is_some() {
+        let mut bytes = encode_header(1).to_vec();
+        for (i, m) in mutations_v3().iter().enumerate() {
+            bytes.extend(encode_record(i as u64 + 1, m).unwrap());
+        }
+        std::fs::write(&path, bytes).unwrap();
+    }
+    let bytes = std::fs::read(&path).expect("fixture journal-v3.bin is checked in");
+    let scan = scan(&bytes).unwrap();
+    let got: Vec<Mutation> = scan.records.iter().map(|(_, m)| m.clone()).collect();
+    assert_eq!(got, mutations_v3());
+    let mut st = State::new();
+    for (_, m) in &scan.records {
+        st.apply(m).unwrap();
+    }
+    assert_eq!(st.data(), expected_state_v3().data());
+    assert_eq!(st.queued_object_deletes(), vec![("/lake".to_owned(), vec!["t/b.parquet".to_owned()])]);
+}
+
+#[test]
+fn reads_v3_snapshot_fixture() {
+    let path = fixture("snapshot-v3.bin");
+    let n = mutations_v3().len() as u64;
+    if std::env::var_os("CV_WRITE_FIXTURES").is_some() {
+        std::fs::write(&path, encode_snapshot(n, expected_state_v3().data()).unwrap()).unwrap();
+    }
+    let bytes = std::fs::read(&path).expect("fixture snapshot-v3.bin is checked in");
+    let (seq, data) = decode_snapshot(&bytes).unwrap().unwrap();
+    assert_eq!(seq, n);
+    assert_eq!(&data, expected_state_v3().data());
 }

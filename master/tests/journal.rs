@@ -175,9 +175,10 @@ fn journal_gap_after_snapshot_is_an_error() {
 fn corrupt_snapshot_is_a_typed_error() {
     let (j, s) = journal_with(1);
     let good = encode_snapshot(1, State::new().data()).unwrap();
+    // Byte 8 is the low byte of the format version: 0x40 makes it one no build has written.
     for (at, kind) in [(0, ErrorKind::CorruptData), (40, ErrorKind::CorruptData), (8, ErrorKind::UnsupportedVersion)] {
         let mut bad = good.clone();
-        bad[at] ^= 0x02;
+        bad[at] ^= 0x40;
         s.set_bytes(bad);
         assert_eq!(open(&j, &s).unwrap_err().kind(), kind, "byte {at}");
     }

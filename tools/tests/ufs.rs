@@ -416,3 +416,41 @@ async fn renames_under_a_mount_move_the_objects_and_keep_the_cached_blocks() {
     assert_eq!(obj("o/early"), None);
     cluster.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delete_through_cv_reaches_the_store_even_across_a_crash() {
+    let store = tempfile::tempdir().unwrap();
+    let s3 = S3Server::start(store.path()).unwrap();
+    s3.create_bucket("lake").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut up = cvctl_up(dir.path());
+    let client = connect(dir.path()).await;
+    let mut opts = s3_options(&s3);
+    for (k, v) in [("cv.op_timeout", "300ms"), ("cv.retries", "0")] {
+        opts.push((k.into(), v.into()));
+    }
+    client.mount("s3://lake/q", "/q", MountMode::Fs, opts).await.unwrap();
+    let x = pattern(5000, 7);
+    let mut w = client.create("/q/x", false).await.unwrap();
+    w.write(&x).await.unwrap();
+    w.close().await.unwrap();
+    let object = store.path().join("lake/q/x");
+    assert!(wait_for_object(&object, &x, Duration::from_secs(20)).await);
+
+    // The store refuses the delete: cv's delete stands, the object's is queued durably...
+    s3.set_fault(cv_testkit::Fault::Status(503));
+    client.delete("/q/x", false).await.unwrap();
+    assert_eq!(client.stat("/q/x").await.unwrap_err().kind(), ErrorKind::NotFound);
+    assert!(object.exists());
+    // ...and survives the cluster being killed.
+    up.kill();
+    client.close();
+    s3.set_fault(cv_testkit::Fault::None);
+    let mut up = cvctl_up(dir.path());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while object.exists() {
+        assert!(Instant::now() < deadline, "the queued delete was lost in the crash");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    up.kill();
+}

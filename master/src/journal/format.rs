@@ -10,7 +10,7 @@ use crate::state::Mutation;
 pub const JOURNAL_MAGIC: [u8; 8] = *b"CVMJRNL\0";
 pub const JOURNAL_FORMAT_VERSION: u16 = 1;
 /// Records of version 1 (master/FORMAT.md) are still read.
-pub const RECORD_VERSION: u16 = 2;
+pub const RECORD_VERSION: u16 = 3;
 pub const HEADER_LEN: usize = 24;
 /// len + crc.
 pub const FRAME_LEN: usize = 8;
@@ -140,7 +140,7 @@ pub fn scan(bytes: &[u8]) -> Result<Scan> {
             );
             break;
         };
-        if f.version != RECORD_VERSION && f.version != 1 {
+        if !(1..=RECORD_VERSION).contains(&f.version) {
             return Err(Error::new(
                 ErrorKind::UnsupportedVersion,
                 format!("journal record version {} at seq {}", f.version, f.seq),
@@ -160,6 +160,9 @@ fn decode_body(body: &[u8], seq: u64, version: u16) -> Result<Mutation> {
     let bad = |e: RkyvError| Error::corrupt(format!("journal record seq {seq} (v{version}) does not decode: {e}"));
     if version == 1 {
         return rkyv::from_bytes::<crate::state::v1::Mutation, RkyvError>(&aligned).map(Into::into).map_err(bad);
+    }
+    if version == 2 {
+        return rkyv::from_bytes::<crate::state::v2::Mutation, RkyvError>(&aligned).map(Into::into).map_err(bad);
     }
     rkyv::from_bytes::<Mutation, RkyvError>(&aligned).map_err(bad)
 }

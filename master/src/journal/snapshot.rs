@@ -7,8 +7,8 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::state::StateData;
 
 pub const SNAPSHOT_MAGIC: [u8; 8] = *b"CVMSNAP\0";
-/// Snapshots of version 1 (master/FORMAT.md) are still read.
-pub const SNAPSHOT_FORMAT_VERSION: u16 = 2;
+/// Snapshots of versions 1 and 2 (master/FORMAT.md) are still read.
+pub const SNAPSHOT_FORMAT_VERSION: u16 = 3;
 pub const SNAPSHOT_HEADER_LEN: usize = 32;
 
 /// `seq` is the last journal sequence number the state includes.
@@ -47,7 +47,7 @@ pub fn decode_snapshot(bytes: &[u8]) -> Result<Option<(u64, StateData)>> {
         return Err(Error::corrupt("snapshot magic mismatch"));
     }
     let version = u16::from_le_bytes([bytes[8], bytes[9]]);
-    if version != SNAPSHOT_FORMAT_VERSION && version != 1 {
+    if !(1..=SNAPSHOT_FORMAT_VERSION).contains(&version) {
         return Err(Error::new(
             ErrorKind::UnsupportedVersion,
             format!("snapshot format version {version}, this build reads {SNAPSHOT_FORMAT_VERSION}"),
@@ -68,6 +68,8 @@ pub fn decode_snapshot(bytes: &[u8]) -> Result<Option<(u64, StateData)>> {
     let bad = |e: RkyvError| Error::corrupt(format!("snapshot (v{version}) does not decode: {e}"));
     let data = if version == 1 {
         rkyv::from_bytes::<crate::state::v1::StateData, RkyvError>(&aligned).map(Into::into).map_err(bad)?
+    } else if version == 2 {
+        rkyv::from_bytes::<crate::state::v2::StateData, RkyvError>(&aligned).map(Into::into).map_err(bad)?
     } else {
         rkyv::from_bytes::<StateData, RkyvError>(&aligned).map_err(bad)?
     };

@@ -106,6 +106,9 @@ impl Exporter {
                 }
             }
             cache_too &= !all_done;
+            if core.inspect(|st| !st.queued_object_deletes().is_empty()) {
+                super::deletes::drain(&core, &ufs).await;
+            }
             tokio::select! {
                 _ = self.wake.notified() => {}
                 _ = tokio::time::sleep(SCAN_EVERY) => {}
@@ -170,6 +173,9 @@ impl Exporter {
             w.abort().await;
             return Err(f);
         }
+        // From the moment the object is visible until it is recorded, a queued delete of its
+        // key (a file deleted or moved away from it earlier) must not run (`deletes.rs`).
+        let _held = ufs.objects.lock().await;
         let meta = w.close(&store).await.map_err(fail)?;
         if meta.len != info.length {
             return Err(Fail::new(

@@ -5,6 +5,7 @@
 
 mod config;
 mod convert;
+mod deletes;
 mod errors;
 mod export;
 mod mounts;

@@ -163,10 +163,13 @@ pub(super) async fn complete(s: &MasterService, frame: &Frame) -> Result<Reply, 
 pub(super) async fn delete(s: &MasterService, frame: &Frame) -> Result<Reply, Fail> {
     let req: Delete = frame.decode_body()?;
     // Objects behind the deleted files go too: cv is the truth in fs mode, and in cache mode
-    // a delete through cv is a write through to the store.
+    // a delete through cv is a write through to the store. They are queued in the same
+    // journaled step and deleted now; what fails here the exporter's loop retries.
     let cv = parsed(&req.path)?;
-    let objects = s.core.inspect(|st| st.ufs_objects_under(&cv));
-    s.core.begin_delete(&req.path, req.recursive)?.wait_async().await?;
-    s.ufs.delete_objects(&s.core, objects).await;
+    let objects = s.core.inspect(|st| !st.ufs_objects_under(&cv).is_empty());
+    s.core.begin_remove(&req.path, req.recursive)?.wait_async().await?;
+    if objects {
+        super::deletes::drain(&s.core, &s.ufs).await;
+    }
     Ok(done(frame))
 }

@@ -3,14 +3,14 @@
 //! cache mode, and the copy cv exported in fs mode):
 //! 1. each object is copied to its new key inside the store;
 //! 2. the rename is journaled; if it fails, the copies are deleted and nothing changed;
-//! 3. each moved file is pointed at its copy (journaled);
-//! 4. the old objects are deleted.
+//! 3. each moved file is pointed at its copy and its old object queued for deletion, in
+//!    one journaled step (`Moved`);
+//! 4. the queue is drained (`deletes.rs`; retried by the exporter's loop).
 //!
 //! A crash between 2 and 3 leaves a file pointing at its old object, which still
-//! exists: reads stay right; the old object stays in the store. A crash between 3
-//! and 4 leaves the old object behind; in cache mode the next listing of its
-//! directory shows it again. Nothing written is lost either way. Renames into, out
-//! of or between mounts are refused (the state machine's `check_rename`).
+//! exists: reads stay right, and the copy stays in the store. Nothing written is lost.
+//! Renames into, out of or between mounts are refused (the state machine's
+//! `check_rename`). The whole rename holds `UfsLayer::objects`.
 
 use super::errors::Fail;
 use super::namespace::{done, parsed};
@@ -32,7 +32,7 @@ pub(super) async fn rename(s: &MasterService, frame: &Frame) -> Result<Reply, Fa
         return Ok(done(frame));
     };
     // One rename under mounts at a time: two could copy into each other's keys.
-    let _one = s.ufs.renames.lock().await;
+    let held = s.ufs.objects.lock().await;
     if mount.mode == MountMode::Cache {
         // What the store holds at both ends must be known before cv can judge the rename.
         if let Some(p) = src.parent() {
@@ -66,7 +66,8 @@ pub(super) async fn rename(s: &MasterService, frame: &Frame) -> Result<Reply, Fa
             tracing::warn!(path = %c.path, key = %object.key, error = %e, "renamed file still points at its old object");
         }
     }
-    delete_keys(&ufs, moved.iter().map(|(c, _)| c.object.key.as_str())).await;
+    super::deletes::drain_held(&s.core, &s.ufs).await;
+    drop(held);
     s.ufs.sync(&src);
     Ok(done(frame))
 }
@@ -125,9 +126,9 @@ async fn copy_objects<'a>(
     Ok(moved)
 }
 
-/// Points a renamed file at its copy (the file is now a copy of that object).
+/// Points a renamed file at its copy and queues its old object for deletion.
 async fn repoint(core: &MasterCore, c: &ObjectCopy, object: UfsObject) -> Result<(), crate::Error> {
-    core.begin_exported(c.file_id, c.version, object)?.wait_async().await
+    core.begin_moved(c.file_id, c.version, object)?.wait_async().await
 }
 
 /// Deletes objects; a failure is logged and the object stays.

@@ -33,8 +33,9 @@ pub(super) struct UfsLayer {
     fresh: Mutex<HashMap<String, Instant>>,
     /// One call to the store per path at a time.
     flights: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
-    /// Held by a rename under a mount.
-    pub(super) renames: tokio::sync::Mutex<()>,
+    /// Held while objects appear in or leave a store for cv's files: an upload's close and
+    /// record, a rename under a mount, the drain of queued deletes (`deletes.rs`).
+    pub(super) objects: tokio::sync::Mutex<()>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -93,25 +94,6 @@ impl UfsLayer {
         lock(&self.fresh).insert(path.to_owned(), Instant::now());
     }
 
-    /// Deletes objects from their stores, after their files were deleted in cv. A failure is
-    /// logged: cv's delete stands (in cache mode the next listing shows the object again).
-    pub(super) async fn delete_objects(&self, core: &MasterCore, objects: Vec<UfsObject>) {
-        for o in objects {
-            let Ok(mp) = CvPath::parse(&o.mount) else { continue };
-            let Some(m) = core.inspect(|st| st.mount_for(&mp).filter(|m| m.path == o.mount).cloned()) else {
-                continue;
-            };
-            match self.store(&m) {
-                Ok(ufs) => {
-                    if let Err(e) = ufs.delete(&o.key).await {
-                        tracing::warn!(mount = %o.mount, key = %o.key, error = %e, "object not deleted from the store");
-                    }
-                }
-                Err(f) => tracing::warn!(mount = %o.mount, "store unavailable for delete: {}", f.message),
-            }
-        }
-    }
-
     /// Forgets what was read from the store at or under `path`.
     pub(super) fn sync(&self, path: &CvPath) {
         lock(&self.fresh).retain(|p, _| CvPath::parse(p).map(|p| !p.is_under(path)).unwrap_or(false));
@@ -155,6 +137,9 @@ impl UfsLayer {
     async fn refresh_file(&self, core: &MasterCore, m: &Mount, path: &CvPath, ttl: Duration) -> Result<(), Fail> {
         let ufs = self.store(m)?;
         let key = key_of(&m.path, path.as_str());
+        if core.inspect(|st| st.object_delete_queued(&m.path, &key)) {
+            return Err(Fail::new(ErrorCode::NotFound, format!("{path} was deleted")));
+        }
         // The file's id and, if it is a copy of an object, what was recorded about it.
         let known = core.inspect(|st| {
             let id = st.lookup(path).ok()?;
@@ -270,6 +255,8 @@ impl UfsLayer {
                         core.begin_mkdir(child.as_str(), true)?.wait_async().await?;
                     }
                 }
+                // Deleted through cv; the store has not caught up yet.
+                Some(_) if core.inspect(|st| st.object_delete_queued(&m.path, &key_of(&m.path, child.as_str()))) => {}
                 Some(meta) => {
                     if !matches!(&known, Some((EntryKind::File, Some(rec))) if rec.same_version(&meta)) {
                         let object = UfsObject {

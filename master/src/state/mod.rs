@@ -8,6 +8,7 @@ mod namespace;
 mod types;
 mod ufs;
 pub mod v1;
+pub mod v2;
 mod view;
 mod workers;
 
@@ -95,6 +96,9 @@ impl State {
             }
             Mutation::Free { path } => self.free(&parse(path)?),
             Mutation::Exported { file_id, version, object } => self.exported(*file_id, *version, object),
+            Mutation::Remove { path, recursive, mtime } => self.remove(&parse(path)?, *recursive, *mtime),
+            Mutation::Moved { file_id, version, object } => self.moved(*file_id, *version, object),
+            Mutation::ObjectsDeleted { mount, keys } => Ok(self.objects_deleted(mount, keys)),
         }
     }
 }

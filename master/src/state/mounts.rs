@@ -33,7 +33,11 @@ impl State {
 
     pub(super) fn unmount(&mut self, path: &CvPath) -> Result<Applied> {
         match self.data.mounts.remove(path.as_str()) {
-            Some(_) => Ok(Applied::Done),
+            Some(_) => {
+                // The store is no longer cv's to change.
+                self.data.pending_object_deletes.remove(path.as_str());
+                Ok(Applied::Done)
+            }
             None => err(ErrorKind::NotFound, format!("mount at {path}")),
         }
     }

@@ -100,6 +100,25 @@ pub enum Mutation {
         version: u64,
         object: UfsObject,
     },
+    /// A delete through cv (format 3): as `Delete`, and the objects behind the removed copies
+    /// are queued for deletion from their stores.
+    Remove {
+        path: String,
+        recursive: bool,
+        mtime: u64,
+    },
+    /// A renamed file's object was copied to its new key (format 3): as `Exported`, and the
+    /// object it was a copy of is queued for deletion.
+    Moved {
+        file_id: InodeId,
+        version: u64,
+        object: UfsObject,
+    },
+    /// These queued object deletes are done (format 3).
+    ObjectsDeleted {
+        mount: String,
+        keys: Vec<String>,
+    },
 }
 
 impl Mutation {
@@ -120,6 +139,9 @@ impl Mutation {
             Mutation::UfsFile { .. } => "ufs_file",
             Mutation::Free { .. } => "free",
             Mutation::Exported { .. } => "exported",
+            Mutation::Remove { .. } => "remove",
+            Mutation::Moved { .. } => "moved",
+            Mutation::ObjectsDeleted { .. } => "objects_deleted",
         }
     }
 }

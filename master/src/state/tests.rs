@@ -291,3 +291,41 @@ fn renames_stay_inside_their_mount_and_exports_land_where_the_file_is() {
     assert_eq!(copies.len(), 1);
     assert_eq!(copies[0].path.as_str(), "/m/b/f");
 }
+
+#[test]
+fn object_deletes_are_queued_with_the_delete_and_voided_by_a_new_copy() {
+    let mut st = State::new();
+    st.apply(&Mutation::Mount { path: p("/m"), ufs_url: p("s3://b/x"), mode: MountMode::Fs, options: vec![] }).unwrap();
+    mkdir(&mut st, "/m", false).unwrap();
+    let at = |key: &str, v: &str| UfsObject { mount: p("/m"), key: p(key), version: p(v) };
+    let file = |st: &mut State, path: &str| {
+        let f = create(st, path, false).unwrap();
+        st.apply(&Mutation::Complete { file_id: f, length: 0, block_lens: vec![], mtime: 30 }).unwrap();
+        let version = st.stat(&cv(path)).unwrap().version;
+        (f, version)
+    };
+    let (f, v) = file(&mut st, "/m/a");
+    st.apply(&Mutation::Exported { file_id: f, version: v, object: at("a", "e1") }).unwrap();
+    // A plain delete (the object is already gone from the store) queues nothing.
+    st.apply(&Mutation::Delete { path: p("/m/a"), recursive: false, mtime: 40 }).unwrap();
+    assert!(st.queued_object_deletes().is_empty());
+    let (f, v) = file(&mut st, "/m/a");
+    st.apply(&Mutation::Exported { file_id: f, version: v, object: at("a", "e2") }).unwrap();
+    st.apply(&Mutation::Remove { path: p("/m/a"), recursive: false, mtime: 50 }).unwrap();
+    assert!(st.object_delete_queued("/m", "a"));
+    // A new file exported to the same key takes it back off the queue.
+    let (g, w) = file(&mut st, "/m/a");
+    st.apply(&Mutation::Exported { file_id: g, version: w, object: at("a", "e3") }).unwrap();
+    assert!(!st.object_delete_queued("/m", "a"));
+    // A move queues the old key, never the new one.
+    st.apply(&Mutation::Rename { src: p("/m/a"), dst: p("/m/b"), mtime: 60 }).unwrap();
+    st.apply(&Mutation::Moved { file_id: g, version: w, object: at("b", "e4") }).unwrap();
+    assert_eq!(st.queued_object_deletes(), vec![(p("/m"), vec![p("a")])]);
+    st.apply(&Mutation::ObjectsDeleted { mount: p("/m"), keys: vec![p("a")] }).unwrap();
+    assert!(st.queued_object_deletes().is_empty());
+    // Unmounting drops what is queued for that store.
+    st.apply(&Mutation::Remove { path: p("/m/b"), recursive: false, mtime: 70 }).unwrap();
+    assert!(st.object_delete_queued("/m", "b"));
+    st.apply(&Mutation::Unmount { path: p("/m") }).unwrap();
+    assert!(st.queued_object_deletes().is_empty());
+}

@@ -110,6 +110,9 @@ pub struct StateData {
     pub ufs_files: BTreeMap<InodeId, UfsObject>,
     /// Blocks of exported files not yet handed to their worker to unpin (format 2).
     pub pending_unpins: BTreeMap<WorkerId, BTreeSet<BlockId>>,
+    /// Objects to delete from their stores, by mount point: behind files removed or moved
+    /// through cv (format 3).
+    pub pending_object_deletes: BTreeMap<String, BTreeSet<String>>,
 }
 
 impl Default for StateData {
@@ -134,6 +137,7 @@ impl Default for StateData {
             next_version: 1,
             ufs_files: BTreeMap::new(),
             pending_unpins: BTreeMap::new(),
+            pending_object_deletes: BTreeMap::new(),
         }
     }
 }

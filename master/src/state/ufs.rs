@@ -77,6 +77,7 @@ impl State {
             lens.push(block_size.min(length - i as u64 * block_size));
         }
         self.complete(file_id, length, &lens, mtime)?;
+        self.unqueue_object_delete(object);
         self.data.ufs_files.insert(file_id, object.clone());
         Ok(Applied::Created { file_id, version })
     }
@@ -128,8 +129,59 @@ impl State {
                 self.data.pending_unpins.entry(info.worker).or_default().insert(b);
             }
         }
+        self.unqueue_object_delete(object);
         self.data.ufs_files.insert(file_id, object.clone());
         Ok(Applied::Done)
+    }
+
+    pub(super) fn remove(&mut self, path: &CvPath, recursive: bool, mtime: u64) -> Result<Applied> {
+        let objects = self.ufs_objects_under(path);
+        let applied = self.delete(path, recursive, mtime)?;
+        for o in objects {
+            self.queue_object_delete(o);
+        }
+        Ok(applied)
+    }
+
+    pub(super) fn moved(&mut self, file_id: super::InodeId, version: u64, object: &UfsObject) -> Result<Applied> {
+        let old = self.data.ufs_files.get(&file_id).cloned();
+        let applied = self.exported(file_id, version, object)?;
+        if let Some(old) = old.filter(|o| (&o.mount, &o.key) != (&object.mount, &object.key)) {
+            self.queue_object_delete(old);
+        }
+        Ok(applied)
+    }
+
+    pub(super) fn objects_deleted(&mut self, mount: &str, keys: &[String]) -> Applied {
+        if let Some(queued) = self.data.pending_object_deletes.get_mut(mount) {
+            for k in keys {
+                queued.remove(k);
+            }
+            if queued.is_empty() {
+                self.data.pending_object_deletes.remove(mount);
+            }
+        }
+        Applied::Done
+    }
+
+    fn queue_object_delete(&mut self, o: UfsObject) {
+        self.data.pending_object_deletes.entry(o.mount).or_default().insert(o.key);
+    }
+
+    /// A file now stands for the object at `key`: a delete queued for it is void.
+    pub(super) fn unqueue_object_delete(&mut self, object: &UfsObject) {
+        self.objects_deleted(&object.mount, std::slice::from_ref(&object.key));
+    }
+
+    /// Whether the object at `key` under mount point `mount` is queued for deletion: cv
+    /// deleted its file, so a listing must not bring it back.
+    pub fn object_delete_queued(&self, mount: &str, key: &str) -> bool {
+        self.data.pending_object_deletes.get(mount).is_some_and(|q| q.contains(key))
+    }
+
+    /// The queued object deletes: (mount point, keys).
+    pub fn queued_object_deletes(&self) -> Vec<(String, Vec<String>)> {
+        self.data.pending_object_deletes.iter().map(|(m, k)| (m.clone(), k.iter().cloned().collect())).collect()
     }
 
     /// Complete files under fs-mode mounts (with `cache_too`, under every mount) that are not

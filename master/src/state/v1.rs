@@ -78,6 +78,7 @@ impl From<StateData> for CurrentData {
             next_version: d.next_version,
             ufs_files: BTreeMap::new(),
             pending_unpins: BTreeMap::new(),
+            pending_object_deletes: BTreeMap::new(),
         }
     }
 }
