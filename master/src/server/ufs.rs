@@ -175,19 +175,20 @@ impl UfsLayer {
             self.mark_fresh(path.as_str());
             return Ok(());
         }
-        let tail = self.read_tail(core, &ufs, &key, &meta).await?;
         match &known {
             Some((id, Some(_))) if unchanged => {
+                let tail = self.read_tail(core, &ufs, &key, &meta).await?;
                 if let Some(version) = core.inspect(|st| st.stat(path).ok()).map(|s| s.version) {
                     core.put_tail(*id, version, meta.len, &tail);
                 }
             }
             _ => {
-                let object = UfsObject { mount: m.path.clone(), key, version: meta.version.clone() };
-                let start = meta.len - tail.len() as u64;
-                core.begin_ufs_file(path.as_str(), object, meta.len, meta.mtime_ms, Some((start, tail)))?
-                    .wait_async()
-                    .await?;
+                let object = UfsObject { mount: m.path.clone(), key: key.clone(), version: meta.version.clone() };
+                let pending = core.begin_ufs_file(path.as_str(), object, meta.len, meta.mtime_ms, None)?;
+                // The record needs only the HEAD: the tail's GET and the journal's fsync overlap.
+                let (tail, created) = tokio::join!(self.read_tail(core, &ufs, &key, &meta), pending.wait_async());
+                let (tail, created) = (tail?, created?);
+                core.put_tail(created.file_id, created.version, meta.len, &tail);
             }
         }
         self.mark_fresh(path.as_str());
