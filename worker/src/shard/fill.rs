@@ -8,8 +8,11 @@
 //! answered from what is held or being fetched, and fetch only the bytes nobody fetches yet,
 //! so concurrent readers of one range share one GET. When no reader's fetch is left, the
 //! flight fetches the gaps, joins the block and writes it into the store (unpinned,
-//! checksummed, committed atomically). Readers never wait for the disk; fill-only requests
-//! do. A failed fetch fails the whole flight and leaves nothing in the store, so the next
+//! checksummed, committed atomically). The gaps wait (up to [`MAX_DEFER`]) until no reader
+//! fetch is running anywhere in the worker and none ended for [`QUIET`]: a query reads
+//! several column chunks at once or one right after another, and a gap fill started in
+//! between would share the store's bandwidth with them. Readers never wait for the disk;
+//! fill-only requests do. A failed fetch fails the whole flight and leaves nothing in the store, so the next
 //! reader starts a new one.
 //!
 //! Everything here runs on the shard's thread: the flight table needs no lock. Fetch tasks
@@ -20,6 +23,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::ops::Range;
 use std::rc::Rc;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use cv_wire::ErrorCode;
@@ -34,6 +38,13 @@ use crate::ufs::Fetcher;
 /// A read of at least this share of a block (1/2) fetches the whole block at once: the
 /// second GET for the rest would cost more than the bytes it saves.
 const WHOLE_SHARE_DIV: u64 = 2;
+/// Gap fills wait for this long without reader fetches (a sequential reader's next request
+/// comes sooner)...
+const QUIET: Duration = Duration::from_millis(5);
+/// ...but never longer than this, so a busy worker still fills its blocks.
+const MAX_DEFER: Duration = Duration::from_millis(200);
+/// How often a deferred fill looks again.
+const DEFER_POLL: Duration = Duration::from_millis(2);
 
 /// Why a block could not be filled (cloned to every waiting reader).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,6 +88,8 @@ struct Flight {
     fetching: Vec<Range<u64>>,
     /// The gaps are being fetched (or the block stored): no reader starts a fetch any more.
     completing: bool,
+    /// A gap fill waits for the readers to be quiet.
+    deferred: bool,
     waiters: Vec<Waiter>,
 }
 
@@ -140,6 +153,7 @@ impl Fills {
             return Ok(Bytes::new());
         }
         let (tx, rx) = flume::bounded(1);
+        let want_kind = if matches!(want, Want::Stored) { WantKind::Stored } else { WantKind::Range };
         let (id, start) = {
             let mut flights = self.flights.borrow_mut();
             let flight = flights.entry(block_id).or_insert_with(|| Flight {
@@ -148,6 +162,7 @@ impl Fills {
                 source,
                 fetching: Vec::new(),
                 completing: false,
+                deferred: false,
                 waiters: Vec::new(),
             });
             if let Want::Range(r) = &want
@@ -160,22 +175,32 @@ impl Fills {
             (flight.id, start)
         };
         // Spawned after the borrow ends: a new task may run at once.
+        let for_reader = matches!(want_kind, WantKind::Range);
         for r in start {
-            self.spawn_fetch(gate, &fetcher, block_id, id, r);
+            self.spawn_fetch(gate, &fetcher, block_id, id, r, for_reader);
         }
         rx.recv_async().await.unwrap_or_else(|_| Err(abandoned()))
     }
 
-    fn spawn_fetch(self: &Rc<Self>, gate: &Gate, fetcher: &Fetcher, block_id: u64, id: u64, r: Range<u64>) {
-        let fetch = Fetch { fills: self.clone(), gate: gate.clone(), block_id, id, range: r, landed: false };
+    fn spawn_fetch(
+        self: &Rc<Self>,
+        gate: &Gate,
+        fetcher: &Fetcher,
+        block_id: u64,
+        id: u64,
+        r: Range<u64>,
+        for_reader: bool,
+    ) {
+        let fetch =
+            Fetch { fills: self.clone(), gate: gate.clone(), block_id, id, range: r, for_reader, landed: false };
         if gate.spawn(fetch.run(fetcher.clone())).map(|t| t.detach()).is_err() {
             // The future was dropped unrun: its drop failed the flight, waiters were told.
         }
     }
 
     /// A fetch of `r` ended: keep the bytes and answer whom they serve, then fetch the gaps
-    /// or, with the block whole, store it. A failure fails the flight.
-    fn landed(&self, fetch: &Fetch, fetcher: &Fetcher, got: Outcome) {
+    /// (soon, see the module docs) or, with the block whole, store it. A failure fails the flight.
+    fn landed(self: &Rc<Self>, fetch: &Fetch, fetcher: &Fetcher, got: Outcome) {
         let (block_id, id, r) = (fetch.block_id, fetch.id, fetch.range.clone());
         let next = {
             let mut flights = self.flights.borrow_mut();
@@ -201,26 +226,54 @@ impl Fills {
             if !flight.fetching.is_empty() {
                 return;
             }
-            match flight.pieces.whole() {
-                Some(block) => {
-                    flight.completing = true;
-                    Next::Store(block)
-                }
-                None => {
-                    flight.completing = true;
-                    let len = flight.pieces.len();
-                    let gaps = flight.pieces.missing(0..len, &[]);
-                    flight.fetching.extend(gaps.iter().cloned());
-                    Next::Fetch(gaps)
-                }
+            // A fill-only request (`cvctl load`) wants the block now.
+            let loading = flight.waiters.iter().any(|w| w.want == Want::Stored);
+            let whole = flight.pieces.missing(0..flight.pieces.len(), &[]).is_empty();
+            if loading || whole {
+                flight.complete()
+            } else if flight.deferred {
+                return;
+            } else {
+                flight.deferred = true;
+                Next::Defer
             }
         };
+        self.run_next(&fetch.gate, fetcher, block_id, id, next);
+    }
+
+    /// A deferred gap fill's turn: unless a reader's fetch started meanwhile (its landing
+    /// defers again), fetch the gaps.
+    fn start_gaps(self: &Rc<Self>, gate: &Gate, fetcher: &Fetcher, block_id: u64, id: u64) {
+        let next = {
+            let mut flights = self.flights.borrow_mut();
+            let Some(flight) = flights.get_mut(&block_id).filter(|f| f.id == id) else { return };
+            flight.deferred = false;
+            if !flight.fetching.is_empty() || flight.completing {
+                return;
+            }
+            flight.complete()
+        };
+        self.run_next(gate, fetcher, block_id, id, next);
+    }
+
+    fn run_next(self: &Rc<Self>, gate: &Gate, fetcher: &Fetcher, block_id: u64, id: u64, next: Next) {
         match next {
-            Next::Fetch(gaps) => {
-                gaps.into_iter().for_each(|g| fetch.fills.spawn_fetch(&fetch.gate, fetcher, block_id, id, g))
+            Next::Fetch(gaps) => gaps.into_iter().for_each(|g| self.spawn_fetch(gate, fetcher, block_id, id, g, false)),
+            Next::Defer => {
+                let (fills, gate2, fetcher) = (self.clone(), gate.clone(), fetcher.clone());
+                let task = async move {
+                    let started = Instant::now();
+                    while !fetcher.quiet_for(QUIET) && started.elapsed() < MAX_DEFER {
+                        glommio::timer::sleep(DEFER_POLL).await;
+                    }
+                    fills.start_gaps(&gate2, &fetcher, block_id, id);
+                };
+                if gate.spawn(task).map(|t| t.detach()).is_err() {
+                    fail(&mut self.flights.borrow_mut(), block_id, id, abandoned());
+                }
             }
             Next::Store(block) => {
-                let fills = fetch.fills.clone();
+                let fills = self.clone();
                 let task = async move {
                     let stored = store(&fills.store, block_id, &block).await;
                     if let Err(e) = &stored {
@@ -231,7 +284,7 @@ impl Fills {
                         let _ = w.tx.send(stored.clone().map(|()| Bytes::new()));
                     }
                 };
-                if fetch.gate.spawn(task).map(|t| t.detach()).is_err() {
+                if gate.spawn(task).map(|t| t.detach()).is_err() {
                     fail(&mut self.flights.borrow_mut(), block_id, id, abandoned());
                 }
             }
@@ -239,8 +292,31 @@ impl Fills {
     }
 }
 
+impl Flight {
+    /// No reader fetch is left: store the block if whole, else fetch all its gaps now.
+    fn complete(&mut self) -> Next {
+        self.completing = true;
+        match self.pieces.whole() {
+            Some(block) => Next::Store(block),
+            None => {
+                let gaps = self.pieces.missing(0..self.pieces.len(), &[]);
+                self.fetching.extend(gaps.iter().cloned());
+                Next::Fetch(gaps)
+            }
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum WantKind {
+    Range,
+    Stored,
+}
+
 enum Next {
     Fetch(Vec<Range<u64>>),
+    /// Fetch the gaps once the readers are quiet.
+    Defer,
     Store(Bytes),
 }
 
@@ -268,6 +344,8 @@ struct Fetch {
     block_id: u64,
     id: u64,
     range: Range<u64>,
+    /// A reader waits for these bytes (not a gap fill).
+    for_reader: bool,
     landed: bool,
 }
 
@@ -281,7 +359,8 @@ impl Fetch {
             }
         };
         let r = &self.range;
-        let got = fetcher.fetch(source.object, source.offset + r.start, r.end - r.start).await.map_err(|e| {
+        let got = fetcher.fetch(source.object, source.offset + r.start, r.end - r.start, self.for_reader).await;
+        let got = got.map_err(|e| {
             tracing::debug!(block = self.block_id, error = %e, "fetch failed");
             FillError::new(fetch_code(&e), e.message())
         });

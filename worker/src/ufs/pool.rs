@@ -35,7 +35,8 @@ pub(crate) struct PoolSpec {
 /// The running pool. [`UfsPool::stop`] (or drop) ends it.
 #[derive(Debug)]
 pub(crate) struct UfsPool {
-    requests: flume::Sender<Fetch>,
+    /// One for all shards: it counts reader fetches worker-wide.
+    fetcher: Fetcher,
     stop: Option<flume::Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
@@ -67,7 +68,7 @@ impl UfsPool {
             })
             .map_err(|e| WorkerError::new(WorkerErrorKind::Executor, "spawn cv-ufs").with_source(e))?;
         match ready_rx.recv() {
-            Ok(Ok(())) => Ok(UfsPool { requests: req_tx, stop: Some(stop_tx), thread: Some(thread) }),
+            Ok(Ok(())) => Ok(UfsPool { fetcher: Fetcher::new(req_tx), stop: Some(stop_tx), thread: Some(thread) }),
             Ok(Err(e)) => {
                 let _ = thread.join();
                 Err(WorkerError::new(WorkerErrorKind::Executor, format!("cv-ufs: tokio runtime: {e}")))
@@ -81,7 +82,7 @@ impl UfsPool {
 
     /// A handle for a shard.
     pub(crate) fn fetcher(&self) -> Fetcher {
-        Fetcher::new(self.requests.clone())
+        self.fetcher.clone()
     }
 
     /// Stops taking requests, gives running fetches a moment, joins the thread. Shards still
