@@ -586,6 +586,13 @@ impl MasterCore {
         Ok(Self::done((), t))
     }
 
+    /// Queues deletes of `keys` under mount point `mount` (copies a rename is about to make).
+    pub fn begin_objects_queued(&self, mount: &str, keys: Vec<String>) -> Result<Pending<()>> {
+        let mount = mount.to_owned();
+        let (_, t) = self.submit(|_, _| Ok(Mutation::ObjectsQueued { mount, keys }))?;
+        Ok(Self::done((), t))
+    }
+
     /// Queued object deletes under mount point `mount` are done.
     pub fn begin_objects_deleted(&self, mount: &str, keys: Vec<String>) -> Result<Pending<()>> {
         let mount = mount.to_owned();

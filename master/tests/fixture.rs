@@ -150,7 +150,7 @@ fn reads_v2_snapshot_fixture() {
     assert_eq!(&data, expected_state_v2().data());
 }
 
-/// Version 3 adds the queue of object deletes: `Remove`, `Moved`, `ObjectsDeleted`.
+/// Version 3 adds the queue of object deletes: `Remove`, `Moved`, `ObjectsDeleted`, `ObjectsQueued`.
 fn mutations_v3() -> Vec<Mutation> {
     let s = |x: &str| x.to_owned();
     let mut v = mutations_v2();
@@ -161,6 +161,7 @@ fn mutations_v3() -> Vec<Mutation> {
         Mutation::Moved { file_id: 7, version: 2, object: object("t/b.parquet") },
         Mutation::Remove { path: s("/lake/t/b.parquet"), recursive: false, mtime: 1_700_000_003_001 },
         Mutation::ObjectsDeleted { mount: s("/lake"), keys: vec![s("t/a.parquet")] },
+        Mutation::ObjectsQueued { mount: s("/lake"), keys: vec![s("t/c.parquet")] },
         lost,
     ]);
     v
@@ -193,7 +194,8 @@ fn reads_v3_journal_fixture() {
         st.apply(m).unwrap();
     }
     assert_eq!(st.data(), expected_state_v3().data());
-    assert_eq!(st.queued_object_deletes(), vec![("/lake".to_owned(), vec!["t/b.parquet".to_owned()])]);
+    let queued = vec!["t/b.parquet".to_owned(), "t/c.parquet".to_owned()];
+    assert_eq!(st.queued_object_deletes(), vec![("/lake".to_owned(), queued)]);
 }
 
 #[test]

@@ -386,6 +386,13 @@ async fn renames_under_a_mount_move_the_objects_and_keep_the_cached_blocks() {
     let names: Vec<String> = client.list("/r").await.unwrap().into_iter().map(|e| e.path).collect();
     assert_eq!(names, ["/r/dir2", "/r/moved"], "the store agrees after a sync");
 
+    // A store that refuses the copy: the rename fails, nothing moved in cv or in the store.
+    s3.set_fault(cv_testkit::Fault::Status(503));
+    client.rename("/r/moved", "/r/moved2").await.unwrap_err();
+    s3.set_fault(cv_testkit::Fault::None);
+    assert_eq!((obj("r/moved").is_some(), obj("r/moved2")), (true, None));
+    assert_eq!(read_all(&client, "/r/moved").await, file);
+
     // Across a mount boundary: refused, nothing moves.
     client.mount("s3://lake/o", "/o", MountMode::Fs, s3_options(&s3)).await.unwrap();
     let e = client.rename("/r/moved", "/o/moved").await.unwrap_err();

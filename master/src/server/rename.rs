@@ -1,14 +1,16 @@
 //! Renames. Outside mounts a rename is one journaled mutation. Under a mount the
 //! objects behind the moved files move with them (the store is the truth in
 //! cache mode, and the copy cv exported in fs mode):
-//! 1. each object is copied to its new key inside the store;
-//! 2. the rename is journaled; if it fails, the copies are deleted and nothing changed;
+//! 1. the new keys are queued for deletion (journaled), then each object is copied to its
+//!    new key inside the store;
+//! 2. the rename is journaled; if it fails, the queue deletes the copies and nothing changed;
 //! 3. each moved file is pointed at its copy and its old object queued for deletion, in
 //!    one journaled step (`Moved`);
 //! 4. the queue is drained (`deletes.rs`; retried by the exporter's loop).
 //!
-//! A crash between 2 and 3 leaves a file pointing at its old object, which still
-//! exists: reads stay right, and the copy stays in the store. Nothing written is lost.
+//! A crash before 3 leaves each file pointing at its old object, which still exists, and
+//! its copy queued for deletion: the store ends as if the rename's copies never happened
+//! (the rename itself stands if it was journaled). Nothing written is lost.
 //! Renames into, out of or between mounts are refused (the state machine's
 //! `check_rename`). The whole rename holds `UfsLayer::objects`.
 
@@ -52,13 +54,21 @@ pub(super) async fn rename(s: &MasterService, frame: &Frame) -> Result<Reply, Fa
         return Ok(done(frame));
     }
     let ufs = s.ufs.store(&mount)?;
-    let moved = copy_objects(&ufs, &mount, &src, &dst, &copies).await?;
+    let new_keys: Vec<String> = copies.iter().map(|c| key_of(&mount.path, &moved_path(c, &src, &dst))).collect();
+    s.core.begin_objects_queued(&mount.path, new_keys)?.wait_async().await?;
+    let moved = match copy_objects(&ufs, &mount, &src, &dst, &copies).await {
+        Ok(m) => m,
+        Err(f) => {
+            super::deletes::drain_held(&s.core, &s.ufs).await;
+            return Err(f);
+        }
+    };
     let renamed = match s.core.begin_rename(src.as_str(), dst.as_str()) {
         Ok(p) => p.wait_async().await,
         Err(e) => Err(e),
     };
     if let Err(e) = renamed {
-        delete_keys(&ufs, moved.iter().map(|(_, o)| o.key.as_str())).await;
+        super::deletes::drain_held(&s.core, &s.ufs).await;
         return Err(e.into());
     }
     for (c, object) in &moved {
@@ -94,8 +104,13 @@ async fn list_tree(s: &MasterService, root: &CvPath) -> Result<(), Fail> {
     Ok(())
 }
 
-/// Copies every object to the key of its file's new path; on any failure deletes the copies
-/// made and fails.
+/// `c`'s path once `src` is renamed to `dst`.
+fn moved_path(c: &ObjectCopy, src: &CvPath, dst: &CvPath) -> String {
+    format!("{}{}", dst.as_str(), &c.path.as_str()[src.as_str().len()..])
+}
+
+/// Copies every object to the key of its file's new path; fails at the first failure (the
+/// copies are queued for deletion already).
 async fn copy_objects<'a>(
     ufs: &Ufs,
     mount: &Mount,
@@ -105,23 +120,13 @@ async fn copy_objects<'a>(
 ) -> Result<Vec<(&'a ObjectCopy, UfsObject)>, Fail> {
     let mut moved: Vec<(&ObjectCopy, UfsObject)> = Vec::with_capacity(copies.len());
     for c in copies {
-        let new_path = format!("{}{}", dst.as_str(), &c.path.as_str()[src.as_str().len()..]);
-        let key = key_of(&mount.path, &new_path);
-        let failure = match ufs.copy(&c.object.key, &key).await {
-            Ok(meta) if meta.len == c.length => {
-                moved.push((c, UfsObject { mount: mount.path.clone(), key, version: meta.version }));
-                continue;
-            }
-            Ok(meta) => {
-                moved.push((c, UfsObject { mount: mount.path.clone(), key, version: meta.version.clone() }));
-                let msg =
-                    format!("{}: {} bytes in the store, {} in cv; sync the mount", c.object.key, meta.len, c.length);
-                Fail::new(ErrorCode::StaleVersion, msg)
-            }
-            Err(e) => fail(e),
-        };
-        delete_keys(ufs, moved.iter().map(|(_, o)| o.key.as_str())).await;
-        return Err(failure);
+        let key = key_of(&mount.path, &moved_path(c, src, dst));
+        let meta = ufs.copy(&c.object.key, &key).await.map_err(fail)?;
+        if meta.len != c.length {
+            let msg = format!("{}: {} bytes in the store, {} in cv; sync the mount", c.object.key, meta.len, c.length);
+            return Err(Fail::new(ErrorCode::StaleVersion, msg));
+        }
+        moved.push((c, UfsObject { mount: mount.path.clone(), key, version: meta.version }));
     }
     Ok(moved)
 }
@@ -129,13 +134,4 @@ async fn copy_objects<'a>(
 /// Points a renamed file at its copy and queues its old object for deletion.
 async fn repoint(core: &MasterCore, c: &ObjectCopy, object: UfsObject) -> Result<(), crate::Error> {
     core.begin_moved(c.file_id, c.version, object)?.wait_async().await
-}
-
-/// Deletes objects; a failure is logged and the object stays.
-async fn delete_keys(ufs: &Ufs, keys: impl Iterator<Item = &str>) {
-    for key in keys {
-        if let Err(e) = ufs.delete(key).await {
-            tracing::warn!(key, error = %e, "object not deleted from the store");
-        }
-    }
 }

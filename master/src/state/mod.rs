@@ -99,6 +99,7 @@ impl State {
             Mutation::Remove { path, recursive, mtime } => self.remove(&parse(path)?, *recursive, *mtime),
             Mutation::Moved { file_id, version, object } => self.moved(*file_id, *version, object),
             Mutation::ObjectsDeleted { mount, keys } => Ok(self.objects_deleted(mount, keys)),
+            Mutation::ObjectsQueued { mount, keys } => self.objects_queued(mount, keys),
         }
     }
 }

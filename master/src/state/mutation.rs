@@ -119,6 +119,13 @@ pub enum Mutation {
         mount: String,
         keys: Vec<String>,
     },
+    /// Queues deletes of objects about to be written for a rename (format 3): a crash before
+    /// the files are pointed at them (`Moved`, which takes each off the queue) leaves no stray
+    /// copy behind.
+    ObjectsQueued {
+        mount: String,
+        keys: Vec<String>,
+    },
 }
 
 impl Mutation {
@@ -142,6 +149,7 @@ impl Mutation {
             Mutation::Remove { .. } => "remove",
             Mutation::Moved { .. } => "moved",
             Mutation::ObjectsDeleted { .. } => "objects_deleted",
+            Mutation::ObjectsQueued { .. } => "objects_queued",
         }
     }
 }

@@ -164,6 +164,14 @@ impl State {
         Applied::Done
     }
 
+    pub(super) fn objects_queued(&mut self, mount: &str, keys: &[String]) -> Result<Applied> {
+        if !self.data.mounts.contains_key(mount) {
+            return err(ErrorKind::NotFound, format!("mount at {mount}"));
+        }
+        self.data.pending_object_deletes.entry(mount.to_owned()).or_default().extend(keys.iter().cloned());
+        Ok(Applied::Done)
+    }
+
     fn queue_object_delete(&mut self, o: UfsObject) {
         self.data.pending_object_deletes.entry(o.mount).or_default().insert(o.key);
     }
