@@ -154,7 +154,7 @@ impl Fills {
         }
         let (tx, rx) = flume::bounded(1);
         let want_kind = if matches!(want, Want::Stored) { WantKind::Stored } else { WantKind::Range };
-        let (id, start) = {
+        let (id, start, now) = {
             let mut flights = self.flights.borrow_mut();
             let flight = flights.entry(block_id).or_insert_with(|| Flight {
                 id: self.next_id.replace(self.next_id.get() + 1),
@@ -171,13 +171,19 @@ impl Fills {
                 return Ok(b);
             }
             let start = flight.plan(&want);
+            // A fill-only request does not wait for a deferred gap fill's turn.
+            let now = (want == Want::Stored && flight.deferred && flight.fetching.is_empty() && !flight.completing)
+                .then(|| flight.complete());
             flight.waiters.push(Waiter { want, tx });
-            (flight.id, start)
+            (flight.id, start, now)
         };
         // Spawned after the borrow ends: a new task may run at once.
         let for_reader = matches!(want_kind, WantKind::Range);
         for r in start {
             self.spawn_fetch(gate, &fetcher, block_id, id, r, for_reader);
+        }
+        if let Some(next) = now {
+            self.run_next(gate, &fetcher, block_id, id, next);
         }
         rx.recv_async().await.unwrap_or_else(|_| Err(abandoned()))
     }
