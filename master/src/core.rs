@@ -579,10 +579,19 @@ impl MasterCore {
     }
 
     /// Records that file `file_id` at `version` is stored as `object`; its blocks get unpinned.
-    /// A renamed file is now a copy of `object`; the object it was a copy of is queued for
-    /// deletion.
-    pub fn begin_moved(&self, file_id: InodeId, version: u64, object: crate::state::UfsObject) -> Result<Pending<()>> {
-        let (_, t) = self.submit(|_, _| Ok(Mutation::Moved { file_id, version, object }))?;
+    /// Renames `src` to `dst` and points each unchanged (file id, version) at its copy; the
+    /// objects they were copies of are queued for deletion.
+    pub fn begin_rename_objects(
+        &self,
+        src: &str,
+        dst: &str,
+        objects: Vec<(InodeId, u64, crate::state::UfsObject)>,
+    ) -> Result<Pending<()>> {
+        let (src, dst) = (cv(src)?, cv(dst)?);
+        let (_, t) = self.submit(|_, now| {
+            let (src, dst) = (src.as_str().to_owned(), dst.as_str().to_owned());
+            Ok(Mutation::RenameObjects { src, dst, mtime: now, objects })
+        })?;
         Ok(Self::done((), t))
     }
 

@@ -150,15 +150,20 @@ fn reads_v2_snapshot_fixture() {
     assert_eq!(&data, expected_state_v2().data());
 }
 
-/// Version 3 adds the queue of object deletes: `Remove`, `Moved`, `ObjectsDeleted`, `ObjectsQueued`.
+/// Version 3 adds the queue of object deletes: `Remove`, `RenameObjects`, `ObjectsDeleted`, `ObjectsQueued`.
 fn mutations_v3() -> Vec<Mutation> {
     let s = |x: &str| x.to_owned();
     let mut v = mutations_v2();
     let lost = v.pop().unwrap();
     let object = |key: &str| UfsObject { mount: s("/lake"), key: s(key), version: s("\"etag-3\"") };
     v.extend([
-        Mutation::Rename { src: s("/lake/t/a.parquet"), dst: s("/lake/t/b.parquet"), mtime: 1_700_000_003_000 },
-        Mutation::Moved { file_id: 7, version: 2, object: object("t/b.parquet") },
+        Mutation::ObjectsQueued { mount: s("/lake"), keys: vec![s("t/b.parquet")] },
+        Mutation::RenameObjects {
+            src: s("/lake/t/a.parquet"),
+            dst: s("/lake/t/b.parquet"),
+            mtime: 1_700_000_003_000,
+            objects: vec![(7, 2, object("t/b.parquet"))],
+        },
         Mutation::Remove { path: s("/lake/t/b.parquet"), recursive: false, mtime: 1_700_000_003_001 },
         Mutation::ObjectsDeleted { mount: s("/lake"), keys: vec![s("t/a.parquet")] },
         Mutation::ObjectsQueued { mount: s("/lake"), keys: vec![s("t/c.parquet")] },

@@ -3,14 +3,12 @@
 //! cache mode, and the copy cv exported in fs mode):
 //! 1. the new keys are queued for deletion (journaled), then each object is copied to its
 //!    new key inside the store;
-//! 2. the rename is journaled; if it fails, the queue deletes the copies and nothing changed;
-//! 3. each moved file is pointed at its copy and its old object queued for deletion, in
-//!    one journaled step (`Moved`);
-//! 4. the queue is drained (`deletes.rs`; retried by the exporter's loop).
+//! 2. one journaled step (`RenameObjects`) renames, points each moved file at its copy,
+//!    takes the copies off the queue and queues the old objects;
+//! 3. the queue is drained (`deletes.rs`; retried by the exporter's loop).
 //!
-//! A crash before 3 leaves each file pointing at its old object, which still exists, and
-//! its copy queued for deletion: the store ends as if the rename's copies never happened
-//! (the rename itself stands if it was journaled). Nothing written is lost.
+//! A failure or crash before 2 changes nothing in cv and the queue removes the copies; after
+//! 2 the rename is whole. A file is never left pointing at an object another file may take.
 //! Renames into, out of or between mounts are refused (the state machine's
 //! `check_rename`). The whole rename holds `UfsLayer::objects`.
 
@@ -18,7 +16,6 @@ use super::errors::Fail;
 use super::namespace::{done, parsed};
 use super::service::MasterService;
 use super::ufs::fail;
-use crate::MasterCore;
 use crate::path::CvPath;
 use crate::state::{Mount, MountMode, ObjectCopy, UfsObject, key_of};
 use cv_net::rpc::Reply;
@@ -63,18 +60,14 @@ pub(super) async fn rename(s: &MasterService, frame: &Frame) -> Result<Reply, Fa
             return Err(f);
         }
     };
-    let renamed = match s.core.begin_rename(src.as_str(), dst.as_str()) {
+    let objects = moved.into_iter().map(|(c, o)| (c.file_id, c.version, o)).collect();
+    let renamed = match s.core.begin_rename_objects(src.as_str(), dst.as_str(), objects) {
         Ok(p) => p.wait_async().await,
         Err(e) => Err(e),
     };
     if let Err(e) = renamed {
         super::deletes::drain_held(&s.core, &s.ufs).await;
         return Err(e.into());
-    }
-    for (c, object) in &moved {
-        if let Err(e) = repoint(&s.core, c, object.clone()).await {
-            tracing::warn!(path = %c.path, key = %object.key, error = %e, "renamed file still points at its old object");
-        }
     }
     super::deletes::drain_held(&s.core, &s.ufs).await;
     drop(held);
@@ -129,9 +122,4 @@ async fn copy_objects<'a>(
         moved.push((c, UfsObject { mount: mount.path.clone(), key, version: meta.version }));
     }
     Ok(moved)
-}
-
-/// Points a renamed file at its copy and queues its old object for deletion.
-async fn repoint(core: &MasterCore, c: &ObjectCopy, object: UfsObject) -> Result<(), crate::Error> {
-    core.begin_moved(c.file_id, c.version, object)?.wait_async().await
 }

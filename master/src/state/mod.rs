@@ -97,7 +97,9 @@ impl State {
             Mutation::Free { path } => self.free(&parse(path)?),
             Mutation::Exported { file_id, version, object } => self.exported(*file_id, *version, object),
             Mutation::Remove { path, recursive, mtime } => self.remove(&parse(path)?, *recursive, *mtime),
-            Mutation::Moved { file_id, version, object } => self.moved(*file_id, *version, object),
+            Mutation::RenameObjects { src, dst, mtime, objects } => {
+                self.rename_objects(&parse(src)?, &parse(dst)?, *mtime, objects)
+            }
             Mutation::ObjectsDeleted { mount, keys } => Ok(self.objects_deleted(mount, keys)),
             Mutation::ObjectsQueued { mount, keys } => self.objects_queued(mount, keys),
         }

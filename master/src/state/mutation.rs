@@ -107,12 +107,15 @@ pub enum Mutation {
         recursive: bool,
         mtime: u64,
     },
-    /// A renamed file's object was copied to its new key (format 3): as `Exported`, and the
-    /// object it was a copy of is queued for deletion.
-    Moved {
-        file_id: InodeId,
-        version: u64,
-        object: UfsObject,
+    /// A rename under a mount whose objects were copied to their new keys (format 3): as
+    /// `Rename`, and in the same step each (file id, version, copy) whose file is unchanged
+    /// becomes a copy of its new object, the old one queued for deletion and the new one
+    /// taken off the queue. A file that changed since keeps its old object.
+    RenameObjects {
+        src: String,
+        dst: String,
+        mtime: u64,
+        objects: Vec<(InodeId, u64, UfsObject)>,
     },
     /// These queued object deletes are done (format 3).
     ObjectsDeleted {
@@ -120,7 +123,7 @@ pub enum Mutation {
         keys: Vec<String>,
     },
     /// Queues deletes of objects about to be written for a rename (format 3): a crash before
-    /// the files are pointed at them (`Moved`, which takes each off the queue) leaves no stray
+    /// the files are pointed at them (`RenameObjects`, which takes each off the queue) leaves no stray
     /// copy behind.
     ObjectsQueued {
         mount: String,
@@ -147,7 +150,7 @@ impl Mutation {
             Mutation::Free { .. } => "free",
             Mutation::Exported { .. } => "exported",
             Mutation::Remove { .. } => "remove",
-            Mutation::Moved { .. } => "moved",
+            Mutation::RenameObjects { .. } => "rename_objects",
             Mutation::ObjectsDeleted { .. } => "objects_deleted",
             Mutation::ObjectsQueued { .. } => "objects_queued",
         }

@@ -318,9 +318,15 @@ fn object_deletes_are_queued_with_the_delete_and_voided_by_a_new_copy() {
     st.apply(&Mutation::Exported { file_id: g, version: w, object: at("a", "e3") }).unwrap();
     assert!(!st.object_delete_queued("/m", "a"));
     // A move queues the old key, never the new one.
-    st.apply(&Mutation::Rename { src: p("/m/a"), dst: p("/m/b"), mtime: 60 }).unwrap();
-    st.apply(&Mutation::Moved { file_id: g, version: w, object: at("b", "e4") }).unwrap();
+    st.apply(&Mutation::ObjectsQueued { mount: p("/m"), keys: vec![p("b")] }).unwrap();
+    let objects = vec![(g, w, at("b", "e4")), (g, w + 1, at("stale", "e5"))];
+    st.apply(&Mutation::RenameObjects { src: p("/m/a"), dst: p("/m/b"), mtime: 60, objects }).unwrap();
+    assert_eq!(st.ufs_object(g).unwrap().key, "b");
     assert_eq!(st.queued_object_deletes(), vec![(p("/m"), vec![p("a")])]);
+    // A rename that fails changes nothing, objects included.
+    let objects = vec![(g, w, at("c", "e6"))];
+    assert!(st.apply(&Mutation::RenameObjects { src: p("/m/nope"), dst: p("/m/c"), mtime: 61, objects }).is_err());
+    assert_eq!(st.ufs_object(g).unwrap().key, "b");
     st.apply(&Mutation::ObjectsDeleted { mount: p("/m"), keys: vec![p("a")] }).unwrap();
     assert!(st.queued_object_deletes().is_empty());
     // Unmounting drops what is queued for that store.

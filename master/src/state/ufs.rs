@@ -143,7 +143,23 @@ impl State {
         Ok(applied)
     }
 
-    pub(super) fn moved(&mut self, file_id: super::InodeId, version: u64, object: &UfsObject) -> Result<Applied> {
+    pub(super) fn rename_objects(
+        &mut self,
+        src: &CvPath,
+        dst: &CvPath,
+        mtime: u64,
+        objects: &[(super::InodeId, u64, UfsObject)],
+    ) -> Result<Applied> {
+        let applied = self.rename(src, dst, mtime)?;
+        for (file_id, version, object) in objects {
+            // Refused (nothing changed) for a file replaced since its copy: that copy stays
+            // queued for deletion.
+            let _ = self.moved(*file_id, *version, object);
+        }
+        Ok(applied)
+    }
+
+    fn moved(&mut self, file_id: super::InodeId, version: u64, object: &UfsObject) -> Result<Applied> {
         let old = self.data.ufs_files.get(&file_id).cloned();
         let applied = self.exported(file_id, version, object)?;
         if let Some(old) = old.filter(|o| (&o.mount, &o.key) != (&object.mount, &object.key)) {

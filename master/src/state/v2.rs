@@ -1,6 +1,6 @@
 //! Format version 2 of the journal records and the snapshot, frozen: every
 //! later build reads them (master/FORMAT.md). Version 3 added the queue of
-//! object deletes (`pending_object_deletes`) and the `Remove`, `Moved`,
+//! object deletes (`pending_object_deletes`) and the `Remove`, `RenameObjects`,
 //! `ObjectsDeleted` and `ObjectsQueued` mutations; nothing else changed, so the inner types are
 //! shared. Before changing any of those, copy its version-2 form here.
 
