@@ -5,51 +5,100 @@
 //!
 //! `UfsLayer::objects` orders this against uploads and renames: an object that becomes a
 //! file's again (an export or a rename to a queued key) is taken off the queue while the
-//! lock is held, so the drain can never delete it.
+//! lock is held, and the drain looks at the queue again under the lock before it deletes,
+//! so it can never delete such an object.
 
 use super::ufs::UfsLayer;
 use crate::MasterCore;
+use std::time::Duration;
 
-/// Drains the queue; whether it is empty now.
-pub(super) async fn drain(core: &MasterCore, ufs: &UfsLayer) -> bool {
-    let _held = ufs.objects.lock().await;
-    drain_held(core, ufs).await
+/// How long a request that queued deletes waits for them before it answers; the rest is
+/// left to the exporter's loop (the queue is durable, so nothing is lost by not waiting).
+const INLINE_WAIT: Duration = Duration::from_secs(2);
+
+/// Drains the queue for a request that just queued deletes, for at most [`INLINE_WAIT`].
+pub(super) async fn drain_soon(core: &MasterCore, ufs: &UfsLayer) {
+    if tokio::time::timeout(INLINE_WAIT, drain(core, ufs)).await.is_err() {
+        tracing::info!("object deletes queued; the store is slow, they finish in the background");
+    }
 }
 
-/// [`drain`], with `ufs.objects` already held by the caller.
+/// [`drain_soon`], with `ufs.objects` already held by the caller.
+pub(super) async fn drain_soon_held(core: &MasterCore, ufs: &UfsLayer) {
+    if tokio::time::timeout(INLINE_WAIT, drain_held(core, ufs)).await.is_err() {
+        tracing::info!("object deletes queued; the store is slow, they finish in the background");
+    }
+}
+
+/// Keys deleted under one hold of `UfsLayer::objects`, then recorded in one journal record.
+const BATCH: usize = 64;
+
+/// Drains the queue, taking `ufs.objects` per batch of keys so that uploads and renames are
+/// not held up for long; whether it is empty now. A mount whose store fails is left for the
+/// next round after its first failure.
+pub(super) async fn drain(core: &MasterCore, ufs: &UfsLayer) -> bool {
+    let mut all = true;
+    for (mount, keys) in core.inspect(|st| st.queued_object_deletes()) {
+        for batch in keys.chunks(BATCH) {
+            let _held = ufs.objects.lock().await;
+            // Taken off the queue meanwhile (the key is a file's object again): not ours to delete.
+            let batch: Vec<String> =
+                batch.iter().filter(|k| core.inspect(|st| st.object_delete_queued(&mount, k))).cloned().collect();
+            if !delete_batch(core, ufs, &mount, batch).await {
+                all = false;
+                break;
+            }
+        }
+    }
+    all
+}
+
+/// [`drain`], with `ufs.objects` held by the caller throughout.
 pub(super) async fn drain_held(core: &MasterCore, ufs: &UfsLayer) -> bool {
     let mut all = true;
     for (mount, keys) in core.inspect(|st| st.queued_object_deletes()) {
-        let Some(m) = core.inspect(|st| st.mounts().into_iter().find(|m| m.path == mount)) else { continue };
-        let store = match ufs.store(&m) {
-            Ok(s) => s,
-            Err(f) => {
-                tracing::warn!(mount, "store unavailable for queued deletes: {}", f.message);
+        all &= delete_batch(core, ufs, &mount, keys).await;
+    }
+    all
+}
+
+/// Deletes `keys` of the store of mount point `mount` and records the ones deleted; stops at
+/// the first failure. Whether all went.
+async fn delete_batch(core: &MasterCore, ufs: &UfsLayer, mount: &str, keys: Vec<String>) -> bool {
+    if keys.is_empty() {
+        return true;
+    }
+    // Unmounted: the state dropped its queue.
+    let Some(m) = core.inspect(|st| st.mounts().into_iter().find(|m| m.path == mount)) else { return true };
+    let store = match ufs.store(&m) {
+        Ok(s) => s,
+        Err(f) => {
+            tracing::warn!(mount, "store unavailable for queued deletes: {}", f.message);
+            return false;
+        }
+    };
+    let mut done = Vec::with_capacity(keys.len());
+    let mut all = true;
+    for key in keys {
+        match store.delete(&key).await {
+            Ok(()) => done.push(key),
+            Err(e) => {
+                tracing::warn!(mount, key, error = %e, "object not deleted yet, will retry");
                 all = false;
-                continue;
-            }
-        };
-        let mut done = Vec::with_capacity(keys.len());
-        for key in keys {
-            match store.delete(&key).await {
-                Ok(()) => done.push(key),
-                Err(e) => {
-                    tracing::warn!(mount, key, error = %e, "object not deleted yet, will retry");
-                    all = false;
-                }
+                break;
             }
         }
-        if done.is_empty() {
-            continue;
-        }
-        let recorded = match core.begin_objects_deleted(&mount, done) {
-            Ok(p) => p.wait_async().await,
-            Err(e) => Err(e),
-        };
-        if let Err(e) = recorded {
-            tracing::warn!(mount, error = %e, "object deletes done but not recorded; they will be made again");
-            all = false;
-        }
+    }
+    if done.is_empty() {
+        return all;
+    }
+    let recorded = match core.begin_objects_deleted(mount, done) {
+        Ok(p) => p.wait_async().await,
+        Err(e) => Err(e),
+    };
+    if let Err(e) = recorded {
+        tracing::warn!(mount, error = %e, "object deletes done but not recorded; they will be made again");
+        return false;
     }
     all
 }

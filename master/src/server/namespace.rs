@@ -169,7 +169,7 @@ pub(super) async fn delete(s: &MasterService, frame: &Frame) -> Result<Reply, Fa
     let objects = s.core.inspect(|st| !st.ufs_objects_under(&cv).is_empty());
     s.core.begin_remove(&req.path, req.recursive)?.wait_async().await?;
     if objects {
-        super::deletes::drain(&s.core, &s.ufs).await;
+        super::deletes::drain_soon(&s.core, &s.ufs).await;
     }
     Ok(done(frame))
 }

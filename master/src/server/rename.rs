@@ -56,7 +56,7 @@ pub(super) async fn rename(s: &MasterService, frame: &Frame) -> Result<Reply, Fa
     let moved = match copy_objects(&ufs, &mount, &src, &dst, &copies).await {
         Ok(m) => m,
         Err(f) => {
-            super::deletes::drain_held(&s.core, &s.ufs).await;
+            super::deletes::drain_soon_held(&s.core, &s.ufs).await;
             return Err(f);
         }
     };
@@ -66,10 +66,10 @@ pub(super) async fn rename(s: &MasterService, frame: &Frame) -> Result<Reply, Fa
         Err(e) => Err(e),
     };
     if let Err(e) = renamed {
-        super::deletes::drain_held(&s.core, &s.ufs).await;
+        super::deletes::drain_soon_held(&s.core, &s.ufs).await;
         return Err(e.into());
     }
-    super::deletes::drain_held(&s.core, &s.ufs).await;
+    super::deletes::drain_soon_held(&s.core, &s.ufs).await;
     drop(held);
     s.ufs.sync(&src);
     Ok(done(frame))
