@@ -16,6 +16,9 @@ pub enum ErrorKind {
     NoWorkers,
     /// A request cv does not carry out, such as a rename across a mount boundary.
     Unsupported,
+    /// What a multi-step request prepared changed under it (a listing recorded a new object
+    /// during a rename); the request may be made again.
+    Changed,
     /// The file is complete (or was replaced) and can no longer take blocks.
     FileNotWritable,
     /// The file is still being written and cannot be opened.
@@ -35,7 +38,7 @@ pub enum ErrorKind {
 impl ErrorKind {
     /// Whether the same request may succeed if retried later without change.
     pub fn retryable(self) -> bool {
-        matches!(self, ErrorKind::NoWorkers | ErrorKind::Io)
+        matches!(self, ErrorKind::NoWorkers | ErrorKind::Io | ErrorKind::Changed)
     }
 }
 

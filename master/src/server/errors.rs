@@ -20,6 +20,7 @@ pub fn code_of(kind: ErrorKind) -> ErrorCode {
         ErrorKind::NoWorkers => ErrorCode::NoWorkers,
         ErrorKind::FileNotWritable => ErrorCode::NotWritable,
         ErrorKind::Unsupported => ErrorCode::Unsupported,
+        ErrorKind::Changed => ErrorCode::StaleVersion,
         // Readable once its writer completes it: worth a bounded retry.
         ErrorKind::FileIncomplete => ErrorCode::Unavailable,
         ErrorKind::UnknownWorker => ErrorCode::NotFound,

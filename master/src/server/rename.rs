@@ -27,7 +27,15 @@ pub(super) async fn rename(s: &MasterService, frame: &Frame) -> Result<Reply, Fa
     let req: Rename = frame.decode_body()?;
     let (src, dst) = (parsed(&req.src)?, parsed(&req.dst)?);
     let Some(mount) = s.core.inspect(|st| st.mount_for(&src).cloned()) else {
-        s.core.begin_rename(src.as_str(), dst.as_str())?.wait_async().await?;
+        // Copies of objects outside any mount (theirs is gone): the state machine refuses to
+        // move them, which a plain rename would not.
+        let holds_copies = s.core.inspect(|st| !st.object_copies_under(&src).is_empty());
+        let pending = if holds_copies {
+            s.core.begin_rename_objects(src.as_str(), dst.as_str(), Vec::new())?
+        } else {
+            s.core.begin_rename(src.as_str(), dst.as_str())?
+        };
+        pending.wait_async().await?;
         return Ok(done(frame));
     };
     // One rename under mounts at a time: two could copy into each other's keys.
@@ -47,7 +55,8 @@ pub(super) async fn rename(s: &MasterService, frame: &Frame) -> Result<Reply, Fa
     }
     let copies = s.core.inspect(|st| st.object_copies_under(&src));
     if copies.is_empty() {
-        s.core.begin_rename(src.as_str(), dst.as_str())?.wait_async().await?;
+        // Still `RenameObjects`: it refuses if a listing recorded a copy under src meanwhile.
+        s.core.begin_rename_objects(src.as_str(), dst.as_str(), Vec::new())?.wait_async().await?;
         return Ok(done(frame));
     }
     let ufs = s.ufs.store(&mount)?;

@@ -319,7 +319,11 @@ fn object_deletes_are_queued_with_the_delete_and_voided_by_a_new_copy() {
     assert!(!st.object_delete_queued("/m", "a"));
     // A move queues the old key, never the new one.
     st.apply(&Mutation::ObjectsQueued { mount: p("/m"), keys: vec![p("b")] }).unwrap();
-    let objects = vec![(g, w, at("b", "e4")), (g, w + 1, at("stale", "e5"))];
+    // A copy under src missing from the list (recorded since it was made): refused, nothing moves.
+    let unlisted = Mutation::RenameObjects { src: p("/m/a"), dst: p("/m/b"), mtime: 60, objects: vec![] };
+    assert_eq!(kind(st.apply(&unlisted)), ErrorKind::Changed);
+    assert!(st.lookup(&cv("/m/a")).is_ok());
+    let objects = vec![(g, w, at("b", "e4")), (9_999, 1, at("stale", "e5"))];
     st.apply(&Mutation::RenameObjects { src: p("/m/a"), dst: p("/m/b"), mtime: 60, objects }).unwrap();
     assert_eq!(st.ufs_object(g).unwrap().key, "b");
     assert_eq!(st.queued_object_deletes(), vec![(p("/m"), vec![p("a")])]);

@@ -5,6 +5,7 @@ use super::types::{InodeBody, UfsObject, WorkerId};
 use super::{Applied, State, err};
 use crate::error::{ErrorKind, Result};
 use crate::path::CvPath;
+use std::collections::BTreeMap;
 
 /// A file that is a copy of an object.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -135,12 +136,21 @@ impl State {
     }
 
     pub(super) fn remove(&mut self, path: &CvPath, recursive: bool, mtime: u64) -> Result<Applied> {
-        let objects = self.ufs_objects_under(path);
+        // Only objects at their file's key under a current mount: any other record (a mount gone
+        // or replaced since) may name a key another file uses now.
+        let objects: Vec<UfsObject> =
+            self.object_copies_under(path).into_iter().filter(|c| self.in_place(c)).map(|c| c.object).collect();
         let applied = self.delete(path, recursive, mtime)?;
         for o in objects {
             self.queue_object_delete(o);
         }
         Ok(applied)
+    }
+
+    /// Whether a copy's object is the one at its path's key under the mount it is under now.
+    fn in_place(&self, c: &ObjectCopy) -> bool {
+        self.mount_for(&c.path)
+            .is_some_and(|m| m.path == c.object.mount && super::key_of(&m.path, c.path.as_str()) == c.object.key)
     }
 
     pub(super) fn rename_objects(
@@ -150,9 +160,25 @@ impl State {
         mtime: u64,
         objects: &[(super::InodeId, u64, UfsObject)],
     ) -> Result<Applied> {
+        // Everything that can refuse is checked before anything changes.
+        if !self.check_rename(src, dst)? {
+            return Ok(Applied::Done);
+        }
+        let copies = self.object_copies_under(src);
+        if let Some(c) = copies.iter().find(|c| !self.in_place(c)) {
+            let msg =
+                format!("{} is a copy of {}:{}, which is not mounted there now", c.path, c.object.mount, c.object.key);
+            return err(ErrorKind::Unsupported, msg);
+        }
+        // Every copy that moves must move to its new object: one recorded since the request was
+        // prepared (a listing during the copies) would keep its old key at its new path.
+        let listed: BTreeMap<super::InodeId, u64> = objects.iter().map(|(id, v, _)| (*id, *v)).collect();
+        if let Some(c) = copies.iter().find(|c| listed.get(&c.file_id) != Some(&c.version)) {
+            return err(ErrorKind::Changed, format!("{} changed during the rename", c.path));
+        }
         let applied = self.rename(src, dst, mtime)?;
         for (file_id, version, object) in objects {
-            // Refused (nothing changed) for a file replaced since its copy: that copy stays
+            // Refused (nothing changed) for an entry that is not a copy under src: its copy stays
             // queued for deletion.
             let _ = self.moved(*file_id, *version, object);
         }
