@@ -148,12 +148,26 @@ pub fn encode<M: Message>(msg: &M, request_id: u64, payload: &[u8]) -> Result<En
 /// Encodes `msg` with a payload held in several slices (e.g. DMA chunks),
 /// which are checksummed in place and never copied.
 pub fn encode_with<M: Message>(msg: &M, request_id: u64, payload: &[&[u8]]) -> Result<EncodedFrame, WireError> {
+    let mut crc = crc32fast::Hasher::new();
+    payload.iter().for_each(|p| crc.update(p));
+    let len: usize = payload.iter().map(|p| p.len()).sum();
+    encode_with_crc(msg, request_id, len as u64, crc.finalize())
+}
+
+/// Encodes `msg` for a payload of `payload_len` bytes whose crc32 the caller already holds
+/// (e.g. combined from verified chunk checksums), so the payload is not read again here.
+/// The caller must send exactly the bytes that `payload_crc` was computed over.
+pub fn encode_with_crc<M: Message>(
+    msg: &M,
+    request_id: u64,
+    payload_len: u64,
+    payload_crc: u32,
+) -> Result<EncodedFrame, WireError> {
     let mut head = AlignedVec::with_capacity(256);
     head.extend_from_slice(&[0u8; HEADER_LEN]);
     let mut head = msg.archive_into(head)?;
     let body_len =
         u32::try_from(head.len() - HEADER_LEN).map_err(|_| WireError::new(WireErrorKind::Encode, "body over 4 GiB"))?;
-    let payload_len: usize = payload.iter().map(|p| p.len()).sum();
     let payload_len =
         u32::try_from(payload_len).map_err(|_| WireError::new(WireErrorKind::Encode, "payload over 4 GiB"))?;
     let mut header = FrameHeader {
@@ -169,7 +183,7 @@ pub fn encode_with<M: Message>(msg: &M, request_id: u64, payload: &[&[u8]]) -> R
     let mut crc = crc32fast::Hasher::new();
     crc.update(&head[..CRC_COVERED]);
     crc.update(&head[HEADER_LEN..]);
-    payload.iter().for_each(|p| crc.update(p));
+    crc.combine(&crc32fast::Hasher::new_with_initial_len(payload_crc, u64::from(payload_len)));
     header.crc32 = crc.finalize();
     head[CRC_COVERED..HEADER_LEN].copy_from_slice(&header.crc32.to_le_bytes());
     Ok(EncodedFrame { head, header })

@@ -23,7 +23,7 @@ pub mod msg;
 
 pub use codes::ErrorCode;
 pub use error::{WireError, WireErrorKind};
-pub use frame::{EncodedFrame, Flags, Frame, FrameHeader, HEADER_LEN, MAGIC, encode, encode_with};
+pub use frame::{EncodedFrame, Flags, Frame, FrameHeader, HEADER_LEN, MAGIC, encode, encode_with, encode_with_crc};
 pub use ids::{SHARD_BITS, block_id, block_seq, block_shard, first_free_seq};
 pub use kinds::{Kind, Message};
 pub use limits::Limits;

@@ -1,7 +1,7 @@
 //! Round trips of every message, and refusal of damaged frames.
 
 use cv_wire::msg::*;
-use cv_wire::{Frame, HEADER_LEN, Kind, Limits, Message, WireErrorKind, encode, encode_with};
+use cv_wire::{Frame, HEADER_LEN, Kind, Limits, Message, WireErrorKind, encode, encode_with, encode_with_crc};
 use std::collections::HashSet;
 
 fn status(path: &str) -> FileStatus {
@@ -332,6 +332,25 @@ fn payload_in_slices_equals_payload_in_one() {
     let one = encode(&ReadBlockOk { block_len: 150 }, 3, &joined).unwrap();
     let two = encode_with(&ReadBlockOk { block_len: 150 }, 3, &[&a, &b]).unwrap();
     assert_eq!(one.head(), two.head());
+}
+
+#[test]
+fn payload_crc_given_equals_payload_checksummed() {
+    let a = [1u8; 100];
+    let b = [2u8; 50];
+    // As a store would hold them: one crc per piece, combined.
+    let mut crc = crc32fast::Hasher::new_with_initial_len(crc32fast::hash(&a), 100);
+    crc.combine(&crc32fast::Hasher::new_with_initial_len(crc32fast::hash(&b), 50));
+    let given = encode_with_crc(&ReadBlockOk { block_len: 150 }, 3, 150, crc.finalize()).unwrap();
+    let summed = encode_with(&ReadBlockOk { block_len: 150 }, 3, &[&a, &b]).unwrap();
+    assert_eq!(given.head(), summed.head());
+    let mut bytes = given.head().to_vec();
+    bytes.extend_from_slice(&a);
+    bytes.extend_from_slice(&b);
+    Frame::decode(&bytes, &Limits::DEFAULT).unwrap();
+    // An empty payload has crc 0.
+    let empty = encode_with_crc(&ReadBlockOk { block_len: 0 }, 4, 0, 0).unwrap();
+    assert_eq!(empty.head(), encode(&ReadBlockOk { block_len: 0 }, 4, &[]).unwrap().head());
 }
 
 #[test]

@@ -28,6 +28,15 @@ fn write_read_verify_across_sizes_and_ranges() {
                 let got = store.read(id, off as u64, n as u64).await.unwrap();
                 assert_eq!(got.len(), n);
                 assert_eq!(got.to_vec(), &data[off..off + n], "len {len} range {off}+{n}");
+                assert_eq!(got.crc32(), crc32fast::hash(&data[off..off + n]), "crc of len {len} range {off}+{n}");
+            }
+            // Whole chunks (combined from the verified chunk crcs) and chunk-aligned ranges.
+            for &(off, n) in &[(0usize, len), (0, 65536), (65536, 65536), (65536, len.saturating_sub(65536))] {
+                if off + n > len {
+                    continue;
+                }
+                let got = store.read(id, off as u64, n as u64).await.unwrap();
+                assert_eq!(got.crc32(), crc32fast::hash(&data[off..off + n]), "crc of len {len} range {off}+{n}");
             }
         }
         let empty = store.read(100, 0, 0).await.unwrap();
@@ -144,6 +153,7 @@ fn memory_tier_counts_hits_after_second_touch() {
         let got = store.read(3, 65_000, 2000).await.unwrap();
         assert_eq!(got.to_vec(), &data[65_000..67_000]);
         assert!(got.as_contiguous().is_none(), "two memory chunks are two pieces");
+        assert_eq!(got.crc32(), crc32fast::hash(&data[65_000..67_000]));
         let s3 = store.stats().memory;
         assert_eq!((s3.hits, s3.misses), (2, 4));
         assert_eq!(store.stats().disk.hits, 3);

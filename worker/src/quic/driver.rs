@@ -70,6 +70,7 @@ async fn read_loop(shared: std::rc::Weak<Shared>, readiness: Readiness) {
         let Some(shared) = shared.upgrade() else {
             return;
         };
+        shared.readable.set(true);
         shared.wake.notify();
         // Peeking again before the driver drained the socket would spin.
         shared.rearm.wait().await;
@@ -135,7 +136,7 @@ fn pass(shared: &Rc<Shared>, now: Instant) -> Next {
         if !flush_unsent(st) {
             return Next::SendBlocked;
         }
-        let rx_more = receive(shared, st, now);
+        let rx_more = shared.readable.get() && receive(shared, st, now);
         for handle in st.timers.pop_due(now) {
             if let Some(conn) = st.conns.get(&handle) {
                 conn.timer.set(None);
@@ -222,7 +223,8 @@ fn send_or_keep(st: &mut EndpointState, meta: quinn_proto::Transmit, data: Vec<u
     }
 }
 
-/// Drains the socket (bounded); returns true if datagrams may remain.
+/// Drains the socket (bounded); returns true if datagrams may remain. Once drained, the
+/// socket is not read again until the reader sees a datagram queued.
 fn receive(shared: &Rc<Shared>, st: &mut EndpointState, now: Instant) -> bool {
     for _ in 0..RECV_BATCHES_PER_PASS {
         let mut rx = std::mem::take(&mut st.rx);
@@ -246,6 +248,7 @@ fn receive(shared: &Rc<Shared>, st: &mut EndpointState, now: Instant) -> bool {
             Ok(true) => continue,
             // Drained without another (empty) recvmmsg: the reader's peek sees any later arrival.
             Ok(false) => {
+                shared.readable.set(false);
                 shared.rearm.notify();
                 return false;
             }
@@ -253,6 +256,7 @@ fn receive(shared: &Rc<Shared>, st: &mut EndpointState, now: Instant) -> bool {
                 if e.kind() != io::ErrorKind::WouldBlock {
                     debug!(error = %e, "quic: udp receive failed");
                 }
+                shared.readable.set(false);
                 shared.rearm.notify();
                 return false;
             }

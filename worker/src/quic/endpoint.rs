@@ -46,6 +46,9 @@ pub(crate) struct Shared {
     pub(crate) wake: Notify,
     /// Lets the reader wait for readability again once the driver drained the socket.
     pub(crate) rearm: Notify,
+    /// Datagrams may be queued on the socket: set by the reader, cleared by the driver once
+    /// a receive drained it. Passes woken by stream I/O skip the (empty) `recvmmsg`.
+    pub(crate) readable: Cell<bool>,
     /// Connections a driver pass must visit.
     pub(crate) dirty: RefCell<Vec<Rc<ConnShared>>>,
     pub(crate) local_addr: SocketAddr,
@@ -142,6 +145,7 @@ impl Endpoint {
             }),
             wake: Notify::default(),
             rearm: Notify::default(),
+            readable: Cell::new(false),
             dirty: RefCell::new(Vec::new()),
             local_addr,
             stopped: Cell::new(false),

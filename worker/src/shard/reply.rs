@@ -41,10 +41,11 @@ impl Reply {
         Reply { frame: cv_wire::encode(msg, request_id, &bytes), payload: Payload::Owned(bytes) }
     }
 
-    /// A reply whose payload is `bytes` (checksummed in place, sent piece by piece).
+    /// A reply whose payload is `bytes`, sent piece by piece. The frame crc is combined from
+    /// the checksums the store took while verifying the chunks it read, so the bytes are not
+    /// read a second time.
     pub(crate) fn with_block<M: Message>(request_id: u64, msg: &M, bytes: BlockBytes) -> Reply {
-        let parts: Vec<&[u8]> = bytes.parts().collect();
-        let frame = cv_wire::encode_with(msg, request_id, &parts);
+        let frame = cv_wire::encode_with_crc(msg, request_id, bytes.len() as u64, bytes.crc32());
         Reply { frame, payload: Payload::Block(bytes) }
     }
 

@@ -45,7 +45,8 @@ impl BlockStore {
             while run_end < last && cached[(run_end + 1 - first) as usize].is_none() {
                 run_end += 1;
             }
-            out.push_disk(self.read_run(block_id, &e, c, run_end, offset, end).await?);
+            let (bytes, crc) = self.read_run(block_id, &e, c, run_end, offset, end).await?;
+            out.push_disk(bytes, crc);
             c = run_end + 1;
         }
         Ok(out)
@@ -67,7 +68,9 @@ impl BlockStore {
     }
 
     /// Reads whole chunks `first..=last` in one aligned read, verifies each, offers them to
-    /// the memory tier, and returns the part of them inside `[offset, end)`.
+    /// the memory tier, and returns the part of them inside `[offset, end)` with its crc32:
+    /// whole chunks contribute the checksum just verified, only partial edge chunks are
+    /// checksummed again (over the bytes returned).
     async fn read_run(
         &self,
         block_id: u64,
@@ -76,7 +79,7 @@ impl BlockStore {
         last: u32,
         offset: u64,
         end: u64,
-    ) -> Result<super::dma::DiskBytes> {
+    ) -> Result<(super::dma::DiskBytes, u32)> {
         let cs = u64::from(e.chunk_size);
         let start = u64::from(first) * cs;
         let stop = (u64::from(last) + 1).saturating_mul(cs).min(e.len);
@@ -85,13 +88,21 @@ impl BlockStore {
                 StoreError::new(ErrorKind::Corrupt, format!("block {block_id} names a missing data dir"))
             })?;
         let bytes = file.read(e.offset + start, (stop - start) as usize).await?;
+        // The range to return, relative to `bytes`.
+        let (lo, hi) = ((offset.max(start) - start) as usize, (end.min(stop) - start) as usize);
+        let mut out_crc = crc32fast::Hasher::new();
         for c in first..=last {
-            let lo = (u64::from(c) * cs - start) as usize;
-            let hi = ((u64::from(c) + 1) * cs).min(e.len) as usize - start as usize;
-            let chunk = &bytes[lo..hi];
-            let want = e.crcs.get(c as usize).copied();
-            if Some(crc32fast::hash(chunk)) != want {
+            let c_lo = (u64::from(c) * cs - start) as usize;
+            let c_hi = ((u64::from(c) + 1) * cs).min(e.len) as usize - start as usize;
+            let got = crc32fast::hash(&bytes[c_lo..c_hi]);
+            if Some(got) != e.crcs.get(c as usize).copied() {
                 return Err(self.drop_corrupt(block_id, e, c).await);
+            }
+            let (s_lo, s_hi) = (c_lo.max(lo), c_hi.min(hi));
+            if (s_lo, s_hi) == (c_lo, c_hi) {
+                out_crc.combine(&crc32fast::Hasher::new_with_initial_len(got, (c_hi - c_lo) as u64));
+            } else if s_hi > s_lo {
+                out_crc.update(&bytes[s_lo..s_hi]);
             }
         }
         {
@@ -105,11 +116,8 @@ impl BlockStore {
                 }
             }
         }
-        let lo = offset.max(start) - start;
-        let hi = end.min(stop) - start;
-        bytes
-            .slice(lo as usize, (hi - lo) as usize)
-            .ok_or_else(|| StoreError::new(ErrorKind::Io, "read view out of range"))
+        let view = bytes.slice(lo, hi - lo).ok_or_else(|| StoreError::new(ErrorKind::Io, "read view out of range"))?;
+        Ok((view, out_crc.finalize()))
     }
 
     /// A chunk failed its crc: drop the block if it is still the incarnation we read.

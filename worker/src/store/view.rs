@@ -6,15 +6,25 @@ use super::dma::DiskBytes;
 
 #[derive(Debug, Clone)]
 enum Part {
-    Disk(DiskBytes),
+    /// Bytes of one disk read, with their crc32 (computed over this very buffer while the
+    /// chunks were verified).
+    Disk { bytes: DiskBytes, crc: u32 },
+    /// Bytes of a memory-tier chunk; their crc32 is computed when asked for.
     Mem { chunk: Rc<[u8]>, start: usize, end: usize },
 }
 
 impl Part {
     fn bytes(&self) -> &[u8] {
         match self {
-            Part::Disk(d) => d,
+            Part::Disk { bytes, .. } => bytes,
             Part::Mem { chunk, start, end } => &chunk[*start..*end],
+        }
+    }
+
+    fn crc32(&self) -> u32 {
+        match self {
+            Part::Disk { crc, .. } => *crc,
+            Part::Mem { .. } => crc32fast::hash(self.bytes()),
         }
     }
 }
@@ -30,10 +40,11 @@ pub struct BlockBytes {
 }
 
 impl BlockBytes {
-    pub(crate) fn push_disk(&mut self, d: DiskBytes) {
+    /// Appends disk bytes; `crc` must be the crc32 of exactly `d`.
+    pub(crate) fn push_disk(&mut self, d: DiskBytes, crc: u32) {
         if !d.is_empty() {
             self.len += d.len();
-            self.parts.push(Part::Disk(d));
+            self.parts.push(Part::Disk { bytes: d, crc });
         }
     }
 
@@ -57,6 +68,16 @@ impl BlockBytes {
     /// The pieces, in order; their concatenation is the range.
     pub fn parts(&self) -> impl Iterator<Item = &[u8]> {
         self.parts.iter().map(Part::bytes)
+    }
+
+    /// The crc32 of all bytes: disk pieces contribute the checksum taken while their chunks
+    /// were verified (no second pass over them); memory-tier pieces are checksummed now.
+    pub fn crc32(&self) -> u32 {
+        let mut crc = crc32fast::Hasher::new();
+        for p in &self.parts {
+            crc.combine(&crc32fast::Hasher::new_with_initial_len(p.crc32(), p.bytes().len() as u64));
+        }
+        crc.finalize()
     }
 
     /// The bytes as one slice when they are one piece (always so for a single disk read).
