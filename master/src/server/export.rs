@@ -106,7 +106,7 @@ impl Exporter {
                 }
             }
             cache_too &= !all_done;
-            if core.inspect(|st| !st.queued_object_deletes().is_empty()) {
+            if core.inspect(|st| st.has_queued_object_deletes()) {
                 super::deletes::drain(&core, &ufs).await;
             }
             tokio::select! {

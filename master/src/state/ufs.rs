@@ -229,6 +229,11 @@ impl State {
         self.data.pending_object_deletes.get(mount).is_some_and(|q| q.contains(key))
     }
 
+    /// Whether any object delete is queued.
+    pub fn has_queued_object_deletes(&self) -> bool {
+        !self.data.pending_object_deletes.is_empty()
+    }
+
     /// The queued object deletes: (mount point, keys).
     pub fn queued_object_deletes(&self) -> Vec<(String, Vec<String>)> {
         self.data.pending_object_deletes.iter().map(|(m, k)| (m.clone(), k.iter().cloned().collect())).collect()

@@ -58,12 +58,8 @@ pub struct FuseArgs {
     /// Check every byte of every client read instead of one read in 64.
     #[arg(long)]
     verify_all: bool,
-    /// Run against an existing cluster at this master address (needs `--config`).
-    #[arg(long)]
-    master: Option<std::net::SocketAddr>,
-    /// Client config for `--master`.
-    #[arg(long, default_value = "cv-client.toml")]
-    config: PathBuf,
+    #[command(flatten)]
+    target: super::Target,
     /// Work directory (default: a temporary one, removed at the end); the mount point is `<dir>/mnt`.
     #[arg(long)]
     dir: Option<PathBuf>,
@@ -103,9 +99,9 @@ impl FuseArgs {
         tuned(ClientSettings::default()).validate("bench")?;
         runtime()?.block_on(async move {
             // The mount has a connection of its own, as a separate process would.
-            let (cluster, client, mount_client) = match self.master {
+            let (cluster, client, mount_client) = match self.target.master {
                 Some(m) => {
-                    let cfg = CvConfig::load(&self.config)?;
+                    let cfg = CvConfig::load(&self.target.config)?;
                     let settings = tuned(ClientSettings { master: m, ..cfg.client.clone().unwrap_or_default() });
                     settings.validate("client")?;
                     let id = Identity::load(&cfg.tls)?;

@@ -13,20 +13,31 @@ mod wire;
 use super::CmdResult;
 use crate::cluster::{ClusterOptions, LocalCluster};
 use crate::connect::ClientArgs;
-use clap::Subcommand;
+use clap::{Args, Subcommand};
 use cv_client::Client;
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::PathBuf;
 
-/// The cluster a benchmark measures: the one at `master` (client identity from `config`), or
-/// an embedded one started with `opts`, returned so the caller shuts it down.
-async fn cluster_or_master(
+/// Which cluster a benchmark measures (flattened into the benchmarks that can use either).
+#[derive(Args, Debug)]
+struct Target {
+    /// Run against an existing cluster at this master address (needs `--config` with a client
+    /// identity); default: an embedded local cluster.
+    #[arg(long)]
     master: Option<SocketAddr>,
-    config: &Path,
+    /// Client config for `--master`.
+    #[arg(long, default_value = "cv-client.toml")]
+    config: PathBuf,
+}
+
+/// The cluster a benchmark measures: the one at `target.master` (client identity from its
+/// config), or an embedded one started with `opts`, returned so the caller shuts it down.
+async fn cluster_or_master(
+    target: &Target,
     opts: impl FnOnce() -> ClusterOptions,
 ) -> Result<(Option<LocalCluster>, Client), Box<dyn std::error::Error + Send + Sync>> {
-    if let Some(m) = master {
-        let args = ClientArgs { config: config.to_path_buf(), master: Some(m) };
+    if let Some(m) = target.master {
+        let args = ClientArgs { config: target.config.clone(), master: Some(m) };
         return Ok((None, args.connect().await?));
     }
     let opts = opts();

@@ -34,13 +34,8 @@ pub struct OpenLatencyArgs {
     /// Passes over all files (each pass measures every file once per series).
     #[arg(long, default_value_t = 3)]
     rounds: u32,
-    /// Run against an existing cluster at this master address (needs `--config`
-    /// with a client identity); default: an embedded local cluster.
-    #[arg(long)]
-    master: Option<std::net::SocketAddr>,
-    /// Client config for `--master`.
-    #[arg(long, default_value = "cv-client.toml")]
-    config: PathBuf,
+    #[command(flatten)]
+    target: super::Target,
     /// Object-store location (`s3://bucket/prefix`, `fs:///dir`) the files are
     /// written to; cv reads them through a cache-mode mount of it and the
     /// baseline straight from it. Default: the files are written into cv and
@@ -80,7 +75,7 @@ impl OpenLatencyArgs {
         let res: Result<(), BenchError> = runtime()?.block_on(async move {
             // Room for every file with a margin: the benchmark measures opens, not eviction.
             let total = self.files as u64 * self.file_size.bytes();
-            let (cluster, client) = super::cluster_or_master(self.master, &self.config, || ClusterOptions {
+            let (cluster, client) = super::cluster_or_master(&self.target, || ClusterOptions {
                 capacity: ByteSize((total + total / 2).max(ByteSize::gib(2).bytes())),
                 ..ClusterOptions::ephemeral(&dir.join("cluster"))
             })
@@ -154,8 +149,7 @@ impl OpenLatencyArgs {
             let op = store.operator(None)?;
 
             let (cluster, client) =
-                super::cluster_or_master(self.master, &self.config, || ClusterOptions::ephemeral(&dir.join("cluster")))
-                    .await?;
+                super::cluster_or_master(&self.target, || ClusterOptions::ephemeral(&dir.join("cluster"))).await?;
             let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis());
             let mount = format!("/bench/open-latency-{}-{}", std::process::id(), stamp.unwrap_or(0));
             let mut mount_options = store.options(None);

@@ -62,13 +62,8 @@ pub struct ReadArgs {
     /// Check every byte of every measured read instead of one read in 64.
     #[arg(long)]
     verify_all: bool,
-    /// Run against an existing cluster at this master address (needs `--config`);
-    /// default: an embedded local cluster.
-    #[arg(long)]
-    master: Option<std::net::SocketAddr>,
-    /// Client config for `--master`.
-    #[arg(long, default_value = "cv-client.toml")]
-    config: PathBuf,
+    #[command(flatten)]
+    target: super::Target,
     /// Work directory (default: a temporary one, removed at the end).
     #[arg(long)]
     dir: Option<PathBuf>,
@@ -102,9 +97,9 @@ impl ReadArgs {
         runtime()?.block_on(async move {
             let tuned =
                 |s: ClientSettings| ClientSettings { prefetch_depth: self.seq_depth, read_chunk: self.seq_block, ..s };
-            let (cluster, client) = match self.master {
+            let (cluster, client) = match self.target.master {
                 Some(m) => {
-                    let cfg = CvConfig::load(&self.config)?;
+                    let cfg = CvConfig::load(&self.target.config)?;
                     let settings = tuned(ClientSettings { master: m, ..cfg.client.clone().unwrap_or_default() });
                     settings.validate("client")?;
                     let client = Client::connect(settings, &Identity::load(&cfg.tls)?, &cfg.transport).await?;
@@ -141,7 +136,7 @@ impl ReadArgs {
                 c.shutdown().await?;
             }
             let mut report = report?;
-            if self.master.is_none() {
+            if self.target.master.is_none() {
                 report.memory_tier_bytes = Some(self.memory_tier.bytes());
             }
             if self.json {

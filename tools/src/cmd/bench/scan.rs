@@ -47,14 +47,8 @@ pub struct ScanArgs {
     /// what it costs a cold fill.
     #[arg(long, default_value_t = true, action = ArgAction::Set)]
     sync_data: bool,
-    /// Run against an existing cluster at this master address (needs `--config`
-    /// with a client identity; it must reach 127.0.0.1); default: an embedded
-    /// local cluster.
-    #[arg(long)]
-    master: Option<std::net::SocketAddr>,
-    /// Client config for `--master`.
-    #[arg(long, default_value = "cv-client.toml")]
-    config: PathBuf,
+    #[command(flatten)]
+    target: super::Target,
     /// Work directory (default: a temporary one, removed at the end).
     #[arg(long)]
     dir: Option<PathBuf>,
@@ -89,7 +83,7 @@ impl ScanArgs {
             let files = ufs_scan::load_store(&store, &source, &names, &plan).await?;
 
             let total: u64 = files.iter().map(|f| f.len).sum();
-            let (cluster, client) = super::cluster_or_master(self.master, &self.config, || ClusterOptions {
+            let (cluster, client) = super::cluster_or_master(&self.target, || ClusterOptions {
                 capacity: ByteSize((3 * total).max(ByteSize::gib(2).bytes())),
                 sync_data: self.sync_data,
                 ..ClusterOptions::ephemeral(&dir.join("cluster"))
