@@ -428,8 +428,8 @@ impl MasterCore {
         self.begin_rename(src, dst)?.wait()
     }
 
-    /// Deletes a file or directory; returns how many blocks were queued for deletion.
-    /// Deletes `path` in cv only (under a cache-mode mount: its object is gone from the store).
+    /// Deletes a file or directory in cv only (under a cache-mode mount: its object is gone from
+    /// the store); returns how many blocks were queued for deletion.
     pub fn begin_delete(&self, path: &str, recursive: bool) -> Result<Pending<usize>> {
         self.begin_delete_as(path, recursive, false)
     }
@@ -520,14 +520,14 @@ impl MasterCore {
     // ---- object storage --------------------------------------------------------------------
 
     /// Records a complete file that is a copy of `object` (`length` bytes, the store's `mtime`),
-    /// its blocks placed by consistent hashing; `tail` is `(offset, bytes)` read from the object.
+    /// its blocks placed by consistent hashing. The caller puts the tail in with [`Self::put_tail`]
+    /// (read while the record is made durable).
     pub fn begin_ufs_file(
         &self,
         path: &str,
         object: crate::state::UfsObject,
         length: u64,
         mtime: u64,
-        tail: Option<(u64, Vec<u8>)>,
     ) -> Result<Pending<Created>> {
         let path = cv(path)?;
         let block_size = self.config.block_size;
@@ -556,9 +556,6 @@ impl MasterCore {
         if let Some(old) = replaced {
             lock(&self.tails).remove(old);
         }
-        if let Some((_, bytes)) = tail.filter(|(o, b)| o + b.len() as u64 == length) {
-            self.put_tail(file_id, version, length, &bytes);
-        }
         Ok(Self::done(Created { file_id, version }, t))
     }
 
@@ -578,7 +575,6 @@ impl MasterCore {
         st.kind == EntryKind::File && (st.length == 0 || lock(&self.tails).contains(st.id))
     }
 
-    /// Records that file `file_id` at `version` is stored as `object`; its blocks get unpinned.
     /// Renames `src` to `dst` and points each unchanged (file id, version) at its copy; the
     /// objects they were copies of are queued for deletion.
     pub fn begin_rename_objects(
@@ -609,6 +605,7 @@ impl MasterCore {
         Ok(Self::done((), t))
     }
 
+    /// Records that file `file_id` at `version` is stored as `object`; its blocks get unpinned.
     pub fn begin_exported(
         &self,
         file_id: InodeId,

@@ -16,31 +16,33 @@ use std::time::Duration;
 /// left to the exporter's loop (the queue is durable, so nothing is lost by not waiting).
 const INLINE_WAIT: Duration = Duration::from_secs(2);
 
-/// Drains the queue for a request that just queued deletes, for at most [`INLINE_WAIT`].
-pub(super) async fn drain_soon(core: &MasterCore, ufs: &UfsLayer) {
-    if tokio::time::timeout(INLINE_WAIT, drain(core, ufs)).await.is_err() {
-        tracing::info!("object deletes queued; the store is slow, they finish in the background");
-    }
-}
-
-/// [`drain_soon`], with `ufs.objects` already held by the caller.
-pub(super) async fn drain_soon_held(core: &MasterCore, ufs: &UfsLayer) {
-    if tokio::time::timeout(INLINE_WAIT, drain_held(core, ufs)).await.is_err() {
-        tracing::info!("object deletes queued; the store is slow, they finish in the background");
-    }
-}
-
 /// Keys deleted under one hold of `UfsLayer::objects`, then recorded in one journal record.
 const BATCH: usize = 64;
+
+/// Runs `drain` (for a request that just queued deletes) for at most [`INLINE_WAIT`].
+pub(super) async fn soon(drain: impl Future<Output = bool>) {
+    if tokio::time::timeout(INLINE_WAIT, drain).await.is_err() {
+        tracing::info!("object deletes queued; the store is slow, they finish in the background");
+    }
+}
 
 /// Drains the queue, taking `ufs.objects` per batch of keys so that uploads and renames are
 /// not held up for long; whether it is empty now. A mount whose store fails is left for the
 /// next round after its first failure.
 pub(super) async fn drain(core: &MasterCore, ufs: &UfsLayer) -> bool {
+    drain_batches(core, ufs, false).await
+}
+
+/// [`drain`], with `ufs.objects` held by the caller throughout.
+pub(super) async fn drain_held(core: &MasterCore, ufs: &UfsLayer) -> bool {
+    drain_batches(core, ufs, true).await
+}
+
+async fn drain_batches(core: &MasterCore, ufs: &UfsLayer, held: bool) -> bool {
     let mut all = true;
     for (mount, keys) in core.inspect(|st| st.queued_object_deletes()) {
         for batch in keys.chunks(BATCH) {
-            let _held = ufs.objects.lock().await;
+            let _held = if held { None } else { Some(ufs.objects.lock().await) };
             // Taken off the queue meanwhile (the key is a file's object again): not ours to delete.
             let batch: Vec<String> =
                 batch.iter().filter(|k| core.inspect(|st| st.object_delete_queued(&mount, k))).cloned().collect();
@@ -53,15 +55,6 @@ pub(super) async fn drain(core: &MasterCore, ufs: &UfsLayer) -> bool {
     all
 }
 
-/// [`drain`], with `ufs.objects` held by the caller throughout.
-pub(super) async fn drain_held(core: &MasterCore, ufs: &UfsLayer) -> bool {
-    let mut all = true;
-    for (mount, keys) in core.inspect(|st| st.queued_object_deletes()) {
-        all &= delete_batch(core, ufs, &mount, keys).await;
-    }
-    all
-}
-
 /// Deletes `keys` of the store of mount point `mount` and records the ones deleted; stops at
 /// the first failure. Whether all went.
 async fn delete_batch(core: &MasterCore, ufs: &UfsLayer, mount: &str, keys: Vec<String>) -> bool {
@@ -69,7 +62,7 @@ async fn delete_batch(core: &MasterCore, ufs: &UfsLayer, mount: &str, keys: Vec<
         return true;
     }
     // Unmounted: the state dropped its queue.
-    let Some(m) = core.inspect(|st| st.mounts().into_iter().find(|m| m.path == mount)) else { return true };
+    let Some(m) = core.inspect(|st| st.data().mounts.get(mount).cloned()) else { return true };
     let store = match ufs.store(&m) {
         Ok(s) => s,
         Err(f) => {

@@ -165,11 +165,9 @@ pub(super) async fn delete(s: &MasterService, frame: &Frame) -> Result<Reply, Fa
     // Objects behind the deleted files go too: cv is the truth in fs mode, and in cache mode
     // a delete through cv is a write through to the store. They are queued in the same
     // journaled step and deleted now; what fails here the exporter's loop retries.
-    let cv = parsed(&req.path)?;
-    let objects = s.core.inspect(|st| !st.ufs_objects_under(&cv).is_empty());
     s.core.begin_remove(&req.path, req.recursive)?.wait_async().await?;
-    if objects {
-        super::deletes::drain_soon(&s.core, &s.ufs).await;
+    if s.core.inspect(|st| st.has_queued_object_deletes()) {
+        super::deletes::soon(super::deletes::drain(&s.core, &s.ufs)).await;
     }
     Ok(done(frame))
 }

@@ -19,7 +19,6 @@ use super::ufs::fail;
 use crate::path::CvPath;
 use crate::state::{Mount, MountMode, ObjectCopy, UfsObject, key_of};
 use cv_net::rpc::Reply;
-use cv_ufs::Ufs;
 use cv_wire::msg::Rename;
 use cv_wire::{ErrorCode, Frame};
 
@@ -27,15 +26,9 @@ pub(super) async fn rename(s: &MasterService, frame: &Frame) -> Result<Reply, Fa
     let req: Rename = frame.decode_body()?;
     let (src, dst) = (parsed(&req.src)?, parsed(&req.dst)?);
     let Some(mount) = s.core.inspect(|st| st.mount_for(&src).cloned()) else {
-        // Copies of objects outside any mount (theirs is gone): the state machine refuses to
-        // move them, which a plain rename would not.
-        let holds_copies = s.core.inspect(|st| !st.object_copies_under(&src).is_empty());
-        let pending = if holds_copies {
-            s.core.begin_rename_objects(src.as_str(), dst.as_str(), Vec::new())?
-        } else {
-            s.core.begin_rename(src.as_str(), dst.as_str())?
-        };
-        pending.wait_async().await?;
+        // Nothing listed: a plain rename, which the state machine refuses if src holds copies
+        // of objects (of a mount gone since).
+        s.core.begin_rename_objects(src.as_str(), dst.as_str(), Vec::new())?.wait_async().await?;
         return Ok(done(frame));
     };
     // One rename under mounts at a time: two could copy into each other's keys.
@@ -54,34 +47,44 @@ pub(super) async fn rename(s: &MasterService, frame: &Frame) -> Result<Reply, Fa
         return Ok(done(frame));
     }
     let copies = s.core.inspect(|st| st.object_copies_under(&src));
-    if copies.is_empty() {
-        // Still `RenameObjects`: it refuses if a listing recorded a copy under src meanwhile.
-        s.core.begin_rename_objects(src.as_str(), dst.as_str(), Vec::new())?.wait_async().await?;
-        return Ok(done(frame));
+    let moved = move_objects(s, &mount, &src, &dst, &copies).await;
+    if !copies.is_empty() {
+        // The old objects after a rename, the copies made after a failure: queued either way.
+        super::deletes::soon(super::deletes::drain_held(&s.core, &s.ufs)).await;
     }
-    let ufs = s.ufs.store(&mount)?;
-    let new_keys: Vec<String> = copies.iter().map(|c| key_of(&mount.path, &moved_path(c, &src, &dst))).collect();
-    s.core.begin_objects_queued(&mount.path, new_keys)?.wait_async().await?;
-    let moved = match copy_objects(&ufs, &mount, &src, &dst, &copies).await {
-        Ok(m) => m,
-        Err(f) => {
-            super::deletes::drain_soon_held(&s.core, &s.ufs).await;
-            return Err(f);
-        }
-    };
-    let objects = moved.into_iter().map(|(c, o)| (c.file_id, c.version, o)).collect();
-    let renamed = match s.core.begin_rename_objects(src.as_str(), dst.as_str(), objects) {
-        Ok(p) => p.wait_async().await,
-        Err(e) => Err(e),
-    };
-    if let Err(e) = renamed {
-        super::deletes::drain_soon_held(&s.core, &s.ufs).await;
-        return Err(e.into());
-    }
-    super::deletes::drain_soon_held(&s.core, &s.ufs).await;
     drop(held);
+    moved?;
     s.ufs.sync(&src);
     Ok(done(frame))
+}
+
+/// Copies each object to its file's new key (queued for deletion first), then renames and
+/// points every moved file at its copy in one journaled step.
+async fn move_objects(
+    s: &MasterService,
+    mount: &Mount,
+    src: &CvPath,
+    dst: &CvPath,
+    copies: &[ObjectCopy],
+) -> Result<(), Fail> {
+    let mut objects = Vec::with_capacity(copies.len());
+    if !copies.is_empty() {
+        let ufs = s.ufs.store(mount)?;
+        let keys: Vec<String> = copies.iter().map(|c| key_of(&mount.path, &moved_path(c, src, dst))).collect();
+        s.core.begin_objects_queued(&mount.path, keys.clone())?.wait_async().await?;
+        for (c, key) in copies.iter().zip(keys) {
+            let meta = ufs.copy(&c.object.key, &key).await.map_err(fail)?;
+            if meta.len != c.length {
+                let msg =
+                    format!("{}: {} bytes in the store, {} in cv; sync the mount", c.object.key, meta.len, c.length);
+                return Err(Fail::new(ErrorCode::StaleVersion, msg));
+            }
+            objects.push((c.file_id, c.version, UfsObject { mount: mount.path.clone(), key, version: meta.version }));
+        }
+    }
+    // Also with nothing to move: it refuses if a listing recorded a copy under src meanwhile.
+    s.core.begin_rename_objects(src.as_str(), dst.as_str(), objects)?.wait_async().await?;
+    Ok(())
 }
 
 /// Lists `dir` and every directory below it, when it is a directory.
@@ -109,26 +112,4 @@ async fn list_tree(s: &MasterService, root: &CvPath) -> Result<(), Fail> {
 /// `c`'s path once `src` is renamed to `dst`.
 fn moved_path(c: &ObjectCopy, src: &CvPath, dst: &CvPath) -> String {
     format!("{}{}", dst.as_str(), &c.path.as_str()[src.as_str().len()..])
-}
-
-/// Copies every object to the key of its file's new path; fails at the first failure (the
-/// copies are queued for deletion already).
-async fn copy_objects<'a>(
-    ufs: &Ufs,
-    mount: &Mount,
-    src: &CvPath,
-    dst: &CvPath,
-    copies: &'a [ObjectCopy],
-) -> Result<Vec<(&'a ObjectCopy, UfsObject)>, Fail> {
-    let mut moved: Vec<(&ObjectCopy, UfsObject)> = Vec::with_capacity(copies.len());
-    for c in copies {
-        let key = key_of(&mount.path, &moved_path(c, src, dst));
-        let meta = ufs.copy(&c.object.key, &key).await.map_err(fail)?;
-        if meta.len != c.length {
-            let msg = format!("{}: {} bytes in the store, {} in cv; sync the mount", c.object.key, meta.len, c.length);
-            return Err(Fail::new(ErrorCode::StaleVersion, msg));
-        }
-        moved.push((c, UfsObject { mount: mount.path.clone(), key, version: meta.version }));
-    }
-    Ok(moved)
 }

@@ -12,7 +12,7 @@
 use super::errors::Fail;
 use crate::MasterCore;
 use crate::path::CvPath;
-use crate::state::{EntryKind, Mount, MountMode, UfsObject, key_of};
+use crate::state::{EntryKind, Mount, MountMode, Stat, UfsObject, key_of};
 use cv_ufs::{ObjectMeta, Ufs, UfsError, UfsErrorKind, UfsSettings};
 use cv_wire::ErrorCode;
 use std::collections::HashMap;
@@ -63,6 +63,16 @@ pub(super) fn ttl(m: &Mount) -> Result<Duration, Fail> {
             .map(|d| d.0)
             .map_err(|e| Fail::new(ErrorCode::InvalidArgument, format!("mount option cv.ttl={v}: {e}"))),
     }
+}
+
+/// What cv holds at `path`, and for a copy of an object what it recorded of that object.
+fn recorded(core: &MasterCore, path: &CvPath) -> Option<(Stat, Option<ObjectMeta>)> {
+    core.inspect(|st| {
+        let s = st.stat(path).ok()?;
+        let rec =
+            st.ufs_object(s.id).map(|o| ObjectMeta { len: s.length, version: o.version.clone(), mtime_ms: s.mtime });
+        Some((s, rec))
+    })
 }
 
 impl UfsLayer {
@@ -141,14 +151,7 @@ impl UfsLayer {
             return Err(Fail::new(ErrorCode::NotFound, format!("{path} was deleted")));
         }
         // The file's id and, if it is a copy of an object, what was recorded about it.
-        let known = core.inspect(|st| {
-            let id = st.lookup(path).ok()?;
-            let recorded = st.ufs_object(id).and_then(|o| {
-                let s = st.stat(path).ok()?;
-                Some(ObjectMeta { len: s.length, version: o.version.clone(), mtime_ms: s.mtime })
-            });
-            Some((id, recorded))
-        });
+        let known = recorded(core, path).map(|(s, rec)| (s.id, rec));
         let fresh = self.is_fresh(path.as_str(), ttl);
         let meta = match (fresh, &known) {
             // Listed or stated lately: only the tail is missing.
@@ -184,7 +187,7 @@ impl UfsLayer {
             }
             _ => {
                 let object = UfsObject { mount: m.path.clone(), key: key.clone(), version: meta.version.clone() };
-                let pending = core.begin_ufs_file(path.as_str(), object, meta.len, meta.mtime_ms, None)?;
+                let pending = core.begin_ufs_file(path.as_str(), object, meta.len, meta.mtime_ms)?;
                 // The record needs only the HEAD: the tail's GET and the journal's fsync overlap.
                 let (tail, created) = tokio::join!(self.read_tail(core, &ufs, &key, &meta), pending.wait_async());
                 let (tail, created) = (tail?, created?);
@@ -240,16 +243,7 @@ impl UfsLayer {
         for e in entries {
             let Ok(child) = dir.child(&e.name) else { continue };
             seen.insert(e.name.clone());
-            let known = core.inspect(|st| {
-                let id = st.lookup(&child).ok()?;
-                let s = st.stat(&child).ok()?;
-                let recorded = st.ufs_object(id).map(|o| ObjectMeta {
-                    len: s.length,
-                    version: o.version.clone(),
-                    mtime_ms: s.mtime,
-                });
-                Some((s.kind, recorded))
-            });
+            let known = recorded(core, &child).map(|(s, rec)| (s.kind, rec));
             match e.meta {
                 None => {
                     if known.is_none() {
@@ -265,9 +259,7 @@ impl UfsLayer {
                             key: key_of(&m.path, child.as_str()),
                             version: meta.version.clone(),
                         };
-                        core.begin_ufs_file(child.as_str(), object, meta.len, meta.mtime_ms, None)?
-                            .wait_async()
-                            .await?;
+                        core.begin_ufs_file(child.as_str(), object, meta.len, meta.mtime_ms)?.wait_async().await?;
                     }
                     self.mark_fresh(child.as_str());
                 }

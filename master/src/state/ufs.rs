@@ -118,11 +118,8 @@ impl State {
             return err(ErrorKind::InvalidArgument, format!("file {file_id} changed while it was exported"));
         }
         // The object must be where the file is now: a rename while it was uploaded moved it.
-        let at = self.path_of(file_id).and_then(|p| CvPath::parse(&p).ok());
-        let mount = at.as_ref().and_then(|p| self.mount_for(p));
-        match (mount, &at) {
-            (Some(m), Some(p)) if m.path == object.mount && super::key_of(&m.path, p.as_str()) == object.key => {}
-            _ => return err(ErrorKind::InvalidArgument, format!("file {file_id} moved while it was exported")),
+        if !self.path_of(file_id).and_then(|p| CvPath::parse(&p).ok()).is_some_and(|p| self.is_at(&p, object)) {
+            return err(ErrorKind::InvalidArgument, format!("file {file_id} moved while it was exported"));
         }
         let blocks = f.blocks.clone();
         for b in blocks {
@@ -149,8 +146,13 @@ impl State {
 
     /// Whether a copy's object is the one at its path's key under the mount it is under now.
     fn in_place(&self, c: &ObjectCopy) -> bool {
-        self.mount_for(&c.path)
-            .is_some_and(|m| m.path == c.object.mount && super::key_of(&m.path, c.path.as_str()) == c.object.key)
+        self.is_at(&c.path, &c.object)
+    }
+
+    /// Whether `object` is the one at `path`'s key under the mount `path` is under now.
+    fn is_at(&self, path: &CvPath, object: &UfsObject) -> bool {
+        self.mount_for(path)
+            .is_some_and(|m| m.path == object.mount && super::key_of(&m.path, path.as_str()) == object.key)
     }
 
     pub(super) fn rename_objects(
@@ -276,11 +278,6 @@ impl State {
         }
         out.sort_by_key(|e| e.4);
         out
-    }
-
-    /// The objects behind the object copies at or under `path`.
-    pub fn ufs_objects_under(&self, path: &CvPath) -> Vec<UfsObject> {
-        self.object_copies_under(path).into_iter().map(|c| c.object).collect()
     }
 
     /// The files at or under `path` that are copies of objects.
