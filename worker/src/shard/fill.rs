@@ -153,7 +153,7 @@ impl Fills {
             return Ok(Bytes::new());
         }
         let (tx, rx) = flume::bounded(1);
-        let want_kind = if matches!(want, Want::Stored) { WantKind::Stored } else { WantKind::Range };
+        let for_reader = matches!(want, Want::Range(_));
         let (id, start, now) = {
             let mut flights = self.flights.borrow_mut();
             let flight = flights.entry(block_id).or_insert_with(|| Flight {
@@ -178,7 +178,6 @@ impl Fills {
             (flight.id, start, now)
         };
         // Spawned after the borrow ends: a new task may run at once.
-        let for_reader = matches!(want_kind, WantKind::Range);
         for r in start {
             self.spawn_fetch(gate, &fetcher, block_id, id, r, for_reader);
         }
@@ -234,8 +233,7 @@ impl Fills {
             }
             // A fill-only request (`cvctl load`) wants the block now.
             let loading = flight.waiters.iter().any(|w| w.want == Want::Stored);
-            let whole = flight.pieces.missing(0..flight.pieces.len(), &[]).is_empty();
-            if loading || whole {
+            if loading || flight.pieces.is_whole() {
                 flight.complete()
             } else if flight.deferred {
                 return;
@@ -311,12 +309,6 @@ impl Flight {
             }
         }
     }
-}
-
-#[derive(Clone, Copy)]
-enum WantKind {
-    Range,
-    Stored,
 }
 
 enum Next {

@@ -101,6 +101,11 @@ impl Pieces {
         out
     }
 
+    /// Whether every byte is held (pieces never overlap, so their lengths add up).
+    pub(crate) fn is_whole(&self) -> bool {
+        self.done.values().map(|d| d.len() as u64).sum::<u64>() == self.len
+    }
+
     /// The whole block, once every byte is held.
     pub(crate) fn whole(&self) -> Option<Bytes> {
         self.get(&(0..self.len))
@@ -138,7 +143,9 @@ mod tests {
         assert!(p.get(&(5..15)).is_none(), "a gap inside");
         assert!(p.get(&(12..15)).is_none(), "inside the gap");
         assert!(p.whole().is_none());
+        assert!(!p.is_whole());
         p.insert(10, bytes(10..20));
+        assert!(p.is_whole());
         assert_eq!(p.get(&(5..25)).unwrap(), bytes(5..25));
         assert_eq!(p.get(&(10..20)).unwrap(), bytes(10..20));
         assert_eq!(p.whole().unwrap(), bytes(0..30));
