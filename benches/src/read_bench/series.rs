@@ -62,6 +62,24 @@ pub struct Series {
 }
 
 impl Series {
+    /// One table cell: GiB/s for sequential reads, IOPS and p50/p99 for random ones.
+    pub fn summary(&self) -> String {
+        match (self.workload, self.p50_us, self.p99_us) {
+            (Workload::Sequential, _, _) => format!("{:.2} GiB/s", self.gib_s),
+            (Workload::Random, Some(p50), Some(p99)) => format!("{:.0} IOPS {p50:.0}/{p99:.0} µs", self.iops),
+            (Workload::Random, _, _) => format!("{:.0} IOPS", self.iops),
+        }
+    }
+
+    /// This series' throughput (GiB/s or IOPS) as a percentage of `base`'s.
+    pub fn percent_of(&self, base: &Series) -> String {
+        let (x, y) = match self.workload {
+            Workload::Sequential => (self.gib_s, base.gib_s),
+            Workload::Random => (self.iops, base.iops),
+        };
+        format!("{:.0} %", 100.0 * x / y.max(1e-12))
+    }
+
     /// A series from its totals; latencies from `hist` (nanoseconds) if given.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
@@ -107,6 +125,18 @@ pub struct Verdict {
     pub met: bool,
 }
 
+impl Verdict {
+    /// A goal met when `value` is at least `target`.
+    fn at_least(goal: String, value: f64, target: f64) -> Self {
+        Verdict { goal, value, target, met: value >= target }
+    }
+
+    /// A goal met when `value` is at most `target`.
+    fn at_most(goal: String, value: f64, target: f64) -> Self {
+        Verdict { goal, value, target, met: value <= target }
+    }
+}
+
 fn find(series: &[Series], source: Source, workload: Workload, depth: u32) -> Option<&Series> {
     series.iter().find(|s| s.source == source && s.workload == workload && s.depth == depth)
 }
@@ -121,38 +151,19 @@ pub fn verdicts(series: &[Series]) -> Vec<Verdict> {
         match cv.workload {
             Workload::Sequential => {
                 let (limit, name) = if dev.gib_s <= quic.gib_s { (dev.gib_s, "device") } else { (quic.gib_s, "QUIC") };
-                let value = cv.gib_s / limit.max(1e-12);
-                out.push(Verdict {
-                    goal: format!("sequential, depth {}: cv ≥ 90 % of the lower limit ({name})", cv.depth),
-                    value,
-                    target: 0.9,
-                    met: value >= 0.9,
-                });
+                let goal = format!("sequential, depth {}: cv ≥ 90 % of the lower limit ({name})", cv.depth);
+                out.push(Verdict::at_least(goal, cv.gib_s / limit.max(1e-12), 0.9));
             }
             Workload::Random => {
-                let value = cv.iops / dev.iops.max(1e-12);
-                out.push(Verdict {
-                    goal: format!("random, depth {}: cv IOPS ≥ 80 % of the device's", cv.depth),
-                    value,
-                    target: 0.8,
-                    met: value >= 0.8,
-                });
+                let goal = format!("random, depth {}: cv IOPS ≥ 80 % of the device's", cv.depth);
+                out.push(Verdict::at_least(goal, cv.iops / dev.iops.max(1e-12), 0.8));
                 if quic.iops < dev.iops {
-                    let value = cv.iops / quic.iops.max(1e-12);
-                    out.push(Verdict {
-                        goal: format!("random, depth {}: cv IOPS ≥ 80 % of the lower limit (QUIC)", cv.depth),
-                        value,
-                        target: 0.8,
-                        met: value >= 0.8,
-                    });
+                    let goal = format!("random, depth {}: cv IOPS ≥ 80 % of the lower limit (QUIC)", cv.depth);
+                    out.push(Verdict::at_least(goal, cv.iops / quic.iops.max(1e-12), 0.8));
                 }
                 if let (Some(c), Some(d)) = (cv.p99_us, dev.p99_us) {
-                    out.push(Verdict {
-                        goal: format!("random, depth {}: cv p99 ≤ device p99 + 100 µs", cv.depth),
-                        value: c - d,
-                        target: 100.0,
-                        met: c - d <= 100.0,
-                    });
+                    let goal = format!("random, depth {}: cv p99 ≤ device p99 + 100 µs", cv.depth);
+                    out.push(Verdict::at_most(goal, c - d, 100.0));
                 }
             }
         }

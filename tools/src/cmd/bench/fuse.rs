@@ -4,15 +4,13 @@
 
 use crate::cluster::{ClusterOptions, LocalCluster};
 use crate::cmd::CmdResult;
-use crate::config::CvConfig;
 use crate::connect::runtime;
 use clap::Args;
 use cv_benches::fuse_bench::{self, FuseBenchOptions, FuseReport};
-use cv_benches::read_bench::{DeviceChoice, Series, Source, Workload};
+use cv_benches::read_bench::{DeviceChoice, Source, Workload};
 use cv_benches::report::print_latency_table;
-use cv_client::{Client, ClientSettings};
+use cv_client::ClientSettings;
 use cv_net::config::{ByteSize, Dur};
-use cv_net::tls::Identity;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 
@@ -101,12 +99,8 @@ impl FuseArgs {
             // The mount has a connection of its own, as a separate process would.
             let (cluster, client, mount_client) = match self.target.master {
                 Some(m) => {
-                    let cfg = CvConfig::load(&self.target.config)?;
-                    let settings = tuned(ClientSettings { master: m, ..cfg.client.clone().unwrap_or_default() });
-                    settings.validate("client")?;
-                    let id = Identity::load(&cfg.tls)?;
-                    let client = Client::connect(settings.clone(), &id, &cfg.transport).await?;
-                    let mount_client = Client::connect(settings, &id, &cfg.transport).await?;
+                    let client = self.target.connect_tuned(m, tuned).await?;
+                    let mount_client = self.target.connect_tuned(m, tuned).await?;
                     opts.device_dir = self.device_dir.clone().unwrap_or_else(|| dir.clone());
                     (None, client, mount_client)
                 }
@@ -152,22 +146,6 @@ impl FuseArgs {
     }
 }
 
-fn cell(s: &Series) -> String {
-    match (s.workload, s.p50_us, s.p99_us) {
-        (Workload::Sequential, _, _) => format!("{:.2} GiB/s", s.gib_s),
-        (Workload::Random, Some(p50), Some(p99)) => format!("{:.0} IOPS {p50:.0}/{p99:.0} µs", s.iops),
-        (Workload::Random, _, _) => format!("{:.0} IOPS", s.iops),
-    }
-}
-
-fn ratio(a: &Series, b: &Series) -> String {
-    let (x, y) = match a.workload {
-        Workload::Sequential => (a.gib_s, b.gib_s),
-        Workload::Random => (a.iops, b.iops),
-    };
-    format!("{:.0} %", 100.0 * x / y.max(1e-12))
-}
-
 fn print_tables(r: &FuseReport) {
     println!(
         "cvctl bench fuse: one {} file, same run (sequential: GiB/s; random: IOPS p50/p99)",
@@ -193,11 +171,11 @@ fn print_tables(r: &FuseReport) {
             "{:<16} {:>5}  {:<28} {:<28} {:<28} {:>11} {:>11}",
             kind,
             fuse.depth,
-            cell(dev),
-            cell(client),
-            cell(fuse),
-            ratio(fuse, client),
-            ratio(fuse, dev)
+            dev.summary(),
+            client.summary(),
+            fuse.summary(),
+            fuse.percent_of(client),
+            fuse.percent_of(dev)
         );
     }
     println!();

@@ -12,9 +12,11 @@ mod wire;
 
 use super::CmdResult;
 use crate::cluster::{ClusterOptions, LocalCluster};
+use crate::config::CvConfig;
 use crate::connect::ClientArgs;
 use clap::{Args, Subcommand};
-use cv_client::Client;
+use cv_client::{Client, ClientSettings};
+use cv_net::tls::Identity;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -28,6 +30,21 @@ struct Target {
     /// Client config for `--master`.
     #[arg(long, default_value = "cv-client.toml")]
     config: PathBuf,
+}
+
+impl Target {
+    /// A client of the cluster at `master` with this target's config, its client settings
+    /// changed by `tune` and validated.
+    async fn connect_tuned(
+        &self,
+        master: SocketAddr,
+        tune: impl Fn(ClientSettings) -> ClientSettings,
+    ) -> Result<Client, Box<dyn std::error::Error + Send + Sync>> {
+        let cfg = CvConfig::load(&self.config)?;
+        let settings = tune(ClientSettings { master, ..cfg.client.clone().unwrap_or_default() });
+        settings.validate("client")?;
+        Ok(Client::connect(settings, &Identity::load(&cfg.tls)?, &cfg.transport).await?)
+    }
 }
 
 /// The cluster a benchmark measures: the one at `target.master` (client identity from its

@@ -5,13 +5,11 @@
 
 use crate::cluster::{ClusterOptions, LocalCluster};
 use crate::cmd::CmdResult;
-use crate::config::CvConfig;
 use crate::connect::runtime;
 use clap::Args;
-use cv_benches::read_bench::{self, DeviceChoice, ReadBenchOptions, ReadReport, Series, Workload};
-use cv_client::{Client, ClientSettings};
+use cv_benches::read_bench::{self, DeviceChoice, ReadBenchOptions, ReadReport, Workload};
+use cv_client::ClientSettings;
 use cv_net::config::{ByteSize, Dur};
-use cv_net::tls::Identity;
 use std::path::PathBuf;
 
 /// Arguments of `cvctl bench read`.
@@ -99,10 +97,7 @@ impl ReadArgs {
                 |s: ClientSettings| ClientSettings { prefetch_depth: self.seq_depth, read_chunk: self.seq_block, ..s };
             let (cluster, client) = match self.target.master {
                 Some(m) => {
-                    let cfg = CvConfig::load(&self.target.config)?;
-                    let settings = tuned(ClientSettings { master: m, ..cfg.client.clone().unwrap_or_default() });
-                    settings.validate("client")?;
-                    let client = Client::connect(settings, &Identity::load(&cfg.tls)?, &cfg.transport).await?;
+                    let client = self.target.connect_tuned(m, tuned).await?;
                     opts.device_dir = self.device_dir.clone().unwrap_or_else(|| dir.clone());
                     (None, client)
                 }
@@ -149,22 +144,6 @@ impl ReadArgs {
     }
 }
 
-fn cell(s: &Series) -> String {
-    match (s.workload, s.p50_us, s.p99_us) {
-        (Workload::Sequential, _, _) => format!("{:.2} GiB/s", s.gib_s),
-        (Workload::Random, Some(p50), Some(p99)) => format!("{:.0} IOPS {p50:.0}/{p99:.0} µs", s.iops),
-        (Workload::Random, _, _) => format!("{:.0} IOPS", s.iops),
-    }
-}
-
-fn ratio(cv: &Series, base: &Series) -> String {
-    let (c, b) = match cv.workload {
-        Workload::Sequential => (cv.gib_s, base.gib_s),
-        Workload::Random => (cv.iops, base.iops),
-    };
-    format!("{:.0} %", 100.0 * c / b.max(1e-12))
-}
-
 fn print_table(r: &ReadReport, args: &ReadArgs) {
     println!(
         "cvctl bench read: {} in {} files of {}, same run (sequential: GiB/s; random: IOPS p50/p99)",
@@ -195,11 +174,11 @@ fn print_table(r: &ReadReport, args: &ReadArgs) {
             "{:<18} {:>5}  {:<30} {:<30} {:<30} {:>9} {:>9}",
             kind,
             cv.depth,
-            cell(dev),
-            cell(quic),
-            cell(cv),
-            ratio(cv, dev),
-            ratio(cv, quic)
+            dev.summary(),
+            quic.summary(),
+            cv.summary(),
+            cv.percent_of(dev),
+            cv.percent_of(quic)
         );
     }
     println!("goals (issue 4):");
