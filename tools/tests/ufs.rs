@@ -24,6 +24,22 @@ fn s3_options(s3: &S3Server) -> Vec<(String, String)> {
     ]
 }
 
+/// An S3 server on loopback holding an empty bucket `lake`, its files in a temporary directory.
+fn lake() -> (tempfile::TempDir, S3Server) {
+    let store = tempfile::tempdir().unwrap();
+    let s3 = S3Server::start(store.path()).unwrap();
+    s3.create_bucket("lake").unwrap();
+    (store, s3)
+}
+
+/// An embedded cluster in a temporary directory, and a client of it.
+async fn embedded_cluster() -> (tempfile::TempDir, LocalCluster, Client) {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = LocalCluster::start(&ClusterOptions::ephemeral(dir.path())).await.unwrap();
+    let client = cluster.client().await.unwrap();
+    (dir, cluster, client)
+}
+
 async fn read_all(client: &Client, path: &str) -> Vec<u8> {
     let f = client.open(path).await.unwrap();
     let mut buf = vec![0u8; f.len() as usize];
@@ -50,9 +66,7 @@ fn tail_range(range: &str) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cache_mode_serves_objects_byte_exact_and_fetches_each_block_once() {
-    let store = tempfile::tempdir().unwrap();
-    let s3 = S3Server::start(store.path()).unwrap();
-    s3.create_bucket("lake").unwrap();
+    let (store, s3) = lake();
     let sizes = [("empty", 0), ("small", 1000), ("exact", BLOCK), ("multi", 2 * BLOCK + 123), ("hot", 3 << 20)];
     let mut objects = Vec::new();
     for (i, (name, len)) in sizes.into_iter().enumerate() {
@@ -60,9 +74,7 @@ async fn cache_mode_serves_objects_byte_exact_and_fetches_each_block_once() {
         s3.put_object("lake", &format!("t/{name}"), &data).unwrap();
         objects.push((name, data));
     }
-    let dir = tempfile::tempdir().unwrap();
-    let cluster = LocalCluster::start(&ClusterOptions::ephemeral(dir.path())).await.unwrap();
-    let client = cluster.client().await.unwrap();
+    let (_dir, cluster, client) = embedded_cluster().await;
     client.mount("s3://lake/t", "/lake", MountMode::Cache, s3_options(&s3)).await.unwrap();
     assert_eq!(s3.count(|r| r.op == Op::List), 1, "validating a mount lists one page, not the whole root");
 
@@ -137,12 +149,8 @@ async fn cache_mode_serves_objects_byte_exact_and_fetches_each_block_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cache_mode_writes_go_to_the_store_before_complete_answers() {
-    let store = tempfile::tempdir().unwrap();
-    let s3 = S3Server::start(store.path()).unwrap();
-    s3.create_bucket("lake").unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let cluster = LocalCluster::start(&ClusterOptions::ephemeral(dir.path())).await.unwrap();
-    let client = cluster.client().await.unwrap();
+    let (store, s3) = lake();
+    let (_dir, cluster, client) = embedded_cluster().await;
     client.mount("s3://lake/w", "/w", MountMode::Cache, s3_options(&s3)).await.unwrap();
     let data = pattern(BLOCK + 77, 5);
     let mut w = client.create("/w/new.bin", false).await.unwrap();
@@ -224,9 +232,7 @@ async fn wait_for_object(path: &Path, want: &[u8], within: Duration) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fs_mode_exports_and_an_export_killed_midway_completes_after_restart() {
-    let store = tempfile::tempdir().unwrap();
-    let s3 = S3Server::start(store.path()).unwrap();
-    s3.create_bucket("lake").unwrap();
+    let (store, s3) = lake();
     let dir = tempfile::tempdir().unwrap();
     let mut up = cvctl_up(dir.path());
     let client = connect(dir.path()).await;
@@ -275,14 +281,10 @@ async fn fs_mode_exports_and_an_export_killed_midway_completes_after_restart() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_changed_object_is_seen_after_the_validity_period_and_a_failing_store_fails_in_time() {
-    let store = tempfile::tempdir().unwrap();
-    let s3 = S3Server::start(store.path()).unwrap();
-    s3.create_bucket("lake").unwrap();
+    let (_store, s3) = lake();
     let old = pattern(3000, 1);
     s3.put_object("lake", "v/x", &old).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let cluster = LocalCluster::start(&ClusterOptions::ephemeral(dir.path())).await.unwrap();
-    let client = cluster.client().await.unwrap();
+    let (_dir, cluster, client) = embedded_cluster().await;
     let mut opts = s3_options(&s3);
     opts.push(("cv.ttl".into(), "400ms".into()));
     client.mount("s3://lake/v", "/v", MountMode::Cache, opts).await.unwrap();
@@ -309,16 +311,12 @@ async fn a_changed_object_is_seen_after_the_validity_period_and_a_failing_store_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mount_options_set_the_deadlines_and_retries_of_master_and_workers() {
-    let store = tempfile::tempdir().unwrap();
-    let s3 = S3Server::start(store.path()).unwrap();
-    s3.create_bucket("lake").unwrap();
+    let (_store, s3) = lake();
     // Larger than the tail, so a read at offset 0 goes to a worker.
     let data = pattern(300_000, 3);
     s3.put_object("lake", "d/x", &data).unwrap();
     s3.put_object("lake", "d/y", &data).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let cluster = LocalCluster::start(&ClusterOptions::ephemeral(dir.path())).await.unwrap();
-    let client = cluster.client().await.unwrap();
+    let (_dir, cluster, client) = embedded_cluster().await;
 
     let mut bad = s3_options(&s3);
     bad.push(("cv.retries".into(), "many".into()));
@@ -352,16 +350,12 @@ async fn mount_options_set_the_deadlines_and_retries_of_master_and_workers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn renames_under_a_mount_move_the_objects_and_keep_the_cached_blocks() {
-    let store = tempfile::tempdir().unwrap();
-    let s3 = S3Server::start(store.path()).unwrap();
-    s3.create_bucket("lake").unwrap();
+    let (store, s3) = lake();
     let (one, two, file) = (pattern(BLOCK + 5, 1), pattern(1000, 2), pattern(3000, 3));
     s3.put_object("lake", "r/dir/one", &one).unwrap();
     s3.put_object("lake", "r/dir/sub/two", &two).unwrap();
     s3.put_object("lake", "r/file", &file).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let cluster = LocalCluster::start(&ClusterOptions::ephemeral(dir.path())).await.unwrap();
-    let client = cluster.client().await.unwrap();
+    let (_dir, cluster, client) = embedded_cluster().await;
     client.mount("s3://lake/r", "/r", MountMode::Cache, s3_options(&s3)).await.unwrap();
     let obj = |key: &str| std::fs::read(store.path().join("lake").join(key)).ok();
 
@@ -426,9 +420,7 @@ async fn renames_under_a_mount_move_the_objects_and_keep_the_cached_blocks() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_delete_through_cv_reaches_the_store_even_across_a_crash() {
-    let store = tempfile::tempdir().unwrap();
-    let s3 = S3Server::start(store.path()).unwrap();
-    s3.create_bucket("lake").unwrap();
+    let (store, s3) = lake();
     let dir = tempfile::tempdir().unwrap();
     let mut up = cvctl_up(dir.path());
     let client = connect(dir.path()).await;
