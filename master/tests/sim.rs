@@ -4,6 +4,8 @@
 //! have survived. CV_SIM_SEEDS (default 50) and CV_SIM_OPS (default 300) scale it; CV_SIM_SEED
 //! runs one seed.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -460,23 +462,8 @@ impl NowPub for ManualClock {
     }
 }
 
-/// Prints the seed if the simulation panics, so the failure can be replayed.
-struct SeedGuard(u64);
-
-impl Drop for SeedGuard {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!("simulation failed: rerun with CV_SIM_SEED={}", self.0);
-        }
-    }
-}
-
-fn env(name: &str, default: u64) -> u64 {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
-
 fn run(seed: u64, ops: u64) -> (u32, u32) {
-    let _guard = SeedGuard(seed);
+    let _guard = common::SeedGuard { prefix: "CV_SIM", seed };
     let mut sim = Sim::new(seed);
     for i in 0..ops {
         sim.step();
@@ -493,11 +480,7 @@ fn run(seed: u64, ops: u64) -> (u32, u32) {
 
 #[test]
 fn simulation_with_crashes() {
-    let ops = env("CV_SIM_OPS", 300);
-    let seeds: Vec<u64> = match std::env::var("CV_SIM_SEED").ok().and_then(|v| v.parse().ok()) {
-        Some(s) => vec![s],
-        None => (0..env("CV_SIM_SEEDS", 50)).collect(),
-    };
+    let (seeds, ops) = common::plan("CV_SIM", 50, 300);
     let (mut restarts, mut uncertain) = (0, 0);
     for seed in seeds {
         let (r, u) = run(seed, ops);

@@ -17,6 +17,8 @@
 //! CV_SIM_OBJ_SEEDS (default 30) and CV_SIM_OBJ_OPS (default 300) scale it; CV_SIM_OBJ_SEED runs
 //! one seed.
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -609,23 +611,8 @@ impl Drop for Sim {
     }
 }
 
-/// Prints the seed if the simulation panics, so the failure can be replayed.
-struct SeedGuard(u64);
-
-impl Drop for SeedGuard {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!("simulation failed: rerun with CV_SIM_OBJ_SEED={}", self.0);
-        }
-    }
-}
-
-fn env(name: &str, default: u64) -> u64 {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
-
 fn run(seed: u64, ops: u64, allow: Allow) -> Stats {
-    let _guard = SeedGuard(seed);
+    let _guard = common::SeedGuard { prefix: "CV_SIM_OBJ", seed };
     let mut sim = Sim::new(seed, allow);
     for _ in 0..ops {
         sim.step();
@@ -639,11 +626,7 @@ fn run(seed: u64, ops: u64, allow: Allow) -> Stats {
 }
 
 fn run_seeds(allow: Allow) -> Stats {
-    let ops = env("CV_SIM_OBJ_OPS", 300);
-    let seeds: Vec<u64> = match std::env::var("CV_SIM_OBJ_SEED").ok().and_then(|v| v.parse().ok()) {
-        Some(s) => vec![s],
-        None => (0..env("CV_SIM_OBJ_SEEDS", 30)).collect(),
-    };
+    let (seeds, ops) = common::plan("CV_SIM_OBJ", 30, 300);
     let mut total = Stats::default();
     for seed in seeds {
         let s = run(seed, ops, allow);
