@@ -7,10 +7,10 @@ use crate::cmd::CmdResult;
 use crate::connect::runtime;
 use clap::Args;
 use cv_benches::fuse_bench::{self, FuseBenchOptions, FuseReport};
-use cv_benches::read_bench::{DeviceChoice, Source, Workload};
+use cv_benches::read_bench::{Source, Workload};
 use cv_benches::report::print_latency_table;
 use cv_client::ClientSettings;
-use cv_net::config::{ByteSize, Dur};
+use cv_net::config::ByteSize;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 
@@ -20,42 +20,14 @@ pub struct FuseArgs {
     /// Bytes of the read data set (one file, written through the client).
     #[arg(long, default_value = "1GiB")]
     size: ByteSize,
-    /// Sequential request size (the client's read_chunk; fio's block size).
-    #[arg(long, default_value = "1MiB")]
-    seq_block: ByteSize,
-    /// Sequential requests in flight (the client's read-ahead; fio's depth).
-    #[arg(long, default_value_t = 4)]
-    seq_depth: u32,
-    /// Random request size.
-    #[arg(long, default_value = "64KiB")]
-    rand_block: ByteSize,
-    /// Queue depths of the random series.
-    #[arg(long, value_delimiter = ',', default_value = "1,32")]
-    rand_depths: Vec<u32>,
-    /// Length of each random series.
-    #[arg(long, default_value = "8s")]
-    duration: Dur,
     /// Parquet files for the open + first-read latency.
     #[arg(long, default_value_t = 200)]
     open_files: usize,
     /// Bytes per Parquet file (about).
     #[arg(long, default_value = "1MiB")]
     open_file_size: ByteSize,
-    /// Worker shards of the embedded cluster.
-    #[arg(long, default_value_t = 2)]
-    shards: u16,
-    /// Worker memory tier of the embedded cluster; 0 measures the disk tier alone.
-    #[arg(long, default_value = "0")]
-    memory_tier: ByteSize,
-    /// Device tool: auto (fio if on PATH), fio, or uring. fio is needed for the mount either way.
-    #[arg(long, default_value = "auto")]
-    device: DeviceChoice,
-    /// Directory of the device file; default: the embedded worker's data directory.
-    #[arg(long)]
-    device_dir: Option<PathBuf>,
-    /// Check every byte of every client read instead of one read in 64.
-    #[arg(long)]
-    verify_all: bool,
+    #[command(flatten)]
+    reads: super::ReadSeries,
     #[command(flatten)]
     target: super::Target,
     /// Work directory (default: a temporary one, removed at the end); the mount point is `<dir>/mnt`.
@@ -81,44 +53,43 @@ impl FuseArgs {
             cv_dir: "/bench/fuse".into(),
             mountpoint: mnt.clone(),
             size: self.size.bytes(),
-            rand_block: self.rand_block.bytes(),
-            rand_depths: self.rand_depths.clone(),
-            duration: self.duration.get(),
-            verify_all: self.verify_all,
+            rand_block: self.reads.rand_block.bytes(),
+            rand_depths: self.reads.rand_depths.clone(),
+            duration: self.reads.duration.get(),
+            verify_all: self.reads.verify_all,
             device_dir: PathBuf::from("/"),
-            device: self.device,
+            device: self.reads.device,
             open_files: self.open_files,
             open_file_size: self.open_file_size.bytes(),
         };
         // Fail on bad values before a cluster is started and data written.
-        opts.validate(self.seq_block.bytes())?;
-        let tuned =
-            |s: ClientSettings| ClientSettings { prefetch_depth: self.seq_depth, read_chunk: self.seq_block, ..s };
-        tuned(ClientSettings::default()).validate("bench")?;
+        opts.validate(self.reads.seq_block.bytes())?;
+        self.reads.tune(ClientSettings::default()).validate("bench")?;
         runtime()?.block_on(async move {
+            let tuned = |s| self.reads.tune(s);
             // The mount has a connection of its own, as a separate process would.
             let (cluster, client, mount_client) = match self.target.master {
                 Some(m) => {
                     let client = self.target.connect_tuned(m, tuned).await?;
                     let mount_client = self.target.connect_tuned(m, tuned).await?;
-                    opts.device_dir = self.device_dir.clone().unwrap_or_else(|| dir.clone());
+                    opts.device_dir = self.reads.device_dir.clone().unwrap_or_else(|| dir.clone());
                     (None, client, mount_client)
                 }
                 None => {
                     let total = self.size.bytes();
                     let cluster_opts = ClusterOptions {
-                        shards: self.shards,
+                        shards: self.reads.shards,
                         capacity: ByteSize((total * 2).max(ByteSize::gib(1).bytes())),
-                        memory_tier: self.memory_tier,
+                        memory_tier: self.reads.memory_tier,
                         ..ClusterOptions::ephemeral(&dir.join("cluster"))
                     };
                     eprintln!(
                         "starting an embedded cluster ({} shards) under {}",
-                        self.shards,
+                        self.reads.shards,
                         cluster_opts.dir.display()
                     );
                     let c = LocalCluster::start(&cluster_opts).await?;
-                    opts.device_dir = self.device_dir.clone().unwrap_or_else(|| cluster_opts.dir.join("worker"));
+                    opts.device_dir = self.reads.device_dir.clone().unwrap_or_else(|| cluster_opts.dir.join("worker"));
                     let settings = tuned(c.client_settings());
                     settings.validate("client")?;
                     let client = c.client_with(settings.clone()).await?;

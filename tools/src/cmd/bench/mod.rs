@@ -15,7 +15,9 @@ use crate::cluster::{ClusterOptions, LocalCluster};
 use crate::config::CvConfig;
 use crate::connect::ClientArgs;
 use clap::{Args, Subcommand};
+use cv_benches::read_bench::DeviceChoice;
 use cv_client::{Client, ClientSettings};
+use cv_net::config::{ByteSize, Dur};
 use cv_net::tls::Identity;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -30,6 +32,50 @@ struct Target {
     /// Client config for `--master`.
     #[arg(long, default_value = "cv-client.toml")]
     config: PathBuf,
+}
+
+/// The read series shared by `bench read` and `bench fuse`, and the embedded cluster they run on.
+#[derive(Args, Debug)]
+struct ReadSeries {
+    /// Sequential request size (the client's read_chunk; fio's block size).
+    #[arg(long, default_value = "1MiB")]
+    seq_block: ByteSize,
+    /// Sequential requests in flight (the client's read-ahead, prefetch_depth; fio's depth).
+    #[arg(long, default_value_t = 4)]
+    seq_depth: u32,
+    /// Random request size.
+    #[arg(long, default_value = "64KiB")]
+    rand_block: ByteSize,
+    /// Queue depths of the random series (concurrent reads).
+    #[arg(long, value_delimiter = ',', default_value = "1,32")]
+    rand_depths: Vec<u32>,
+    /// Length of each random series.
+    #[arg(long, default_value = "8s")]
+    duration: Dur,
+    /// Worker shards of the embedded cluster (`bench read`: also the bare QUIC server endpoints).
+    #[arg(long, default_value_t = 2)]
+    shards: u16,
+    /// Worker memory tier of the embedded cluster; 0 measures the disk tier alone.
+    #[arg(long, default_value = "0")]
+    memory_tier: ByteSize,
+    /// Device limit tool: auto (fio if on PATH), fio, or uring (in-tree reader). `bench fuse`
+    /// needs fio for the mount either way.
+    #[arg(long, default_value = "auto")]
+    device: DeviceChoice,
+    /// Directory of the device file; default: the embedded worker's data directory.
+    /// With `--master`, give a directory on the worker's disk.
+    #[arg(long)]
+    device_dir: Option<PathBuf>,
+    /// Check every byte of every measured read instead of one read in 64.
+    #[arg(long)]
+    verify_all: bool,
+}
+
+impl ReadSeries {
+    /// `s` with this run's sequential request size and read-ahead.
+    fn tune(&self, s: ClientSettings) -> ClientSettings {
+        ClientSettings { prefetch_depth: self.seq_depth, read_chunk: self.seq_block, ..s }
+    }
 }
 
 impl Target {

@@ -7,7 +7,7 @@ use crate::cluster::{ClusterOptions, LocalCluster};
 use crate::cmd::CmdResult;
 use crate::connect::runtime;
 use clap::Args;
-use cv_benches::read_bench::{self, DeviceChoice, ReadBenchOptions, ReadReport, Workload};
+use cv_benches::read_bench::{self, ReadBenchOptions, ReadReport, Workload};
 use cv_client::ClientSettings;
 use cv_net::config::{ByteSize, Dur};
 use std::path::PathBuf;
@@ -21,27 +21,6 @@ pub struct ReadArgs {
     /// Bytes per file of the data set (a multiple of 1MiB).
     #[arg(long, default_value = "256MiB")]
     file_size: ByteSize,
-    /// Sequential request size (the client's read_chunk).
-    #[arg(long, default_value = "1MiB")]
-    seq_block: ByteSize,
-    /// Sequential requests in flight (the client's read-ahead, prefetch_depth).
-    #[arg(long, default_value_t = 4)]
-    seq_depth: u32,
-    /// Random request size.
-    #[arg(long, default_value = "64KiB")]
-    rand_block: ByteSize,
-    /// Queue depths of the random series (concurrent read_at calls).
-    #[arg(long, value_delimiter = ',', default_value = "1,32")]
-    rand_depths: Vec<u32>,
-    /// Length of each random series.
-    #[arg(long, default_value = "8s")]
-    duration: Dur,
-    /// Worker shards of the embedded cluster (also the bare QUIC server endpoints).
-    #[arg(long, default_value_t = 2)]
-    shards: u16,
-    /// Worker memory tier of the embedded cluster; 0 measures the disk tier alone.
-    #[arg(long, default_value = "0")]
-    memory_tier: ByteSize,
     /// Pin each shard of the embedded worker to its own CPU. Off by default: the bare QUIC
     /// servers are not pinned either, and on a shared machine a pinned shard waits for its
     /// CPU while another one idles.
@@ -50,16 +29,8 @@ pub struct ReadArgs {
     /// How long an idle shard of the embedded worker polls before it sleeps (0: at once).
     #[arg(long, default_value = "0ms")]
     spin_before_park: Dur,
-    /// Device limit tool: auto (fio if on PATH), fio, or uring (in-tree reader).
-    #[arg(long, default_value = "auto")]
-    device: DeviceChoice,
-    /// Directory of the device file; default: the embedded worker's data directory.
-    /// With `--master`, give a directory on the worker's disk.
-    #[arg(long)]
-    device_dir: Option<PathBuf>,
-    /// Check every byte of every measured read instead of one read in 64.
-    #[arg(long)]
-    verify_all: bool,
+    #[command(flatten)]
+    reads: super::ReadSeries,
     #[command(flatten)]
     target: super::Target,
     /// Work directory (default: a temporary one, removed at the end).
@@ -80,48 +51,46 @@ impl ReadArgs {
             cv_dir: "/bench/read".into(),
             total: self.size.bytes(),
             file_size: self.file_size.bytes(),
-            rand_block: self.rand_block.bytes(),
-            rand_depths: self.rand_depths.clone(),
-            duration: self.duration.get(),
-            verify_all: self.verify_all,
+            rand_block: self.reads.rand_block.bytes(),
+            rand_depths: self.reads.rand_depths.clone(),
+            duration: self.reads.duration.get(),
+            verify_all: self.reads.verify_all,
             device_dir: PathBuf::new(),
-            device: self.device,
-            quic_endpoints: usize::from(self.shards.max(1)),
+            device: self.reads.device,
+            quic_endpoints: usize::from(self.reads.shards.max(1)),
         };
         // Fail on bad sizes before a cluster is started and data written.
-        opts.validate(self.seq_block.bytes())?;
-        ClientSettings { prefetch_depth: self.seq_depth, read_chunk: self.seq_block, ..ClientSettings::default() }
-            .validate("bench")?;
+        opts.validate(self.reads.seq_block.bytes())?;
+        self.reads.tune(ClientSettings::default()).validate("bench")?;
         runtime()?.block_on(async move {
-            let tuned =
-                |s: ClientSettings| ClientSettings { prefetch_depth: self.seq_depth, read_chunk: self.seq_block, ..s };
+            let tuned = |s| self.reads.tune(s);
             let (cluster, client) = match self.target.master {
                 Some(m) => {
                     let client = self.target.connect_tuned(m, tuned).await?;
-                    opts.device_dir = self.device_dir.clone().unwrap_or_else(|| dir.clone());
+                    opts.device_dir = self.reads.device_dir.clone().unwrap_or_else(|| dir.clone());
                     (None, client)
                 }
                 None => {
                     let total = self.size.bytes();
                     let cluster_opts = ClusterOptions {
-                        shards: self.shards,
+                        shards: self.reads.shards,
                         // Room for the data set with a margin: this measures reads, not eviction.
                         capacity: ByteSize((total + total / 2).max(ByteSize::gib(1).bytes())),
-                        memory_tier: self.memory_tier,
+                        memory_tier: self.reads.memory_tier,
                         pin_cores: self.pin_cores,
                         spin_before_park: self.spin_before_park,
                         ..ClusterOptions::ephemeral(&dir.join("cluster"))
                     };
                     eprintln!(
                         "starting an embedded cluster ({} shards) under {}",
-                        self.shards,
+                        self.reads.shards,
                         cluster_opts.dir.display()
                     );
                     let c = LocalCluster::start(&cluster_opts).await?;
                     let settings = tuned(c.client_settings());
                     settings.validate("client")?;
                     let client = c.client_with(settings).await?;
-                    opts.device_dir = self.device_dir.clone().unwrap_or_else(|| cluster_opts.dir.join("worker"));
+                    opts.device_dir = self.reads.device_dir.clone().unwrap_or_else(|| cluster_opts.dir.join("worker"));
                     (Some(c), client)
                 }
             };
@@ -132,7 +101,7 @@ impl ReadArgs {
             }
             let mut report = report?;
             if self.target.master.is_none() {
-                report.memory_tier_bytes = Some(self.memory_tier.bytes());
+                report.memory_tier_bytes = Some(self.reads.memory_tier.bytes());
             }
             if self.json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
