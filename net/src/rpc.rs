@@ -61,7 +61,7 @@ pub async fn read_frame(recv: &mut quinn::RecvStream, limits: &Limits) -> Result
     body.resize(header.body_len as usize, 0);
     recv.read_exact(&mut body).await.map_err(read_err)?;
     // Chunks appended as they come: no zero-filling of a buffer the stream then overwrites.
-    let want = header.payload_len as usize;
+    let want = header.after_body_len();
     let mut payload = Vec::with_capacity(want);
     while payload.len() < want {
         match recv.read_chunk(want - payload.len(), true).await.map_err(|e| conn_err("read", e))? {

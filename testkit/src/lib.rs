@@ -7,6 +7,7 @@ mod classify;
 mod proxy;
 mod rt;
 mod s3;
+mod shaped;
 
 pub use proxy::DelayProxy;
 pub use s3::{Fault, Op, Request, S3Server};

@@ -19,6 +19,7 @@ use tokio::net::{TcpListener, TcpStream};
 
 use crate::classify::classify;
 use crate::rt::{RtThread, accept_loop, bind_loopback};
+use crate::shaped::{Shaped, Then};
 
 /// One HTTP request as it arrived, before s3s saw it.
 #[derive(Clone, Debug)]
@@ -69,6 +70,17 @@ pub enum Fault {
     Status(u16),
     /// Wait, then answer with this status.
     DelayThenStatus(Duration, u16),
+    /// Serve normally, but every response body pauses after its first `after` bytes for
+    /// `stall`, then delivers the rest.
+    StallBody {
+        after: usize,
+        stall: Duration,
+    },
+    /// Serve normally, but every response body breaks after its first `after` bytes: the
+    /// connection is dropped mid-body.
+    CutBody {
+        after: usize,
+    },
 }
 
 #[derive(Debug)]
@@ -251,11 +263,13 @@ async fn handle(
     lock(&shared.log).push(Request { method, path, query, range, op });
 
     let fault = lock(&shared.fault).clone();
-    let (delay, status) = match fault {
-        Fault::None => (None, None),
-        Fault::Delay(d) => (Some(d), None),
-        Fault::Status(s) => (None, Some(s)),
-        Fault::DelayThenStatus(d, s) => (Some(d), Some(s)),
+    let (delay, status, shape) = match fault {
+        Fault::None => (None, None, None),
+        Fault::Delay(d) => (Some(d), None, None),
+        Fault::Status(s) => (None, Some(s), None),
+        Fault::DelayThenStatus(d, s) => (Some(d), Some(s), None),
+        Fault::StallBody { after, stall } => (None, None, Some((after, Then::Stall(stall)))),
+        Fault::CutBody { after } => (None, None, Some((after, Then::Cut))),
     };
     if let Some(delay) = delay {
         tokio::time::sleep(delay).await;
@@ -263,7 +277,11 @@ async fn handle(
     if let Some(status) = status {
         return Ok(fault_response(status));
     }
-    s3.call(req.map(s3s::Body::from)).await
+    let resp = s3.call(req.map(s3s::Body::from)).await?;
+    Ok(match shape {
+        Some((after, then)) => resp.map(|b| s3s::Body::http_body(Shaped::new(b, after, then))),
+        None => resp,
+    })
 }
 
 /// An S3-style XML error with the given status.

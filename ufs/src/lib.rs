@@ -11,12 +11,14 @@ mod location;
 mod secrets;
 mod settings;
 mod store;
+mod stream;
 
 pub use error::{UfsError, UfsErrorKind};
 pub use location::Location;
 pub use secrets::{is_secret, redact};
 pub use settings::{CV_OPTIONS, UfsSettings, is_cv_option};
 pub use store::{ObjectMeta, Ufs, UfsEntry, UfsWriter};
+pub use stream::UfsStream;
 
 /// Registers OpenDAL's services and its HTTP transport (reqwest with rustls
 /// on ring) for this process. [`Ufs::connect`] calls it; code that builds

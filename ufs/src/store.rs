@@ -4,6 +4,7 @@
 use crate::error::{UfsError, UfsErrorKind};
 use crate::location::Location;
 use crate::settings::UfsSettings;
+use crate::stream::{UfsStream, read_error};
 use bytes::Bytes;
 use opendal::Operator;
 use opendal::layers::{RetryLayer, TimeoutLayer};
@@ -105,13 +106,7 @@ impl Ufs {
         if let Some(v) = version.filter(|v| is_etag(v)) {
             req = req.if_match(v);
         }
-        let buf = req.await.map_err(|e| {
-            // The object is shorter than the range cv recorded for it: it changed.
-            let shorter = e.kind() == opendal::ErrorKind::RangeNotSatisfied
-                || (e.kind() == opendal::ErrorKind::Unexpected && e.message().contains("too little data"));
-            let err = UfsError::from_opendal(format!("read {key} {range:?}"), e);
-            if shorter { err.with_kind(UfsErrorKind::Changed) } else { err }
-        })?;
+        let buf = req.await.map_err(|e| read_error(format!("read {key} {range:?}"), e))?;
         let bytes = buf.to_bytes();
         if bytes.len() as u64 != want {
             return Err(UfsError::new(
@@ -120,6 +115,30 @@ impl Ufs {
             ));
         }
         Ok(bytes)
+    }
+
+    /// Bytes `range` of `key` as the store delivers them, from one GET: a caller forwards
+    /// the first bytes before the last have arrived. With `version` (an ETag) the store
+    /// refuses if the object changed since. The stream ends with a `Changed` error if the
+    /// object turns out shorter than the range.
+    pub async fn read_stream(
+        &self,
+        key: &str,
+        range: Range<u64>,
+        version: Option<&str>,
+    ) -> Result<UfsStream, UfsError> {
+        let what = || format!("read {key} {range:?}");
+        let mut req = self.op.reader_with(key);
+        if let Some(v) = version.filter(|v| is_etag(v)) {
+            req = req.if_match(v);
+        }
+        let reader = req.await.map_err(|e| read_error(what(), e))?;
+        let inner = if range.is_empty() {
+            None
+        } else {
+            Some(reader.into_stream(range.clone()).await.map_err(|e| read_error(what(), e))?)
+        };
+        Ok(UfsStream::new(inner, range.end - range.start, what()))
     }
 
     /// The children of directory `dir` (relative, `""` for the root), one

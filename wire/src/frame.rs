@@ -14,14 +14,26 @@ pub const HEADER_LEN: usize = 32;
 /// Bytes of the header covered by the crc (all but the crc field itself).
 const CRC_COVERED: usize = 28;
 
-/// Header flag bits. None are defined in version 1; any set bit is refused so
-/// that a later version can give them meaning safely.
+/// Bytes of the payload checksum that follows the payload of a [`Flags::PAYLOAD_CRC_AFTER`] frame.
+pub const TRAILER_LEN: usize = 4;
+
+/// Header flag bits. A bit this version does not know is refused, so that a later version
+/// can give it meaning safely.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Flags(pub u16);
 
 impl Flags {
+    /// The header crc covers the header and the body only; the payload's own crc32 follows
+    /// the payload ([`TRAILER_LEN`] bytes). For a reply sent while its bytes still arrive
+    /// (a block streamed from object storage), whose checksum is unknown when the header goes.
+    pub const PAYLOAD_CRC_AFTER: u16 = 1;
     /// Bits this version understands.
-    pub const KNOWN: u16 = 0;
+    pub const KNOWN: u16 = Flags::PAYLOAD_CRC_AFTER;
+
+    /// Whether the payload's crc32 follows the payload.
+    pub fn payload_crc_after(self) -> bool {
+        self.0 & Flags::PAYLOAD_CRC_AFTER != 0
+    }
 }
 
 /// The fixed 32-byte frame header, decoded.
@@ -109,9 +121,14 @@ impl FrameHeader {
         out[28..32].copy_from_slice(&self.crc32.to_le_bytes());
     }
 
+    /// Bytes after the body: the payload, and its crc32 when it follows the payload.
+    pub fn after_body_len(&self) -> usize {
+        self.payload_len as usize + if self.flags.payload_crc_after() { TRAILER_LEN } else { 0 }
+    }
+
     /// Total bytes of the frame on the wire.
     pub fn frame_len(&self) -> usize {
-        HEADER_LEN + self.body_len as usize + self.payload_len as usize
+        HEADER_LEN + self.body_len as usize + self.after_body_len()
     }
 }
 
@@ -189,6 +206,27 @@ pub fn encode_with_crc<M: Message>(
     Ok(EncodedFrame { head, header })
 }
 
+/// Encodes `msg` for a payload of `payload_len` bytes that are not all at hand yet: the frame
+/// carries [`Flags::PAYLOAD_CRC_AFTER`], so its header crc covers header and body only. The
+/// caller sends the head, exactly `payload_len` bytes, then [`trailer`] of their crc32.
+pub fn encode_streamed<M: Message>(msg: &M, request_id: u64, payload_len: u64) -> Result<EncodedFrame, WireError> {
+    let mut frame = encode_with_crc(msg, request_id, payload_len, 0)?;
+    frame.header.flags = Flags(Flags::PAYLOAD_CRC_AFTER);
+    let head = &mut frame.head;
+    head[8..10].copy_from_slice(&Flags::PAYLOAD_CRC_AFTER.to_le_bytes());
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&head[..CRC_COVERED]);
+    crc.update(&head[HEADER_LEN..]);
+    frame.header.crc32 = crc.finalize();
+    head[CRC_COVERED..HEADER_LEN].copy_from_slice(&frame.header.crc32.to_le_bytes());
+    Ok(frame)
+}
+
+/// The bytes that end a [`Flags::PAYLOAD_CRC_AFTER`] frame: the payload's crc32.
+pub fn trailer(payload_crc: u32) -> [u8; TRAILER_LEN] {
+    payload_crc.to_le_bytes()
+}
+
 /// A received frame whose header and checksum have been verified. Its body is
 /// only readable through [`Frame::access`], which validates the archive.
 #[derive(Debug)]
@@ -221,22 +259,31 @@ impl Frame {
     }
 
     /// Assembles a frame read in parts from a stream (header, then exactly
-    /// `body_len` body bytes, then `payload_len` payload bytes) and verifies
-    /// the checksum.
+    /// `body_len` body bytes, then the [`FrameHeader::after_body_len`] bytes after the
+    /// body: the payload, and its crc32 when the frame carries it there) and verifies
+    /// the checksums.
     pub fn from_parts(
         raw_header: [u8; HEADER_LEN],
         body: AlignedVec,
-        payload: Vec<u8>,
+        mut after_body: Vec<u8>,
         limits: &Limits,
     ) -> Result<Frame, WireError> {
         let header = FrameHeader::parse(&raw_header, limits)?;
-        if body.len() != header.body_len as usize || payload.len() != header.payload_len as usize {
+        if body.len() != header.body_len as usize || after_body.len() != header.after_body_len() {
             return Err(WireError::new(WireErrorKind::Truncated, "body or payload length differs from header"));
         }
         let mut crc = crc32fast::Hasher::new();
         crc.update(&raw_header[..CRC_COVERED]);
         crc.update(&body);
-        crc.update(&payload);
+        let payload_crc = if header.flags.payload_crc_after() {
+            let at = header.payload_len as usize;
+            let sent = u32::from_le_bytes([after_body[at], after_body[at + 1], after_body[at + 2], after_body[at + 3]]);
+            after_body.truncate(at);
+            Some(sent)
+        } else {
+            crc.update(&after_body);
+            None
+        };
         let got = crc.finalize();
         if got != header.crc32 {
             return Err(WireError::new(
@@ -244,7 +291,16 @@ impl Frame {
                 format!("crc32 {got:08x}, header says {:08x}", header.crc32),
             ));
         }
-        Ok(Frame { header, raw_header, body, payload, limits: *limits })
+        if let Some(sent) = payload_crc {
+            let got = crc32fast::hash(&after_body);
+            if got != sent {
+                return Err(WireError::new(
+                    WireErrorKind::Checksum,
+                    format!("payload crc32 {got:08x}, trailer says {sent:08x}"),
+                ));
+            }
+        }
+        Ok(Frame { header, raw_header, body, payload: after_body, limits: *limits })
     }
 
     /// The verified header.
@@ -290,12 +346,15 @@ impl Frame {
         M::to_owned(self.access::<M>()?)
     }
 
-    /// The whole frame as bytes (header, body, payload), e.g. to forward it.
+    /// The whole frame as bytes (header, body, payload, trailer), e.g. to forward it.
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.header.frame_len());
         out.extend_from_slice(&self.raw_header);
         out.extend_from_slice(&self.body);
         out.extend_from_slice(&self.payload);
+        if self.header.flags.payload_crc_after() {
+            out.extend_from_slice(&trailer(crc32fast::hash(&self.payload)));
+        }
         out
     }
 }

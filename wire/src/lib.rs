@@ -23,14 +23,17 @@ pub mod msg;
 
 pub use codes::ErrorCode;
 pub use error::{WireError, WireErrorKind};
-pub use frame::{EncodedFrame, Flags, Frame, FrameHeader, HEADER_LEN, MAGIC, encode, encode_with, encode_with_crc};
+pub use frame::{
+    EncodedFrame, Flags, Frame, FrameHeader, HEADER_LEN, MAGIC, TRAILER_LEN, encode, encode_streamed, encode_with,
+    encode_with_crc, trailer,
+};
 pub use ids::{SHARD_BITS, block_id, block_seq, block_shard, first_free_seq};
 pub use kinds::{Kind, Message};
 pub use limits::Limits;
 
 /// The protocol version this build speaks. Frames carrying any other version
 /// are refused with [`WireErrorKind::UnsupportedVersion`].
-pub const PROTOCOL_VERSION: u16 = 2;
+pub const PROTOCOL_VERSION: u16 = 3;
 
 /// ALPN token negotiated by every cv QUIC connection.
 pub const ALPN: &[u8] = b"cv/1";

@@ -1,7 +1,10 @@
 //! Round trips of every message, and refusal of damaged frames.
 
 use cv_wire::msg::*;
-use cv_wire::{Frame, HEADER_LEN, Kind, Limits, Message, WireErrorKind, encode, encode_with, encode_with_crc};
+use cv_wire::{
+    Frame, HEADER_LEN, Kind, Limits, Message, TRAILER_LEN, WireErrorKind, encode, encode_streamed, encode_with,
+    encode_with_crc, trailer,
+};
 use std::collections::HashSet;
 
 fn status(path: &str) -> FileStatus {
@@ -267,7 +270,7 @@ fn header_checks_name_the_failure() {
     bad[6..8].copy_from_slice(&999u16.to_le_bytes());
     assert_eq!(err_kind(&bad, &Limits::DEFAULT), WireErrorKind::UnknownKind);
     let mut bad = wire.clone();
-    bad[8] = 1;
+    bad[8] = 2; // a flag bit this version does not know
     assert_eq!(err_kind(&bad, &Limits::DEFAULT), WireErrorKind::BadHeader);
     let mut long = wire.clone();
     long.push(0);
@@ -351,6 +354,54 @@ fn payload_crc_given_equals_payload_checksummed() {
     // An empty payload has crc 0.
     let empty = encode_with_crc(&ReadBlockOk { block_len: 0 }, 4, 0, 0).unwrap();
     assert_eq!(empty.head(), encode(&ReadBlockOk { block_len: 0 }, 4, &[]).unwrap().head());
+}
+
+/// A block reply sent while its bytes arrive: header, body, payload, payload crc32.
+fn streamed_frame(payload: &[u8]) -> Vec<u8> {
+    let enc = encode_streamed(&ReadBlockOk { block_len: 1 << 20 }, 9, payload.len() as u64).unwrap();
+    assert!(enc.header().flags.payload_crc_after());
+    let mut wire = enc.head().to_vec();
+    wire.extend_from_slice(payload);
+    wire.extend_from_slice(&trailer(crc32fast::hash(payload)));
+    wire
+}
+
+#[test]
+fn a_streamed_frame_carries_its_payload_crc_after_the_payload() {
+    let payload: Vec<u8> = (0..3000u32).map(|i| (i * 7) as u8).collect();
+    let wire = streamed_frame(&payload);
+    let frame = Frame::decode(&wire, &Limits::DEFAULT).unwrap();
+    assert_eq!(frame.payload(), &payload[..]);
+    assert_eq!(frame.header().frame_len(), wire.len());
+    assert_eq!(frame.access::<ReadBlockOk>().unwrap().block_len.to_native(), 1 << 20);
+    assert_eq!(frame.to_bytes(), wire, "re-encoded with its trailer");
+    // An empty streamed payload is just the trailer of crc 0.
+    let empty = streamed_frame(&[]);
+    assert_eq!(
+        empty.len(),
+        HEADER_LEN + Frame::decode(&empty, &Limits::DEFAULT).unwrap().header().body_len as usize + 4
+    );
+
+    let decode = |b: &[u8]| Frame::decode(b, &Limits::DEFAULT).map(|_| ()).unwrap_err().kind();
+    for cut in 0..wire.len() {
+        assert_eq!(decode(&wire[..cut]), WireErrorKind::Truncated, "cut at {cut}");
+    }
+    // The header crc no longer covers the payload; the trailer does.
+    let body_end = wire.len() - payload.len() - TRAILER_LEN;
+    for i in [body_end, body_end + 1500, wire.len() - TRAILER_LEN - 1, wire.len() - 1] {
+        let mut bad = wire.clone();
+        bad[i] ^= 0x10;
+        assert_eq!(decode(&bad), WireErrorKind::Checksum, "flip at {i}");
+    }
+    for bit in 0..body_end * 8 {
+        let mut bad = wire.clone();
+        bad[bit / 8] ^= 1 << (bit % 8);
+        assert!(Frame::decode(&bad, &Limits::DEFAULT).is_err(), "bit {bit} of header or body flipped, accepted");
+    }
+    // Clearing the flag makes the trailer four stray bytes, refused.
+    let mut plain = wire.clone();
+    plain[8] = 0;
+    assert!(Frame::decode(&plain, &Limits::DEFAULT).is_err());
 }
 
 #[test]

@@ -57,10 +57,15 @@ fn s3_options(s3: &S3Server) -> Vec<(String, String)> {
 }
 
 async fn rig() -> Rig {
-    rig_on_port(0).await
+    rig_with(0, BLOCK, &[]).await
 }
 
 async fn rig_on_port(base_port: u16) -> Rig {
+    rig_with(base_port, BLOCK, &[]).await
+}
+
+/// A rig whose worker has blocks of `block_size` and whose mount has the extra `mount_options`.
+async fn rig_with(base_port: u16, block_size: u64, mount_options: &[(&str, &str)]) -> Rig {
     let turn = ONE_AT_A_TIME.lock().await;
     let pki = pki();
     let dir = scratch();
@@ -78,7 +83,8 @@ async fn rig_on_port(base_port: u16) -> Rig {
     let master = MasterServer::start(&config, &pki.node, &TransportSettings::default()).await.unwrap();
     // Metadata only: the worker asks the master for it with GetMount.
     let core = master.core().clone();
-    let options = s3_options(&s3);
+    let mut options = s3_options(&s3);
+    options.extend(mount_options.iter().map(|(k, v)| (k.to_string(), v.to_string())));
     tokio::task::spawn_blocking(move || {
         core.mount(MOUNT, &format!("s3://{BUCKET}/pre"), cv_master::state::MountMode::Cache, options)
     })
@@ -87,7 +93,7 @@ async fn rig_on_port(base_port: u16) -> Rig {
     .unwrap();
 
     let mut settings = settings(&dir.path().join("worker"));
-    settings.block_size = ByteSize(BLOCK);
+    settings.block_size = ByteSize(block_size);
     settings.chunk_size = ByteSize::kib(16);
     settings.master = Some(master.local_addr().to_string());
     settings.base_port = base_port;
@@ -498,4 +504,75 @@ fn free_port_pair() -> u16 {
             return p;
         }
     }
+}
+
+/// A cold read whose object arrives slowly: the reply starts with the first bytes the store
+/// delivers (header, body, then payload while the GET is still running), carries its payload
+/// crc after the payload, and is byte-exact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cold_read_is_forwarded_while_the_store_still_delivers() {
+    use cv_wire::{Flags, Frame, FrameHeader, HEADER_LEN, Limits};
+    const BIG: u64 = 1 << 20;
+    const STALL: Duration = Duration::from_secs(3);
+    let r = rig_with(0, BIG, &[]).await;
+    let data = object_bytes(7, BIG as usize);
+    let obj = r.put("slow", &data).await;
+    let id = r.blocks(1).await[0];
+    r.s3.set_fault(Fault::StallBody { after: 300 << 10, stall: STALL });
+
+    let src = BlockSource { object: obj, offset: 0, len: BIG };
+    let req = ReadBlock { block_id: id, offset: 0, len: BIG, source: Some(src.clone()), fill_only: false };
+    let frame = cv_wire::encode(&req, 1, &[]).unwrap();
+    let (mut send, mut recv) = r.conn(id).quinn().open_bi().await.unwrap();
+    cv_net::rpc::write_frame(&mut send, &frame, &[]).await.unwrap();
+    let started = Instant::now();
+    let mut raw = [0u8; HEADER_LEN];
+    recv.read_exact(&mut raw).await.unwrap();
+    let header = FrameHeader::parse(&raw, &Limits::DEFAULT).unwrap();
+    assert_eq!(header.flags, Flags(Flags::PAYLOAD_CRC_AFTER), "a streamed reply carries its crc after the payload");
+    let mut rest = vec![0u8; header.body_len as usize + 128 * 1024];
+    recv.read_exact(&mut rest).await.unwrap();
+    let first = started.elapsed();
+    let mut tail = Vec::new();
+    while let Some(chunk) = recv.read_chunk(usize::MAX, true).await.unwrap() {
+        tail.extend_from_slice(&chunk.bytes);
+    }
+    let last = started.elapsed();
+    assert!(
+        last - first >= STALL * 4 / 5,
+        "the first payload bytes came at {first:?}, all of them at {last:?}: not forwarded before the store's pause"
+    );
+    let mut body = cv_wire::rkyv::util::AlignedVec::<16>::new();
+    body.extend_from_slice(&rest[..header.body_len as usize]);
+    let mut after = rest[header.body_len as usize..].to_vec();
+    after.extend_from_slice(&tail);
+    let frame = Frame::from_parts(raw, body, after, &Limits::DEFAULT).unwrap();
+    assert_eq!(frame.payload(), &data[..]);
+    assert_eq!(frame.decode_body::<ReadBlockOk>().unwrap().block_len, BIG);
+    assert_eq!(r.gets(), 1);
+    r.stop().await;
+}
+
+/// The store breaks a cold read's body midway: the reader gets a retryable failure, never
+/// wrong or short bytes, nothing is stored, and the next read fetches the block anew.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_cut_midway_fails_the_read_retryably_and_stores_nothing() {
+    const BIG: u64 = 1 << 20;
+    // No retries: OpenDAL would otherwise resume the body with a GET of the rest.
+    let r = rig_with(0, BIG, &[("cv.retries", "0")]).await;
+    let data = object_bytes(8, BIG as usize);
+    let obj = r.put("cut", &data).await;
+    let id = r.blocks(1).await[0];
+    let src = BlockSource { object: obj, offset: 0, len: BIG };
+    r.s3.set_fault(Fault::CutBody { after: 300 << 10 });
+    let e = read_src(r.conn(id), id, 0, BIG, &src, false).await.expect_err("a cut body was served");
+    assert!(e.retryable(), "a body cut after the reply started is a retryable failure: {e}");
+    r.s3.set_fault(Fault::None);
+    let stat = r.conn(id).call(&StatBlock { block_id: id }, &[]).await;
+    assert!(stat.is_err(), "a block cut midway was stored");
+    let (_, got) = read_src(r.conn(id), id, 0, BIG, &src, false).await.unwrap();
+    assert!(got == data, "the read after the cut is not byte-exact");
+    wait_stored(&r, id).await;
+    assert!(read(r.conn(id), id, 0, BIG).await.unwrap().1 == data);
+    r.stop().await;
 }

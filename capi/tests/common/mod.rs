@@ -64,6 +64,9 @@ pub fn compile_c(src: &str, out_dir: &Path, optimize: bool) -> PathBuf {
         .arg("-L")
         .arg(&lib)
         .arg(format!("-Wl,-rpath,{}", lib.display()))
+        // DT_RPATH, not DT_RUNPATH: it wins over the LD_LIBRARY_PATH cargo sets for tests,
+        // whose `target/debug` may hold a stale copy of the library from an older build.
+        .arg("-Wl,--disable-new-dtags")
         .args(["-lcv_capi", "-lpthread"]));
     exe
 }

@@ -6,7 +6,9 @@
 //! transfer of a whole block); a reader asking for most of the block, or a fill-only request
 //! (`cvctl load`), fetches the whole block in one GET. Readers arriving meanwhile are
 //! answered from what is held or being fetched, and fetch only the bytes nobody fetches yet,
-//! so concurrent readers of one range share one GET. When no reader's fetch is left, the
+//! so concurrent readers of one range share one GET. Bytes reach readers as the store delivers
+//! them: a reader's reply starts with the first piece of its range, not after the last. When
+//! no reader's fetch is left, the
 //! flight fetches the gaps, joins the block and writes it into the store (unpinned,
 //! checksummed, committed atomically). The gaps wait (up to [`MAX_DEFER`]) until no reader
 //! fetch is running anywhere in the worker and none ended for [`QUIET`]: a query reads
@@ -68,13 +70,56 @@ pub(crate) enum Want {
     Stored,
 }
 
-/// The bytes of a `Want::Range`, or nothing for `Want::Stored`.
+/// The next piece of a `Want::Range`, or nothing for `Want::Stored` once the block is stored.
 type Outcome = Result<Bytes, FillError>;
 
 #[derive(Debug)]
 struct Waiter {
     want: Want,
+    /// For a range: the offset of the first byte not yet sent.
+    at: u64,
     tx: flume::Sender<Outcome>,
+}
+
+/// The bytes of a range being filled, as they arrive: exactly the range's length in all,
+/// in order, unless an error ends them.
+#[derive(Debug)]
+pub(crate) struct Filling {
+    rx: flume::Receiver<Outcome>,
+    left: u64,
+}
+
+impl Filling {
+    /// The next piece; `None` once every byte came (or after an error).
+    pub(crate) async fn next(&mut self) -> Option<Outcome> {
+        if self.left == 0 {
+            return None;
+        }
+        match self.rx.recv_async().await {
+            Ok(Ok(b)) if !b.is_empty() && b.len() as u64 <= self.left => {
+                self.left -= b.len() as u64;
+                Some(Ok(b))
+            }
+            Ok(Ok(b)) => {
+                let msg = format!("a fill sent a piece of {} bytes with {} left", b.len(), self.left);
+                self.left = 0;
+                Some(Err(FillError::new(ErrorCode::Internal, msg)))
+            }
+            Ok(Err(e)) => {
+                self.left = 0;
+                Some(Err(e))
+            }
+            Err(_) => {
+                self.left = 0;
+                Some(Err(abandoned()))
+            }
+        }
+    }
+
+    /// Whether every byte came.
+    pub(crate) fn is_done(&self) -> bool {
+        self.left == 0
+    }
 }
 
 /// One block being filled.
@@ -109,19 +154,20 @@ impl Flight {
         ranges
     }
 
-    /// Answers every range waiter whose bytes are all held.
-    fn answer_ready(&mut self) {
+    /// Sends every range waiter the bytes held right after those it has; a waiter that has
+    /// all of its range, or went away, leaves.
+    fn advance(&mut self) {
         let pieces = &self.pieces;
-        self.waiters.retain(|w| match &w.want {
-            Want::Range(r) => match pieces.get(r) {
-                Some(b) => {
-                    // A reader that went away needs no answer.
-                    let _ = w.tx.send(Ok(b));
-                    false
+        self.waiters.retain_mut(|w| {
+            let Want::Range(r) = &w.want else { return true };
+            while w.at < r.end {
+                let Some(b) = pieces.run(w.at, r.end) else { return true };
+                w.at += b.len() as u64;
+                if w.tx.send(Ok(b)).is_err() {
+                    return false;
                 }
-                None => true,
-            },
-            Want::Stored => true,
+            }
+            false
         });
     }
 }
@@ -140,19 +186,47 @@ impl Fills {
         Self { store, fetcher, flights: RefCell::new(HashMap::new()), next_id: Cell::new(0) }
     }
 
-    /// Waits until `want` of block `block_id` can be served from `source`, joining the flight
-    /// already under way or starting one. Returns the wanted bytes (none for `Stored`).
-    pub(crate) async fn fill(self: &Rc<Self>, gate: &Gate, block_id: u64, source: BlockSource, want: Want) -> Outcome {
+    /// The bytes `r` of block `block_id` (already clamped to its length), filled from `source`
+    /// if needed, as they arrive.
+    pub(crate) fn read(
+        self: &Rc<Self>,
+        gate: &Gate,
+        block_id: u64,
+        source: BlockSource,
+        r: Range<u64>,
+    ) -> Result<Filling, FillError> {
+        let left = r.end - r.start;
+        let rx = if left == 0 { flume::bounded(1).1 } else { self.join(gate, block_id, source, Want::Range(r))? };
+        Ok(Filling { rx, left })
+    }
+
+    /// Waits until block `block_id` is in the store, filling it from `source` (`cvctl load`).
+    pub(crate) async fn load(
+        self: &Rc<Self>,
+        gate: &Gate,
+        block_id: u64,
+        source: BlockSource,
+    ) -> Result<(), FillError> {
+        let rx = self.join(gate, block_id, source, Want::Stored)?;
+        rx.recv_async().await.unwrap_or_else(|_| Err(abandoned())).map(|_| ())
+    }
+
+    /// Joins the flight of block `block_id` already under way, or starts one, as a waiter for
+    /// `want`; its answers come on the returned channel.
+    fn join(
+        self: &Rc<Self>,
+        gate: &Gate,
+        block_id: u64,
+        source: BlockSource,
+        want: Want,
+    ) -> Result<flume::Receiver<Outcome>, FillError> {
         let Some(fetcher) = self.fetcher.clone() else {
             return Err(FillError::new(
                 ErrorCode::Unsupported,
                 "this worker has no master configured, so it cannot resolve mounts to fetch blocks",
             ));
         };
-        if matches!(&want, Want::Range(r) if r.is_empty()) {
-            return Ok(Bytes::new());
-        }
-        let (tx, rx) = flume::bounded(1);
+        let (tx, rx) = flume::unbounded();
         let for_reader = matches!(want, Want::Range(_));
         let (id, start, now) = {
             let mut flights = self.flights.borrow_mut();
@@ -165,16 +239,17 @@ impl Fills {
                 deferred: false,
                 waiters: Vec::new(),
             });
-            if let Want::Range(r) = &want
-                && let Some(b) = flight.pieces.get(r)
-            {
-                return Ok(b);
-            }
             let start = flight.plan(&want);
             // A fill-only request does not wait for a deferred gap fill's turn.
             let now = (want == Want::Stored && flight.deferred && flight.fetching.is_empty() && !flight.completing)
                 .then(|| flight.complete());
-            flight.waiters.push(Waiter { want, tx });
+            let at = match &want {
+                Want::Range(r) => r.start,
+                Want::Stored => 0,
+            };
+            flight.waiters.push(Waiter { want, at, tx });
+            // What is held already goes out now.
+            flight.advance();
             (flight.id, start, now)
         };
         // Spawned after the borrow ends: a new task may run at once.
@@ -184,7 +259,7 @@ impl Fills {
         if let Some(next) = now {
             self.run_next(gate, &fetcher, block_id, id, next);
         }
-        rx.recv_async().await.unwrap_or_else(|_| Err(abandoned()))
+        Ok(rx)
     }
 
     fn spawn_fetch(
@@ -203,9 +278,19 @@ impl Fills {
         }
     }
 
-    /// A fetch of `r` ended: keep the bytes and answer whom they serve, then fetch the gaps
-    /// (soon, see the module docs) or, with the block whole, store it. A failure fails the flight.
-    fn landed(self: &Rc<Self>, fetch: &Fetch, fetcher: &Fetcher, got: Outcome) {
+    /// A piece of a fetch came, `at` bytes into the block: keep it and send it on to the
+    /// readers it serves. False if the flight is gone (failed), so the fetch can stop.
+    fn arrived(&self, fetch: &Fetch, at: u64, data: Bytes) -> bool {
+        let mut flights = self.flights.borrow_mut();
+        let Some(flight) = flights.get_mut(&fetch.block_id).filter(|f| f.id == fetch.id) else { return false };
+        flight.pieces.insert(at, data);
+        flight.advance();
+        true
+    }
+
+    /// A fetch of `r` ended (its bytes already arrived): fetch the gaps (soon, see the module
+    /// docs) or, with the block whole, store it. A failure fails the flight.
+    fn landed(self: &Rc<Self>, fetch: &Fetch, fetcher: &Fetcher, got: Result<(), FillError>) {
         let (block_id, id, r) = (fetch.block_id, fetch.id, fetch.range.clone());
         let next = {
             let mut flights = self.flights.borrow_mut();
@@ -214,20 +299,10 @@ impl Fills {
                 return; // a fetch of a flight that failed; a new one has started since
             }
             flight.fetching.retain(|f| *f != r);
-            let expected = r.end - r.start;
-            let got = got.and_then(|d| match d.len() as u64 {
-                n if n == expected => Ok(d),
-                n => Err(FillError::new(ErrorCode::Internal, format!("fetch returned {n} bytes, {expected} expected"))),
-            });
-            let data = match got {
-                Ok(d) => d,
-                Err(e) => {
-                    fail(&mut flights, block_id, id, e);
-                    return;
-                }
-            };
-            flight.pieces.insert(r.start, data);
-            flight.answer_ready();
+            if let Err(e) = got {
+                fail(&mut flights, block_id, id, e);
+                return;
+            }
             if !flight.fetching.is_empty() {
                 return;
             }
@@ -284,6 +359,7 @@ impl Fills {
                         tracing::warn!(block = block_id, error = %e.message, "fetched block not cached");
                     }
                     let flight = fills.flights.borrow_mut().remove(&block_id);
+                    // Range waiters have all their bytes already (the block is whole).
                     for w in flight.map(|f| f.waiters).unwrap_or_default() {
                         let _ = w.tx.send(stored.clone().map(|()| Bytes::new()));
                     }
@@ -356,12 +432,27 @@ impl Fetch {
                 return;
             }
         };
-        let r = &self.range;
-        let got = fetcher.fetch(source.object, source.offset + r.start, r.end - r.start, self.for_reader).await;
-        let got = got.map_err(|e| {
-            tracing::debug!(block = self.block_id, error = %e, "fetch failed");
-            FillError::new(fetch_code(&e), e.message())
-        });
+        let r = self.range.clone();
+        let mut pieces = fetcher.fetch(source.object, source.offset + r.start, r.end - r.start, self.for_reader);
+        let mut at = r.start;
+        let mut got = Ok(());
+        while let Some(piece) = pieces.next().await {
+            match piece {
+                Ok(b) => {
+                    let n = b.len() as u64;
+                    if !self.fills.arrived(&self, at, b) {
+                        break; // the flight failed meanwhile: nobody needs the rest
+                    }
+                    at += n;
+                }
+                Err(e) => {
+                    tracing::debug!(block = self.block_id, error = %e, "fetch failed");
+                    got = Err(FillError::new(fetch_code(&e), e.message()));
+                    break;
+                }
+            }
+        }
+        drop(pieces); // a reader fetch counts until here (see `Fetcher::quiet_for`)
         self.landed = true;
         self.fills.landed(&self, &fetcher, got);
     }

@@ -71,9 +71,10 @@ pub(crate) async fn read_head(recv: &mut RecvStream, limits: &Limits) -> Result<
     Ok(Head { raw, header, body })
 }
 
-/// Reads the payload of `head` (its length is already within the limits).
+/// Reads what follows the body of `head`: the payload (its length is already within the
+/// limits) and its trailing crc when the frame has one.
 pub(crate) async fn read_payload(recv: &mut RecvStream, head: &Head) -> Result<Vec<u8>, ReadFail> {
-    let mut payload = vec![0u8; head.header.payload_len as usize];
+    let mut payload = vec![0u8; head.header.after_body_len()];
     recv.read_exact(&mut payload).await.map_err(|e| ReadFail::from_quic(e, "payload"))?;
     Ok(payload)
 }

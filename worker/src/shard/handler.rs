@@ -12,7 +12,7 @@ use cv_wire::{ErrorCode, Frame, HEADER_LEN, Kind, Message, block_shard};
 
 use super::codes::store_code;
 use super::conn::ShardCtx;
-use super::fill::Want;
+use super::fill::FillError;
 use super::frame_io::{Head, ReadFail, read_payload};
 use super::reply::Reply;
 use crate::quic::{RecvStream, VarInt};
@@ -149,18 +149,23 @@ async fn read_block(ctx: &ShardCtx, frame: &Frame) -> Result<Reply, Refusal> {
     let Some(source) = source else {
         return Err(Refusal::new(ErrorCode::NotFound, format!("block {block_id} is not stored here")));
     };
-    let want = if fill_only {
-        Want::Stored
-    } else {
-        let n = clamp(block_id, source.len, offset, len)?;
-        Want::Range(offset..offset + n)
-    };
     let block_len = source.len;
-    let data = ctx.fills.fill(&ctx.gate, block_id, source, want).await.map_err(|e| Refusal::new(e.code, e.message))?;
+    let refused = |e: FillError| Refusal::new(e.code, e.message);
     if fill_only {
+        ctx.fills.load(&ctx.gate, block_id, source).await.map_err(refused)?;
         return Ok(Reply::ok(request_id, &ReadBlockOk { block_len }));
     }
-    Ok(Reply::with_shared(request_id, &ReadBlockOk { block_len }, data))
+    let n = clamp(block_id, block_len, offset, len)?;
+    let mut filling = ctx.fills.read(&ctx.gate, block_id, source, offset..offset + n).map_err(refused)?;
+    // Until the first bytes come, a failure is still an error reply.
+    let first = match filling.next().await {
+        None => bytes::Bytes::new(),
+        Some(first) => first.map_err(refused)?,
+    };
+    if filling.is_done() {
+        return Ok(Reply::with_shared(request_id, &ReadBlockOk { block_len }, first));
+    }
+    Ok(Reply::streamed(request_id, &ReadBlockOk { block_len }, n, first, filling))
 }
 
 /// Bytes to answer at `offset`: up to `len`, shorter at the block's end (as the protocol
@@ -259,7 +264,20 @@ async fn write_block(ctx: &ShardCtx, head: Head, recv: &mut RecvStream) -> Reply
     let mut frame_crc = crc32fast::Hasher::new();
     frame_crc.update(&head.raw[..CRC_COVERED]);
     frame_crc.update(&head.body);
-    frame_crc.combine(&data_crc);
+    if head.header.flags.payload_crc_after() {
+        let mut trailer = [0u8; cv_wire::TRAILER_LEN];
+        if let Err(e) = recv.read_exact(&mut trailer).await {
+            let fail = ReadFail::from_quic(e, "payload crc");
+            return Reply::error(id, fail.code(), &fail.to_string(), None);
+        }
+        let (got, sent) = (data_crc.clone().finalize(), u32::from_le_bytes(trailer));
+        if got != sent {
+            let msg = format!("payload crc32 {got:08x}, trailer says {sent:08x}; block {block_id} not stored");
+            return Reply::error(id, ErrorCode::Malformed, &msg, None);
+        }
+    } else {
+        frame_crc.combine(&data_crc);
+    }
     let (got, want) = (frame_crc.finalize(), head.header.crc32);
     if got != want {
         let msg = format!("frame crc32 {got:08x}, header says {want:08x}; block {block_id} not stored");

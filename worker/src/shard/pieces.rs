@@ -73,6 +73,17 @@ impl Pieces {
         Some(out.freeze())
     }
 
+    /// The bytes held from `at` on, up to `end`, that one piece holds (a shared slice):
+    /// what can be sent next to a reader who has everything before `at`.
+    pub(crate) fn run(&self, at: u64, end: u64) -> Option<Bytes> {
+        let (&s, d) = self.done.range(..=at).next_back()?;
+        let piece_end = s + d.len() as u64;
+        if piece_end <= at || at >= end {
+            return None;
+        }
+        Some(d.slice((at - s) as usize..(end.min(piece_end) - s) as usize))
+    }
+
     /// The sub-ranges of `r` held by no piece and not in `pending` (ranges being fetched).
     pub(crate) fn missing(&self, r: Range<u64>, pending: &[Range<u64>]) -> Vec<Range<u64>> {
         let mut covered: Vec<Range<u64>> =
@@ -131,6 +142,24 @@ mod tests {
         assert_eq!(p.missing(12..18, &[]), Vec::<Range<u64>>::new());
         assert_eq!(p.missing(15..55, &[]), vec![20..50]);
         assert_eq!(p.missing(0..100, std::slice::from_ref(&(0..100))), Vec::<Range<u64>>::new());
+    }
+
+    #[test]
+    fn run_is_what_one_piece_holds_from_an_offset() {
+        let mut p = Pieces::new(100);
+        assert!(p.run(0, 100).is_none());
+        p.insert(0, bytes(0..10));
+        p.insert(10, bytes(10..30));
+        p.insert(50, bytes(50..60));
+        assert_eq!(p.run(0, 100).unwrap(), bytes(0..10));
+        assert_eq!(p.run(4, 8).unwrap(), bytes(4..8));
+        assert_eq!(p.run(10, 100).unwrap(), bytes(10..30));
+        assert_eq!(p.run(25, 100).unwrap(), bytes(25..30));
+        assert!(p.run(30, 100).is_none(), "a gap");
+        assert!(p.run(40, 100).is_none());
+        assert_eq!(p.run(55, 58).unwrap(), bytes(55..58));
+        assert!(p.run(58, 58).is_none(), "nothing wanted");
+        assert!(p.run(60, 100).is_none());
     }
 
     #[test]

@@ -4,6 +4,7 @@
 use cv_wire::msg::ErrorReply;
 use cv_wire::{EncodedFrame, ErrorCode, Message, WireError};
 
+use super::fill::Filling;
 use crate::quic::{QuicError, SendStream, VarInt};
 use crate::store::BlockBytes;
 
@@ -11,6 +12,8 @@ use crate::store::BlockBytes;
 const MAX_MESSAGE: usize = 1024;
 /// Stream reset code when a reply cannot even be encoded.
 const CODE_ENCODE_FAILED: u32 = 2;
+/// Stream reset code when a streamed reply's bytes stop coming (the fetch failed midway).
+const CODE_SOURCE_FAILED: u32 = 3;
 
 /// The payload of a reply.
 #[derive(Debug)]
@@ -21,6 +24,8 @@ enum Payload {
     Owned(Vec<u8>),
     /// Bytes shared with other replies (a block just fetched from object storage).
     Shared(bytes::Bytes),
+    /// Bytes still arriving from object storage: the first piece, then the rest as they come.
+    Streamed(bytes::Bytes, Filling),
 }
 
 /// One reply frame and the bytes that form its payload.
@@ -54,6 +59,18 @@ impl Reply {
         Reply { frame: cv_wire::encode(msg, request_id, &bytes), payload: Payload::Shared(bytes) }
     }
 
+    /// A reply of `len` payload bytes that are still arriving: `first`, then the pieces of
+    /// `rest`. Its payload crc follows the payload (`Flags::PAYLOAD_CRC_AFTER`).
+    pub(crate) fn streamed<M: Message>(
+        request_id: u64,
+        msg: &M,
+        len: u64,
+        first: bytes::Bytes,
+        rest: Filling,
+    ) -> Reply {
+        Reply { frame: cv_wire::encode_streamed(msg, request_id, len), payload: Payload::Streamed(first, rest) }
+    }
+
     /// An `ErrorReply` with `code`; `redirect` names the owning shard for `WrongShard`.
     pub(crate) fn error(request_id: u64, code: ErrorCode, message: &str, redirect: Option<String>) -> Reply {
         let mut end = message.len().min(MAX_MESSAGE);
@@ -65,7 +82,7 @@ impl Reply {
     }
 
     /// Writes the frame and its payload, then finishes the stream.
-    pub(crate) async fn send(self, send: &mut SendStream) -> Result<(), QuicError> {
+    pub(crate) async fn send(mut self, send: &mut SendStream) -> Result<(), QuicError> {
         let frame = match self.frame {
             Ok(f) => f,
             Err(e) => {
@@ -74,7 +91,7 @@ impl Reply {
             }
         };
         send.write_all(frame.head()).await?;
-        match &self.payload {
+        match &mut self.payload {
             Payload::Block(bytes) => {
                 for part in bytes.parts() {
                     send.write_all(part).await?;
@@ -82,6 +99,25 @@ impl Reply {
             }
             Payload::Owned(bytes) => send.write_all(bytes).await?,
             Payload::Shared(bytes) => send.write_all(bytes).await?,
+            Payload::Streamed(first, rest) => {
+                let mut crc = crc32fast::Hasher::new();
+                crc.update(first);
+                send.write_all(first).await?;
+                while let Some(piece) = rest.next().await {
+                    match piece {
+                        Ok(b) => {
+                            crc.update(&b);
+                            send.write_all(&b).await?;
+                        }
+                        // Never a wrong trailer: the reader sees the reset and retries.
+                        Err(e) => {
+                            tracing::debug!(error = %e.message, "streamed reply cut: its source failed");
+                            return send.reset(VarInt::from_u32(CODE_SOURCE_FAILED));
+                        }
+                    }
+                }
+                send.write_all(&cv_wire::trailer(crc.finalize())).await?;
+            }
         }
         send.finish()
     }

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use bytes::Bytes;
-use cv_ufs::{UfsErrorKind, UfsSettings};
+use bytes::{Bytes, BytesMut};
+use cv_ufs::{UfsErrorKind, UfsSettings, UfsStream};
 use tokio::sync::Semaphore;
 
 use super::error::FetchError;
@@ -127,17 +127,19 @@ async fn serve(spec: PoolSpec, requests: flume::Receiver<Fetch>, stop: flume::Re
             if req.reply.is_disconnected() {
                 return;
             }
-            let res = fetch(&mounts, &req).await;
-            let _ = req.reply.send(res);
+            if let Err(e) = fetch(&mounts, &req).await {
+                let _ = req.reply.send(Err(e));
+            }
         });
     }
     mounts.master().close().await;
 }
 
-/// Resolves the mount and reads the range at the object's version. A refusal by the store
-/// under a cached mount is retried once with the mount asked of the master again (its
-/// credentials may have been rotated).
-async fn fetch(mounts: &Mounts, req: &Fetch) -> std::result::Result<Bytes, FetchError> {
+/// Resolves the mount and streams the range at the object's version to the shard, in
+/// pieces of at least [`PIECE`] bytes (the last may be shorter). A refusal by the store
+/// under a cached mount, before any byte came, is retried once with the mount asked of
+/// the master again (its credentials may have been rotated).
+async fn fetch(mounts: &Mounts, req: &Fetch) -> std::result::Result<(), FetchError> {
     let o = &req.object;
     let end = req.offset.checked_add(req.len).ok_or_else(|| {
         FetchError::new(super::FetchErrorKind::Failed, format!("range {}+{} overflows", req.offset, req.len))
@@ -146,8 +148,17 @@ async fn fetch(mounts: &Mounts, req: &Fetch) -> std::result::Result<Bytes, Fetch
     let mut fresh_tried = false;
     loop {
         let m = mounts.resolve(&o.mount).await?;
-        match m.ufs.read(&o.key, req.offset..end, Some(&o.version)).await {
-            Ok(bytes) => return Ok(bytes),
+        // The GET goes out when the stream is first polled: its refusal comes with the first piece.
+        let first = match m.ufs.read_stream(&o.key, req.offset..end, Some(&o.version)).await {
+            Ok(mut stream) => match stream.next().await {
+                None => return Ok(()),
+                Some(Ok(b)) => Ok((stream, b)),
+                Some(Err(e)) => Err(e),
+            },
+            Err(e) => Err(e),
+        };
+        match first {
+            Ok((stream, b)) => return forward(stream, b, &req.reply, &what).await,
             Err(e) if matches!(e.kind(), UfsErrorKind::Config | UfsErrorKind::PermissionDenied) => {
                 mounts.invalidate(&o.mount).await;
                 if m.cached && !fresh_tried {
@@ -162,6 +173,47 @@ async fn fetch(mounts: &Mounts, req: &Fetch) -> std::result::Result<Bytes, Fetch
                 return Err(FetchError::from_ufs(&what, &e));
             }
         }
+    }
+}
+
+/// Pieces sent to a shard are at least this long (but the last): every piece wakes the
+/// shard, and the HTTP client hands out a response in much smaller buffers.
+const PIECE: usize = 128 << 10;
+
+/// Sends `first` and the rest of `stream` on `reply`, joined into pieces of [`PIECE`] bytes.
+async fn forward(
+    mut stream: UfsStream,
+    first: Bytes,
+    reply: &flume::Sender<std::result::Result<Bytes, FetchError>>,
+    what: &str,
+) -> std::result::Result<(), FetchError> {
+    let mut piece = BytesMut::new();
+    let mut next = Some(first);
+    loop {
+        let Some(b) = next.take() else {
+            if !piece.is_empty() {
+                let _ = reply.send(Ok(piece.freeze()));
+            }
+            return Ok(());
+        };
+        if piece.is_empty() && b.len() >= PIECE {
+            if reply.send(Ok(b)).is_err() {
+                return Ok(()); // nobody waits any more
+            }
+        } else {
+            piece.extend_from_slice(&b);
+            if piece.len() >= PIECE && reply.send(Ok(piece.split().freeze())).is_err() {
+                return Ok(());
+            }
+        }
+        next = match stream.next().await {
+            None => None,
+            Some(Ok(b)) => Some(b),
+            Some(Err(e)) => {
+                tracing::debug!(error = %e, "{what} failed after its first bytes");
+                return Err(FetchError::from_ufs(what, &e));
+            }
+        };
     }
 }
 

@@ -7,15 +7,50 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use cv_wire::msg::UfsRef;
 
-use super::error::FetchError;
+use super::error::{FetchError, FetchErrorKind};
 
-/// Bytes `offset..offset + len` of `object`, answered on `reply`.
+/// Bytes `offset..offset + len` of `object`, answered on `reply` in pieces, in order, as
+/// they arrive: exactly `len` bytes in all, or an error that ends the answer.
 #[derive(Debug)]
 pub(crate) struct Fetch {
     pub(crate) object: UfsRef,
     pub(crate) offset: u64,
     pub(crate) len: u64,
     pub(crate) reply: flume::Sender<Result<Bytes, FetchError>>,
+}
+
+/// The answer to one fetch, piece by piece.
+#[derive(Debug)]
+pub(crate) struct FetchStream {
+    rx: flume::Receiver<Result<Bytes, FetchError>>,
+    /// Bytes not received yet.
+    left: u64,
+    _reader: Option<ReaderGuard>,
+}
+
+impl FetchStream {
+    /// The next piece, in order; `None` once every byte came. After an error, `None`.
+    pub(crate) async fn next(&mut self) -> Option<Result<Bytes, FetchError>> {
+        if self.left == 0 {
+            return None;
+        }
+        let got = self.rx.recv_async().await.unwrap_or_else(|_| Err(FetchError::stopped()));
+        match got {
+            Ok(b) if b.is_empty() || b.len() as u64 > self.left => {
+                let msg = format!("the fetch pool sent a piece of {} bytes with {} left", b.len(), self.left);
+                self.left = 0;
+                Some(Err(FetchError::new(FetchErrorKind::Failed, msg)))
+            }
+            Ok(b) => {
+                self.left -= b.len() as u64;
+                Some(Ok(b))
+            }
+            Err(e) => {
+                self.left = 0;
+                Some(Err(e))
+            }
+        }
+    }
 }
 
 /// Fetches that readers wait for, across every shard of the worker: background fills hold
@@ -36,9 +71,10 @@ pub(crate) struct Fetcher {
 }
 
 /// Counts one reader fetch while it lives.
-struct ReaderGuard<'a>(&'a ReaderFetches);
+#[derive(Debug)]
+struct ReaderGuard(Arc<ReaderFetches>);
 
-impl Drop for ReaderGuard<'_> {
+impl Drop for ReaderGuard {
     fn drop(&mut self) {
         let now = self.0.base.elapsed().as_micros() as u64;
         self.0.last_end_us.fetch_max(now, Ordering::Relaxed);
@@ -53,24 +89,18 @@ impl Fetcher {
         Self { tx, readers: Arc::new(readers) }
     }
 
-    /// Fetches the range; never blocks the calling thread (the channel is unbounded and the
-    /// answer is awaited). `for_reader`: a reader waits for these bytes (see [`Self::quiet_for`]).
-    pub(crate) async fn fetch(
-        &self,
-        object: UfsRef,
-        offset: u64,
-        len: u64,
-        for_reader: bool,
-    ) -> Result<Bytes, FetchError> {
-        let _reader = for_reader.then(|| {
+    /// Fetches the range, whose pieces come as the store delivers them; never blocks the
+    /// calling thread (the channels are unbounded). `for_reader`: a reader waits for these
+    /// bytes (see [`Self::quiet_for`]); it counts until the answer is dropped.
+    pub(crate) fn fetch(&self, object: UfsRef, offset: u64, len: u64, for_reader: bool) -> FetchStream {
+        let reader = for_reader.then(|| {
             self.readers.in_flight.fetch_add(1, Ordering::Acquire);
-            ReaderGuard(&self.readers)
+            ReaderGuard(self.readers.clone())
         });
-        let (reply, answer) = flume::bounded(1);
-        if self.tx.send(Fetch { object, offset, len, reply }).is_err() {
-            return Err(FetchError::stopped());
-        }
-        answer.recv_async().await.unwrap_or_else(|_| Err(FetchError::stopped()))
+        let (reply, rx) = flume::unbounded();
+        // A pool that is gone drops the request: the receiver then answers `stopped`.
+        let _ = self.tx.send(Fetch { object, offset, len, reply });
+        FetchStream { rx, left: len, _reader: reader }
     }
 
     /// Whether no reader fetch is running anywhere in the worker and none ended within `gap`.
