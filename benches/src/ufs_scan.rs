@@ -598,7 +598,7 @@ async fn run_one(
         }
     }
     let Tally { acc, mut checks, block_size, .. } = t;
-    client.unmount(&mount).await?;
+    client.unmount(&mount, false).await?;
     let block_get_ms = get_p50(&op, &files[0].key, 0..block_size.clamp(1, files[0].len), 9).await?;
     checks.ok = checks.counted
         && checks.warm_requests == 0

@@ -157,9 +157,10 @@ impl Client {
         Ok(())
     }
 
-    /// Removes the mount at `cv_path`.
-    pub async fn unmount(&self, cv_path: &str) -> Result<()> {
-        self.master("unmount", &Unmount { cv_path: cv_path.into() }, &[]).await?;
+    /// Removes the mount at `cv_path`. An fs-mode mount whose files are not all exported yet
+    /// is refused (`NotEmpty`) unless `force` (they then stay in cv only).
+    pub async fn unmount(&self, cv_path: &str, force: bool) -> Result<()> {
+        self.master("unmount", &Unmount { cv_path: cv_path.into(), force }, &[]).await?;
         Ok(())
     }
 

@@ -651,14 +651,28 @@ impl MasterCore {
         self.begin_mount(path, ufs_url, mode, options)?.wait()
     }
 
-    pub fn begin_unmount(&self, path: &str) -> Result<Pending<()>> {
+    /// Removes the mount at `path`. An fs-mode mount with files not yet exported is refused
+    /// (`NotEmpty`, naming how many) unless `force`: they would never reach the store.
+    pub fn begin_unmount(&self, path: &str, force: bool) -> Result<Pending<()>> {
         let path = cv(path)?;
-        let (_, t) = self.submit(|_, _| Ok(Mutation::Unmount { path: path.as_str().to_owned() }))?;
+        let (_, t) = self.submit(|g, _| {
+            let unexported = if force { 0 } else { g.state.unexported_under(&path) };
+            if unexported > 0 {
+                return Err(Error::new(
+                    ErrorKind::NotEmpty,
+                    format!(
+                        "mount at {path}: {unexported} file(s) not yet exported to the store; wait for the \
+                         export (cvctl report shows the backlog) or unmount with force (they stay in cv only)"
+                    ),
+                ));
+            }
+            Ok(Mutation::Unmount { path: path.as_str().to_owned() })
+        })?;
         Ok(Self::done((), t))
     }
 
-    pub fn unmount(&self, path: &str) -> Result<()> {
-        self.begin_unmount(path)?.wait()
+    pub fn unmount(&self, path: &str, force: bool) -> Result<()> {
+        self.begin_unmount(path, force)?.wait()
     }
 
     pub fn list_mounts(&self) -> Result<Vec<Mount>> {

@@ -263,3 +263,24 @@ fn add_block_at_is_idempotent_for_retries() {
     let err = core.begin_add_block_at(c.file_id, 0).map(|_| ()).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::FileNotWritable);
 }
+
+#[test]
+fn an_fs_mount_with_unexported_files_is_not_unmounted_unless_forced() {
+    let (j, s, clock) = (MemStorage::new(), MemStorage::new(), ManualClock::new(1));
+    let core = mem_core(&j, &s, &clock, MasterConfig::default());
+    core.register_worker(None, "h", vec![1], 100).unwrap();
+    core.mount("/fs", "s3://bkt/fs", cv_master::state::MountMode::Fs, vec![]).unwrap();
+    core.mount("/c", "s3://bkt/c", cv_master::state::MountMode::Cache, vec![]).unwrap();
+    core.mkdir("/fs/d", true).unwrap();
+    write_file(&core, "/fs/d/a", b"abc", 4 << 20);
+    write_file(&core, "/fs/b", b"de", 4 << 20);
+    let e = core.unmount("/fs", false).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotEmpty);
+    assert!(e.to_string().contains("2 file(s) not yet exported"), "{e}");
+    assert_eq!(core.list_mounts().unwrap().len(), 2, "nothing changed");
+    // A cache mount has no exports to wait for.
+    core.unmount("/c", false).unwrap();
+    core.unmount("/fs", true).unwrap();
+    assert!(core.list_mounts().unwrap().is_empty());
+    assert_eq!(core.open("/fs/d/a").unwrap().length, 3, "the files stay in cv");
+}

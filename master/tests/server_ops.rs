@@ -171,8 +171,8 @@ async fn mounts_never_return_secrets() {
     // The master still holds the real value (workers need it to reach the store).
     let stored = server.core().list_mounts().unwrap();
     assert_eq!(stored[0].options[3].1, cv_testkit::S3Server::SECRET_KEY);
-    let _: (Done, _) = call(&c, &Unmount { cv_path: "/s3".into() }, &[]).await;
-    assert_eq!(call_err(&c, &Unmount { cv_path: "/s3".into() }).await, ErrorCode::NotFound);
+    let _: (Done, _) = call(&c, &Unmount { cv_path: "/s3".into(), force: false }, &[]).await;
+    assert_eq!(call_err(&c, &Unmount { cv_path: "/s3".into(), force: false }).await, ErrorCode::NotFound);
     let (list, _): (ListMountsOk, _) = call(&c, &ListMounts {}, &[]).await;
     assert!(list.mounts.is_empty());
     server.shutdown().await;

@@ -379,7 +379,7 @@ impl Sim {
                     (self.core().mount(&p, &format!("s3://b{p}"), MountMode::Cache, vec![]), want)
                 } else {
                     let want = next.mounts.remove(&p).map(|_| ()).ok_or(ErrorKind::NotFound);
-                    (self.core().unmount(&p), want)
+                    (self.core().unmount(&p, true), want)
                 }
             }
             88..92 => {

@@ -535,7 +535,7 @@ impl Sim {
         if self.data().mounts.contains_key(m) {
             // An unmount during a rename leaves its files at their old keys (`touch_unmounted`).
             if self.rng.gen_bool(0.5) && (self.allow.touch_unmounted || self.rename.is_none()) {
-                let _ = self.call(format!("unmount {m}"), |c| c.unmount(m));
+                let _ = self.call(format!("unmount {m}"), |c| c.unmount(m, true));
             }
             return;
         }
@@ -673,7 +673,7 @@ fn remove_after_rename_while_unmounted_queues_a_live_object() {
     let c = sim.core();
     let object = |key: &str, version: &str| UfsObject { mount: "/m1".into(), key: key.into(), version: version.into() };
     c.begin_ufs_file("/m1/a", object("a", "e1"), 0, 1_000).and_then(|p| p.wait()).expect("listing");
-    c.unmount("/m1").expect("unmount");
+    c.unmount("/m1", true).expect("unmount");
     // No mount at /m1 now: a plain rename (or a refusal would do). The file still names key "a".
     let _ = c.rename("/m1/a", "/m1/b");
     c.mount("/m1", &url("/m1"), MountMode::Cache, vec![]).expect("mount again");

@@ -170,7 +170,16 @@ async fn mount_add_ls_rm_keep_secrets_out_of_every_output() {
         assert_eq!(v[0]["cv_path"], "/fsm", "{v}");
         assert_eq!(v[0]["mode"], "fs", "{v}");
         assert_eq!(v[0]["options"]["secret_access_key"], "***", "{v}");
-        env.ok(&["mount", "rm", "/fsm"]);
+        // A file written under it that the store refuses to take: the mount is not removed
+        // while the file is not exported, unless forced.
+        env.s3.set_fault(cv_testkit::Fault::Status(503));
+        let local = env.dir.path().join("local.txt");
+        std::fs::write(&local, b"not yet exported").unwrap();
+        env.ok(&["fs", "put", local.to_str().unwrap(), "/fsm/x.txt"]);
+        let err = env.fails(&["mount", "rm", "/fsm"]);
+        assert!(err.contains("1 file(s) not yet exported"), "{err}");
+        env.s3.set_fault(cv_testkit::Fault::None);
+        env.ok(&["mount", "rm", "/fsm", "--force"]);
 
         env.ok(&["mount", "rm", "/s3"]);
         env.ok(&["mount", "rm", "/s3f"]);

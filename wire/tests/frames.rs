@@ -85,7 +85,7 @@ fn every_message_round_trips() {
             },
             &[],
         ),
-        round_trip(Unmount { cv_path: "/m".into() }, &[]),
+        round_trip(Unmount { cv_path: "/m".into(), force: true }, &[]),
         round_trip(ListMounts {}, &[]),
         round_trip(
             ListMountsOk {

@@ -64,7 +64,7 @@ pub(super) async fn free(s: &MasterService, frame: &Frame) -> Result<Reply, Fail
 
 pub(super) async fn unmount(s: &MasterService, frame: &Frame) -> Result<Reply, Fail> {
     let req: Unmount = frame.decode_body()?;
-    s.core.begin_unmount(&req.cv_path)?.wait_async().await?;
+    s.core.begin_unmount(&req.cv_path, req.force)?.wait_async().await?;
     Ok(Reply::ok(frame.header().request_id, &Done {}, Vec::new()))
 }
 

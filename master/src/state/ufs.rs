@@ -280,6 +280,11 @@ impl State {
         out
     }
 
+    /// How many complete files under the fs-mode mount at `mount` are not yet in its store.
+    pub fn unexported_under(&self, mount: &CvPath) -> usize {
+        self.pending_exports(false).iter().filter(|e| CvPath::parse(&e.2).is_ok_and(|p| p.is_under(mount))).count()
+    }
+
     /// The files at or under `path` that are copies of objects.
     pub fn object_copies_under(&self, path: &CvPath) -> Vec<ObjectCopy> {
         let Ok(root) = self.lookup(path) else { return Vec::new() };

@@ -100,6 +100,10 @@ pub struct AddArgs {
 pub struct RmArgs {
     /// Mount point to remove.
     cv_path: String,
+    /// Remove an fs-mode mount even though some of its files are not yet in the store: they
+    /// stay in cv only and are never exported. Without it, such a removal is refused.
+    #[arg(long)]
+    force: bool,
 }
 
 /// Arguments of `cvctl mount ls`.
@@ -129,7 +133,7 @@ impl MountCmd {
             let client = self.conn.connect().await?;
             let res = match self.op {
                 MountOp::Add(a) => a.run(&client, options.unwrap_or_default()).await,
-                MountOp::Rm(a) => client.unmount(&a.cv_path).await.map_err(Into::into),
+                MountOp::Rm(a) => client.unmount(&a.cv_path, a.force).await.map_err(Into::into),
                 MountOp::Ls(a) => a.run(&client).await,
                 MountOp::Sync(a) => client.sync_mount(&a.cv_path).await.map_err(Into::into),
             };

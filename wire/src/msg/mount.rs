@@ -36,6 +36,9 @@ pub struct Mount {
 pub struct Unmount {
     /// The mount point.
     pub cv_path: String,
+    /// Unmount an fs-mode mount even though some of its files are not yet in the store
+    /// (they stay in cv, and are never exported). Without it such an unmount is refused.
+    pub force: bool,
 }
 
 /// List the mount table.

@@ -157,7 +157,7 @@ impl OpenLatencyArgs {
             eprintln!("mounting {} at {mount} (cache mode); measuring {} rounds", store.url(), self.rounds);
             client.mount(store.url(), &mount, cv_client::MountMode::Cache, mount_options).await?;
             let report = measure_mounted(&client, &store, &op, &mount, &keys, self.rounds, &name).await;
-            let unmounted = client.unmount(&mount).await;
+            let unmounted = client.unmount(&mount, false).await;
             client.close();
             if let Some(c) = cluster {
                 c.shutdown().await?;
