@@ -2,7 +2,7 @@
 //! objects behind the moved files move with them (the store is the truth in
 //! cache mode, and the copy cv exported in fs mode):
 //! 1. the new keys are queued for deletion (journaled), then each object is copied to its
-//!    new key inside the store;
+//!    new key inside the store ([`COPIES_AT_ONCE`] at a time);
 //! 2. one journaled step (`RenameObjects`) renames, points each moved file at its copy,
 //!    takes the copies off the queue and queues the old objects;
 //! 3. the queue is drained (`deletes.rs`; retried by the exporter's loop).
@@ -58,6 +58,10 @@ pub(super) async fn rename(s: &MasterService, frame: &Frame) -> Result<Reply, Fa
     Ok(done(frame))
 }
 
+/// Object copies in flight at once during one rename (each is one request the store serves
+/// without moving the bytes through cv; a directory of many files is not copied one by one).
+const COPIES_AT_ONCE: usize = 16;
+
 /// Copies each object to its file's new key (queued for deletion first), then renames and
 /// points every moved file at its copy in one journaled step.
 async fn move_objects(
@@ -72,14 +76,33 @@ async fn move_objects(
         let ufs = s.ufs.store(mount)?;
         let keys: Vec<String> = copies.iter().map(|c| key_of(&mount.path, &moved_path(c, src, dst))).collect();
         s.core.begin_objects_queued(&mount.path, keys.clone())?.wait_async().await?;
-        for (c, key) in copies.iter().zip(keys) {
-            let meta = ufs.copy(&c.object.key, &key).await.map_err(fail)?;
-            if meta.len != c.length {
-                let msg =
-                    format!("{}: {} bytes in the store, {} in cv; sync the mount", c.object.key, meta.len, c.length);
-                return Err(Fail::new(ErrorCode::StaleVersion, msg));
+        let mut copying = tokio::task::JoinSet::new();
+        let mut versions: Vec<Option<String>> = vec![None; copies.len()];
+        let mut next = 0;
+        loop {
+            while copying.len() < COPIES_AT_ONCE && next < copies.len() {
+                let (ufs, from, to, len) =
+                    (ufs.clone(), copies[next].object.key.clone(), keys[next].clone(), copies[next].length);
+                let i = next;
+                copying.spawn(async move {
+                    let meta = ufs.copy(&from, &to).await.map_err(fail)?;
+                    if meta.len != len {
+                        let msg = format!("{from}: {} bytes in the store, {len} in cv; sync the mount", meta.len);
+                        return Err(Fail::new(ErrorCode::StaleVersion, msg));
+                    }
+                    Ok((i, meta.version))
+                });
+                next += 1;
             }
-            objects.push((c.file_id, c.version, UfsObject { mount: mount.path.clone(), key, version: meta.version }));
+            let Some(done) = copying.join_next().await else { break };
+            let done = done.map_err(|e| Fail::new(ErrorCode::Internal, format!("copy task: {e}")));
+            // A failure leaves the copies made so far queued for deletion: nothing stray.
+            let (i, version) = done.and_then(|r| r)?;
+            versions[i] = Some(version);
+        }
+        for ((c, key), version) in copies.iter().zip(keys).zip(versions) {
+            let version = version.expect("every copy finished");
+            objects.push((c.file_id, c.version, UfsObject { mount: mount.path.clone(), key, version }));
         }
     }
     // Also with nothing to move: it refuses if a listing recorded a copy under src meanwhile.
