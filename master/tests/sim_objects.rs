@@ -19,6 +19,7 @@
 
 mod common;
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,7 +27,7 @@ use std::time::Duration;
 use cv_master::config::ManualClock;
 use cv_master::core::Storages;
 use cv_master::journal::MemStorage;
-use cv_master::state::{MountMode, StateData, UfsObject, key_of};
+use cv_master::state::{MountMode, PendingExport, StateData, UfsObject, key_of};
 use cv_master::{CvPath, ErrorKind, MasterConfig, MasterCore};
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
@@ -98,6 +99,8 @@ struct Sim {
     /// Every core call and its outcome, printed if the simulation fails.
     trace: Vec<String>,
     allow: Allow,
+    /// The exports epoch and the pending exports at the last check (since the last restart).
+    exports_seen: RefCell<Option<(u64, Vec<PendingExport>)>>,
 }
 
 /// Interleavings the server allows that the master once got wrong (a live object queued for
@@ -136,6 +139,7 @@ impl Sim {
             stats: Stats::default(),
             trace: Vec::new(),
             allow,
+            exports_seen: RefCell::new(None),
         };
         sim.start();
         let core = sim.core();
@@ -188,6 +192,7 @@ impl Sim {
         self.j.crash(torn_j);
         self.s.crash(torn_s);
         self.start();
+        self.exports_seen.replace(None); // a new core counts from 0 again
         self.stats.restarts += 1;
         self.trace.push(format!("crash + restart (journal torn at {torn_j}, snapshot at {torn_s})"));
         // The process died: uploads in flight and a half-done rename are gone with it.
@@ -253,6 +258,15 @@ impl Sim {
                     "{when}: live file {id} at {path}: object {o:?} is gone from the store"
                 );
             }
+            // 5. What awaits export changed only with the exports epoch (the exporter skips
+            // its scan while the epoch stands still).
+            let now = (st.exports_epoch(), st.pending_exports(true));
+            if let Some((epoch, pending)) = self.exports_seen.borrow().as_ref()
+                && *epoch == now.0
+            {
+                assert_eq!(pending, &now.1, "{when}: pending exports changed with the exports epoch at {epoch}");
+            }
+            self.exports_seen.replace(Some(now));
         });
     }
 

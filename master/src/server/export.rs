@@ -8,12 +8,17 @@
 //! mount, not a copy of an object), so a crash anywhere simply means the file
 //! is exported again after the restart; a half-done upload is never visible
 //! (an S3 multipart upload appears only when completed).
+//!
+//! Finding that work walks the trees under the mounts, so the loop walks them again only
+//! when a mutation that can change the answer was applied since (`State::exports_epoch`);
+//! otherwise it retries from the list it has. An idle or read-only master does not walk a
+//! large fs-mode tree every second.
 
 use super::errors::Fail;
 use super::ufs::{UfsLayer, fail};
 use crate::MasterCore;
 use crate::path::CvPath;
-use crate::state::UfsObject;
+use crate::state::{PendingExport, UfsObject};
 use cv_net::rpc::Conn;
 use cv_wire::msg::{ReadBlock, ReadBlockOk, Role};
 use cv_wire::{ErrorCode, Limits};
@@ -83,8 +88,19 @@ impl Exporter {
         // leaves one behind, so they are looked for from the start until a round exports all it
         // found. Fs-mode mounts every round.
         let mut cache_too = true;
+        // The last scan: a round with nothing changed since (no file completed, moved,
+        // exported...) takes its list again instead of walking the mounts' trees.
+        let mut scanned: Option<(u64, bool, Vec<PendingExport>)> = None;
         loop {
-            let pending = core.inspect(|st| st.pending_exports(cache_too));
+            let epoch = core.inspect(|st| st.exports_epoch());
+            let pending = match &scanned {
+                Some((e, c, list)) if *e == epoch && *c == cache_too => list.clone(),
+                _ => {
+                    let (epoch, list) = core.inspect(|st| (st.exports_epoch(), st.pending_exports(cache_too)));
+                    scanned = Some((epoch, cache_too, list.clone()));
+                    list
+                }
+            };
             let mut all_done = true;
             for (file_id, version, path, _, _) in pending {
                 if *stop.borrow() {

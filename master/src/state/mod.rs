@@ -18,7 +18,7 @@ pub use types::{
     BlockId, BlockInfo, FileBody, FileState, Inode, InodeBody, InodeId, Mount, MountMode, ROOT_ID, StateData,
     UfsObject, Worker, WorkerId,
 };
-pub use ufs::ObjectCopy;
+pub use ufs::{ObjectCopy, PendingExport};
 pub use view::{BlockLoc, DirEntry, EntryKind, ListPage, OpenFile, Stat};
 
 use crate::error::{Error, ErrorKind, Result};
@@ -30,6 +30,9 @@ pub struct State {
     data: StateData,
     /// Bumped whenever the set of live worker shards changes, so placement knows to rebuild.
     live_epoch: u64,
+    /// Bumped by every mutation that can change which files await export (not kept: a
+    /// reader only compares it with the value it saw before).
+    exports_epoch: u64,
 }
 
 impl State {
@@ -39,7 +42,7 @@ impl State {
 
     /// Rebuilds a state from snapshot data.
     pub fn from_data(data: StateData) -> Self {
-        Self { data, live_epoch: 1 }
+        Self { data, live_epoch: 1, exports_epoch: 0 }
     }
 
     pub fn data(&self) -> &StateData {
@@ -69,6 +72,20 @@ impl State {
 
     /// Applies one mutation atomically: on error the state is unchanged.
     pub fn apply(&mut self, m: &Mutation) -> Result<Applied> {
+        let applied = self.apply_inner(m)?;
+        if m.may_change_exports() {
+            self.exports_epoch += 1;
+        }
+        Ok(applied)
+    }
+
+    /// Changes whenever the result of [`State::pending_exports`] may have changed, so a
+    /// caller that scanned before can tell whether scanning again could find anything new.
+    pub fn exports_epoch(&self) -> u64 {
+        self.exports_epoch
+    }
+
+    fn apply_inner(&mut self, m: &Mutation) -> Result<Applied> {
         match m {
             Mutation::Mkdir { path, parents, mode, mtime } => self.mkdir(&parse(path)?, *parents, *mode, *mtime),
             Mutation::Create { path, overwrite, file_id, version, mode, mtime } => {

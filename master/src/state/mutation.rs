@@ -155,6 +155,33 @@ impl Mutation {
             Mutation::ObjectsQueued { .. } => "objects_queued",
         }
     }
+
+    /// Whether applying it can change which files await export: a file completed, replaced,
+    /// moved, removed or exported, or a mount added or removed. Heartbeats and worker
+    /// changes, blocks added to a file being written, frees and the object delete queue
+    /// cannot. Exhaustive, so a new mutation has to be decided here.
+    pub fn may_change_exports(&self) -> bool {
+        match self {
+            Mutation::Create { .. }
+            | Mutation::Complete { .. }
+            | Mutation::Rename { .. }
+            | Mutation::Delete { .. }
+            | Mutation::Mount { .. }
+            | Mutation::Unmount { .. }
+            | Mutation::UfsFile { .. }
+            | Mutation::Exported { .. }
+            | Mutation::Remove { .. }
+            | Mutation::RenameObjects { .. } => true,
+            Mutation::Mkdir { .. }
+            | Mutation::AddBlock { .. }
+            | Mutation::RegisterWorker { .. }
+            | Mutation::Heartbeat { .. }
+            | Mutation::WorkersLost { .. }
+            | Mutation::Free { .. }
+            | Mutation::ObjectsDeleted { .. }
+            | Mutation::ObjectsQueued { .. } => false,
+        }
+    }
 }
 
 /// What applying a mutation produced, for the reply.

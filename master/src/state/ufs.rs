@@ -18,6 +18,9 @@ pub struct ObjectCopy {
     pub object: UfsObject,
 }
 
+/// A complete file not yet in its store: (file id, version, path, length, completed at).
+pub type PendingExport = (super::InodeId, u64, String, u64, u64);
+
 impl State {
     pub(super) fn ufs_file(
         &mut self,
@@ -243,7 +246,7 @@ impl State {
 
     /// Complete files under fs-mode mounts (with `cache_too`, under every mount) that are not
     /// yet in their object store, oldest first: (file id, version, path, length, completed at).
-    pub fn pending_exports(&self, cache_too: bool) -> Vec<(super::InodeId, u64, String, u64, u64)> {
+    pub fn pending_exports(&self, cache_too: bool) -> Vec<PendingExport> {
         let mounts: Vec<CvPath> = self
             .data
             .mounts
