@@ -6,16 +6,15 @@
 //! transfer of a whole block); a reader asking for most of the block, or a fill-only request
 //! (`cvctl load`), fetches the whole block in one GET. Readers arriving meanwhile are
 //! answered from what is held or being fetched, and fetch only the bytes nobody fetches yet,
-//! so concurrent readers of one range share one GET. Bytes reach readers as the store delivers
-//! them: a reader's reply starts with the first piece of its range, not after the last. When
-//! no reader's fetch is left, the
-//! flight fetches the gaps, joins the block and writes it into the store (unpinned,
-//! checksummed, committed atomically). The gaps wait (up to [`MAX_DEFER`]) until no reader
-//! fetch is running anywhere in the worker and none ended for [`QUIET`]: a query reads
-//! several column chunks at once or one right after another, and a gap fill started in
-//! between would share the store's bandwidth with them. Readers never wait for the disk;
-//! fill-only requests do. A failed fetch fails the whole flight and leaves nothing in the store, so the next
-//! reader starts a new one.
+//! so concurrent readers of one range share one GET. Bytes reach readers as the store
+//! delivers them: a reader's reply starts with the first piece of its range, not after the
+//! last. When no reader's fetch is left, the flight fetches the gaps, joins the block and
+//! writes it into the store (unpinned, checksummed, committed atomically). The gaps wait (up
+//! to [`MAX_DEFER`]) until no reader fetch is running anywhere in the worker and none ended
+//! for [`QUIET`]: a query reads several column chunks at once or one right after another,
+//! and a gap fill started in between would share the store's bandwidth with them. Readers
+//! never wait for the disk; fill-only requests do. A failed fetch fails the whole flight and
+//! leaves nothing in the store, so the next reader starts a new one.
 //!
 //! Everything here runs on the shard's thread: the flight table needs no lock. Fetch tasks
 //! run inside the shard's gate and belong to no reader, so a reader that goes away cancels
