@@ -72,6 +72,16 @@ pub async fn read_frame(recv: &mut quinn::RecvStream, limits: &Limits) -> Result
     Ok(Frame::from_parts(raw, body, payload, limits)?)
 }
 
+/// Waits for the end of a stream whose one frame has been read, refusing bytes after it.
+/// Seeing the end matters beyond the check: a quinn `RecvStream` dropped before its end
+/// sends the peer a STOP_SENDING frame (an extra packet that wakes the server) per call.
+pub async fn expect_end(recv: &mut quinn::RecvStream) -> Result<(), NetError> {
+    match recv.read_chunk(usize::MAX, true).await.map_err(|e| conn_err("read", e))? {
+        None => Ok(()),
+        Some(c) => Err(NetError::new(NetErrorKind::Protocol, format!("{} bytes after the frame", c.bytes.len()))),
+    }
+}
+
 /// Writes an encoded frame and its payload slices, then finishes the stream.
 pub async fn write_frame(
     send: &mut quinn::SendStream,
@@ -141,11 +151,17 @@ impl Conn {
     /// Sends one request and waits for its reply. An `Error` reply becomes
     /// `Err(NetError::remote(..))`.
     pub async fn call<M: Message>(&self, msg: &M, payload: &[&[u8]]) -> Result<Frame, NetError> {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let frame = cv_wire::encode_with(msg, id, payload)?;
+        let frame = cv_wire::encode_with(msg, self.next_request_id(), payload)?;
         let (mut send, mut recv) = self.inner.open_bi().await.map_err(|e| conn_err("open stream", e))?;
         write_frame(&mut send, &frame, payload).await?;
-        check_reply(read_frame(&mut recv, &self.limits).await?)
+        let reply = read_frame(&mut recv, &self.limits).await?;
+        expect_end(&mut recv).await?;
+        check_reply(reply)
+    }
+
+    /// A request id for a frame sent on this connection outside [`Conn::call`].
+    pub fn next_request_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
     }
 
     /// The role the server announced.
