@@ -112,7 +112,7 @@ pub(crate) async fn read_block(conn: &Conn, req: &ReadBlock, mut dst: Dst<'_>) -
     }
     let ok = ReadBlockOk::access(&body).map_err(wire)?;
     ReadBlockOk::check(ok, &LIMITS).map_err(wire)?;
-    rpc::expect_end(&mut recv).await?;
+    rpc::end_read(recv)?;
     Ok(())
 }
 
@@ -226,11 +226,12 @@ mod tests {
                         if let Answer::CorruptPayload = answer {
                             payload[req.len as usize / 2] ^= 1;
                         }
+                        if let Answer::Trailing = answer {
+                            // In the same write as the payload's end, so it arrives with it.
+                            payload.push(b'x');
+                        }
                         send.write_all(reply.head()).await.unwrap();
                         send.write_all(&payload).await.unwrap();
-                        if let Answer::Trailing = answer {
-                            send.write_all(b"x").await.unwrap();
-                        }
                         send.finish().unwrap();
                     }
                 });

@@ -72,13 +72,31 @@ pub async fn read_frame(recv: &mut quinn::RecvStream, limits: &Limits) -> Result
     Ok(Frame::from_parts(raw, body, payload, limits)?)
 }
 
-/// Waits for the end of a stream whose one frame has been read, refusing bytes after it.
-/// Seeing the end matters beyond the check: a quinn `RecvStream` dropped before its end
-/// sends the peer a STOP_SENDING frame (an extra packet that wakes the server) per call.
-pub async fn expect_end(recv: &mut quinn::RecvStream) -> Result<(), NetError> {
-    match recv.read_chunk(usize::MAX, true).await.map_err(|e| conn_err("read", e))? {
-        None => Ok(()),
-        Some(c) => Err(NetError::new(NetErrorKind::Protocol, format!("{} bytes after the frame", c.bytes.len()))),
+/// How long [`end_read`] lets a stream's end be late before it gives up on it.
+const END_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Closes the receiving side of a stream whose one frame has been read. A quinn
+/// `RecvStream` dropped before its end sends the peer STOP_SENDING: an extra packet per
+/// call that wakes the server. So the end is read here if it has arrived (and bytes after
+/// the frame, if they have arrived, are refused); if it has not (the peer sent it in a
+/// later packet), a task waits for it (up to [`END_WAIT`]) so the caller is not delayed.
+pub fn end_read(mut recv: quinn::RecvStream) -> Result<(), NetError> {
+    let polled = {
+        let mut read = std::pin::pin!(recv.read_chunk(usize::MAX, true));
+        read.as_mut().poll(&mut std::task::Context::from_waker(std::task::Waker::noop()))
+    };
+    match polled {
+        // The end, or an error after a complete frame (a reset, a lost connection): done.
+        std::task::Poll::Ready(Ok(None) | Err(_)) => Ok(()),
+        std::task::Poll::Ready(Ok(Some(c))) => {
+            Err(NetError::new(NetErrorKind::Protocol, format!("{} bytes after the frame", c.bytes.len())))
+        }
+        std::task::Poll::Pending => {
+            tokio::spawn(async move {
+                let _ = tokio::time::timeout(END_WAIT, recv.read_chunk(usize::MAX, true)).await;
+            });
+            Ok(())
+        }
     }
 }
 
@@ -155,7 +173,7 @@ impl Conn {
         let (mut send, mut recv) = self.inner.open_bi().await.map_err(|e| conn_err("open stream", e))?;
         write_frame(&mut send, &frame, payload).await?;
         let reply = read_frame(&mut recv, &self.limits).await?;
-        expect_end(&mut recv).await?;
+        end_read(recv)?;
         check_reply(reply)
     }
 

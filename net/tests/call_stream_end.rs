@@ -64,8 +64,8 @@ async fn bytes_after_the_reply_frame_are_refused() {
         let (mut send, mut recv) = conn.accept_bi().await.unwrap();
         let frame = rpc::read_frame(&mut recv, &Limits::DEFAULT).await.unwrap();
         let reply = cv_wire::encode(&Pong { nonce: 1 }, frame.header().request_id, &[]).unwrap();
-        send.write_all(reply.head()).await.unwrap();
-        send.write_all(b"stray").await.unwrap();
+        // One write: the stray bytes arrive in the same packet as the frame.
+        send.write_all(&[reply.head(), b"stray"].concat()).await.unwrap();
         send.finish().unwrap();
         conn.closed().await;
     });
@@ -74,4 +74,32 @@ async fn bytes_after_the_reply_frame_are_refused() {
     assert_eq!(err.kind(), NetErrorKind::Protocol, "{err}");
     assert!(!err.retryable(), "{err}");
     assert!(err.to_string().contains("5 bytes after the frame"), "{err}");
+}
+
+#[tokio::test]
+async fn a_late_stream_end_neither_delays_the_call_nor_stops_the_stream() {
+    let ca = ClusterCa::generate("t").unwrap();
+    let ep =
+        rpc::server_endpoint("127.0.0.1:0".parse().unwrap(), &identity(&ca, Usage::Node), &Default::default()).unwrap();
+    let addr = ep.local_addr().unwrap();
+    // A server that sends its reply frame at once and the stream's end 400 ms later.
+    tokio::spawn(async move {
+        let conn = ep.accept().await.unwrap().await.unwrap();
+        rpc::accept_hello(&conn, Role::Master, "m", &Limits::DEFAULT).await.unwrap();
+        let (mut send, mut recv) = conn.accept_bi().await.unwrap();
+        let frame = rpc::read_frame(&mut recv, &Limits::DEFAULT).await.unwrap();
+        let reply = cv_wire::encode(&Pong { nonce: 9 }, frame.header().request_id, &[]).unwrap();
+        send.write_all(reply.head()).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        send.finish().unwrap();
+        conn.closed().await;
+    });
+    let conn = connect(&ca, addr).await;
+    let started = std::time::Instant::now();
+    let reply = conn.call(&Ping { nonce: 9 }, &[]).await.unwrap();
+    assert_eq!(reply.access::<Pong>().unwrap().nonce.to_native(), 9);
+    assert!(started.elapsed() < Duration::from_millis(300), "the call waited for the end: {:?}", started.elapsed());
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let stats = conn.quinn().stats();
+    assert_eq!(stats.frame_tx.stop_sending, 0, "the late end was not waited for: {:?}", stats.frame_tx);
 }
