@@ -1,10 +1,11 @@
 //! The client handle and its namespace operations.
 
+use crate::block::Dst;
 use crate::config::ClientSettings;
 use crate::error::{Error, ErrorKind, Result};
 use crate::file::File;
 use crate::pool::Pool;
-use crate::retry::with_retries;
+use crate::retry::{Attempts, with_retries};
 use crate::writer::Writer;
 use cv_net::quic::TransportSettings;
 use cv_net::tls::Identity;
@@ -71,6 +72,26 @@ impl Client {
             }
         })
         .await
+    }
+
+    /// Reads `req.len` bytes of a block from the shard at `addr` into `dst`, with the
+    /// deadline and retries of [`Client::call`]. On error `dst` holds unspecified bytes.
+    pub(crate) async fn read_block(&self, addr: SocketAddr, req: &ReadBlock, mut dst: Dst<'_>) -> Result<()> {
+        let mut attempts = Attempts::new(&self.inner.settings, "read block");
+        loop {
+            let attempt = async {
+                let conn = self.inner.pool.get(addr).await?;
+                let res = crate::block::read_block(&conn, req, dst.reborrow()).await;
+                if res.is_err() && conn.is_closed() {
+                    self.inner.pool.forget(addr);
+                }
+                res
+            };
+            match attempts.run(attempt).await {
+                Ok(()) => return Ok(()),
+                Err(e) => attempts.retry(e).await?,
+            }
+        }
     }
 
     pub(crate) async fn master<M: Message>(&self, what: &str, msg: &M, payload: &[&[u8]]) -> Result<Frame> {

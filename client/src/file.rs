@@ -1,9 +1,10 @@
 //! An open file: its block map and tail, and positioned reads.
 
+use crate::block::Dst;
 use crate::client::{Client, resolve};
 use crate::error::{Error, ErrorKind, Result};
 use crate::reader::SequentialReader;
-use cv_wire::msg::{BlockLoc, BlockSource, FileStatus, ReadBlock, ReadBlockOk, UfsRef};
+use cv_wire::msg::{BlockLoc, BlockSource, FileStatus, ReadBlock, UfsRef};
 use std::sync::Arc;
 use tokio::task::JoinSet;
 
@@ -152,8 +153,15 @@ impl File {
             fetch_end = from;
         }
         if fetch_end > offset {
-            let pieces = self.pieces(offset, fetch_end - offset, 0);
-            self.fetch_into(pieces, buf).await?;
+            let len = fetch_end - offset;
+            if let Some((loc, at)) = self.one_block(offset, len) {
+                // The common case: the reply lands in the caller's buffer, no copy of our own.
+                let dst = Dst::Slice(&mut buf[..len as usize]);
+                fetch(&self.inner.client, loc, self.inner.source(loc), at, len, dst).await?;
+            } else {
+                let pieces = self.pieces(offset, len, 0);
+                self.fetch_into(pieces, buf).await?;
+            }
         }
         Ok(n)
     }
@@ -166,8 +174,8 @@ impl File {
             return Ok(Vec::new());
         }
         let in_tail = self.inner.tail.as_ref().is_some_and(|(t, _)| end > *t);
-        if !in_tail && let [p] = self.pieces(offset, end - offset, 0).as_slice() {
-            return fetch(&self.inner.client, &p.loc, self.inner.source(&p.loc), p.offset, p.len).await;
+        if !in_tail && let Some((loc, at)) = self.one_block(offset, end - offset) {
+            return fetch_owned(&self.inner.client, loc, self.inner.source(loc), at, end - offset).await;
         }
         let mut buf = vec![0u8; (end - offset) as usize];
         let n = self.read_at(offset, &mut buf).await?;
@@ -209,7 +217,9 @@ impl File {
             for p in pieces {
                 let client = self.inner.client.clone();
                 let src = self.inner.source(&p.loc);
-                set.spawn(async move { fetch(&client, &p.loc, src, p.offset, p.len).await.map(|b| (span, p.dst, b)) });
+                set.spawn(
+                    async move { fetch_owned(&client, &p.loc, src, p.offset, p.len).await.map(|b| (span, p.dst, b)) },
+                );
             }
         }
         while let Some(res) = set.join_next().await {
@@ -238,6 +248,14 @@ impl File {
         &self.inner.client
     }
 
+    /// The block that holds all of `[offset, offset+len)`, and where in it the range starts,
+    /// if one block does.
+    fn one_block(&self, offset: u64, len: u64) -> Option<(&BlockLoc, u64)> {
+        let blocks = &self.inner.blocks;
+        let b = blocks.get(blocks.partition_point(|b| b.offset + b.len <= offset))?;
+        (b.offset <= offset && offset + len <= b.offset + b.len).then_some((b, offset - b.offset))
+    }
+
     /// Splits `[offset, offset+len)` into per-block pieces; `dst` is the output
     /// position of `offset`.
     fn pieces(&self, offset: u64, len: u64, dst: usize) -> Vec<Piece> {
@@ -254,17 +272,14 @@ impl File {
             .collect()
     }
 
+    /// Fetches pieces of several blocks in parallel, each into a buffer of its own, and copies
+    /// them into `buf`.
     async fn fetch_into(&self, pieces: Vec<Piece>, buf: &mut [u8]) -> Result<()> {
-        if let [p] = pieces.as_slice() {
-            let bytes = fetch(&self.inner.client, &p.loc, self.inner.source(&p.loc), p.offset, p.len).await?;
-            buf[p.dst..p.dst + bytes.len()].copy_from_slice(&bytes);
-            return Ok(());
-        }
         let mut set = JoinSet::new();
         for p in pieces {
             let client = self.inner.client.clone();
             let src = self.inner.source(&p.loc);
-            set.spawn(async move { fetch(&client, &p.loc, src, p.offset, p.len).await.map(|b| (p.dst, b)) });
+            set.spawn(async move { fetch_owned(&client, &p.loc, src, p.offset, p.len).await.map(|b| (p.dst, b)) });
         }
         while let Some(res) = set.join_next().await {
             let (dst, bytes) = res.map_err(|e| Error::new(ErrorKind::Other, format!("read task: {e}")))??;
@@ -274,7 +289,7 @@ impl File {
     }
 }
 
-/// Reads `len` bytes at `offset` of a block from its shard; `source` lets
+/// Reads `len` bytes at `offset` of a block from its shard into `dst`; `source` lets
 /// the shard fetch a block of a cached object it does not hold.
 pub(crate) async fn fetch(
     client: &Client,
@@ -282,17 +297,22 @@ pub(crate) async fn fetch(
     source: Option<BlockSource>,
     offset: u64,
     len: u64,
-) -> Result<Vec<u8>> {
+    dst: Dst<'_>,
+) -> Result<()> {
     let addr = resolve(&loc.addr).await?;
     let req = ReadBlock { block_id: loc.block_id, offset, len, source, fill_only: false };
-    let frame = client.call(addr, "read block", &req, &[]).await?;
-    frame.access::<ReadBlockOk>()?;
-    let bytes = frame.into_payload();
-    if bytes.len() as u64 != len {
-        return Err(Error::new(
-            ErrorKind::Protocol,
-            format!("block {} returned {} bytes, asked {len}", loc.block_id, bytes.len()),
-        ));
-    }
+    client.read_block(addr, &req, dst).await
+}
+
+/// [`fetch`] into a new buffer.
+pub(crate) async fn fetch_owned(
+    client: &Client,
+    loc: &BlockLoc,
+    source: Option<BlockSource>,
+    offset: u64,
+    len: u64,
+) -> Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    fetch(client, loc, source, offset, len, Dst::Vec(&mut bytes)).await?;
     Ok(bytes)
 }

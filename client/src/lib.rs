@@ -5,6 +5,7 @@
 //! the block map and the file's tail, so reading a footer costs nothing more.
 //! Every call has a deadline and bounded retries for retryable errors.
 
+mod block;
 mod client;
 mod config;
 mod error;

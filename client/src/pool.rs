@@ -11,6 +11,9 @@ use tokio::sync::OnceCell;
 
 type Slot = Arc<OnceCell<Conn>>;
 
+/// Frame limits of every connection the client makes.
+pub(crate) const LIMITS: Limits = Limits::DEFAULT;
+
 /// Connections keyed by address.
 #[derive(Debug)]
 pub(crate) struct Pool {
@@ -33,7 +36,7 @@ impl Pool {
                 slots.entry(addr).or_default().clone()
             };
             let conn = slot
-                .get_or_try_init(|| Conn::connect(&self.endpoint, addr, Role::Client, &self.node, Limits::DEFAULT))
+                .get_or_try_init(|| Conn::connect(&self.endpoint, addr, Role::Client, &self.node, LIMITS))
                 .await?
                 .clone();
             if !conn.is_closed() {

@@ -3,7 +3,57 @@
 use crate::config::ClientSettings;
 use crate::error::{Error, Result};
 use std::future::Future;
+use std::time::Duration;
 use tokio::time::{Instant, sleep, timeout_at};
+
+/// The retry policy of one call: a deadline over all attempts, a bounded number of retries
+/// of retryable errors, and a doubling pause between them. Used by [`with_retries`], and
+/// directly by callers whose attempts borrow something mutably (a caller's buffer), which a
+/// closure returning a future cannot lend.
+pub(crate) struct Attempts<'a> {
+    what: &'a str,
+    limit: Duration,
+    deadline: Instant,
+    backoff: Duration,
+    tries: u32,
+    retries: u32,
+}
+
+impl<'a> Attempts<'a> {
+    pub(crate) fn new(settings: &ClientSettings, what: &'a str) -> Self {
+        let limit = settings.deadline.get();
+        Attempts {
+            what,
+            limit,
+            deadline: Instant::now() + limit,
+            backoff: settings.backoff.get(),
+            tries: 0,
+            retries: settings.retries,
+        }
+    }
+
+    /// Runs one attempt under the call's deadline.
+    pub(crate) async fn run<T>(&self, attempt: impl Future<Output = Result<T>>) -> Result<T> {
+        match timeout_at(self.deadline, attempt).await {
+            Ok(r) => r,
+            Err(_) => Err(Error::timeout(self.what, self.limit)),
+        }
+    }
+
+    /// After a failed attempt: `Ok(())` once the pause before the next attempt is over, or
+    /// the error back if it is final (not retryable, out of retries, or the next attempt
+    /// could not start before the deadline).
+    pub(crate) async fn retry(&mut self, e: Error) -> Result<()> {
+        if !(e.retryable() && self.tries < self.retries && Instant::now() + self.backoff < self.deadline) {
+            return Err(e);
+        }
+        tracing::debug!(what = self.what, error = %e, tries = self.tries, "retrying");
+        self.tries += 1;
+        sleep(self.backoff).await;
+        self.backoff = self.backoff.saturating_mul(2);
+        Ok(())
+    }
+}
 
 /// Runs `attempt` until it succeeds, fails with a non-retryable error, runs
 /// out of retries, or the deadline passes.
@@ -12,23 +62,11 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T>>,
 {
-    let deadline = Instant::now() + settings.deadline.get();
-    let mut backoff = settings.backoff.get();
-    let mut tries = 0u32;
+    let mut attempts = Attempts::new(settings, what);
     loop {
-        let res = match timeout_at(deadline, attempt()).await {
-            Ok(r) => r,
-            Err(_) => return Err(Error::timeout(what, settings.deadline.get())),
-        };
-        match res {
+        match attempts.run(attempt()).await {
             Ok(v) => return Ok(v),
-            Err(e) if e.retryable() && tries < settings.retries && Instant::now() + backoff < deadline => {
-                tracing::debug!(what, error = %e, tries, "retrying");
-                tries += 1;
-                sleep(backoff).await;
-                backoff = backoff.saturating_mul(2);
-            }
-            Err(e) => return Err(e),
+            Err(e) => attempts.retry(e).await?,
         }
     }
 }

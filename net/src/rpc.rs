@@ -72,6 +72,34 @@ pub async fn read_frame(recv: &mut quinn::RecvStream, limits: &Limits) -> Result
     Ok(Frame::from_parts(raw, body, payload, limits)?)
 }
 
+/// How long [`end_read`] lets a stream's end be late before it gives up on it.
+const END_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Closes the receiving side of a stream whose one frame has been read. A quinn
+/// `RecvStream` dropped before its end sends the peer STOP_SENDING: an extra packet per
+/// call that wakes the server. So the end is read here if it has arrived (and bytes after
+/// the frame, if they have arrived, are refused); if it has not (the peer sent it in a
+/// later packet), a task waits for it (up to [`END_WAIT`]) so the caller is not delayed.
+pub fn end_read(mut recv: quinn::RecvStream) -> Result<(), NetError> {
+    let polled = {
+        let mut read = std::pin::pin!(recv.read_chunk(usize::MAX, true));
+        read.as_mut().poll(&mut std::task::Context::from_waker(std::task::Waker::noop()))
+    };
+    match polled {
+        // The end, or an error after a complete frame (a reset, a lost connection): done.
+        std::task::Poll::Ready(Ok(None) | Err(_)) => Ok(()),
+        std::task::Poll::Ready(Ok(Some(c))) => {
+            Err(NetError::new(NetErrorKind::Protocol, format!("{} bytes after the frame", c.bytes.len())))
+        }
+        std::task::Poll::Pending => {
+            tokio::spawn(async move {
+                let _ = tokio::time::timeout(END_WAIT, recv.read_chunk(usize::MAX, true)).await;
+            });
+            Ok(())
+        }
+    }
+}
+
 /// Writes an encoded frame and its payload slices, then finishes the stream.
 pub async fn write_frame(
     send: &mut quinn::SendStream,
@@ -141,11 +169,17 @@ impl Conn {
     /// Sends one request and waits for its reply. An `Error` reply becomes
     /// `Err(NetError::remote(..))`.
     pub async fn call<M: Message>(&self, msg: &M, payload: &[&[u8]]) -> Result<Frame, NetError> {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let frame = cv_wire::encode_with(msg, id, payload)?;
+        let frame = cv_wire::encode_with(msg, self.next_request_id(), payload)?;
         let (mut send, mut recv) = self.inner.open_bi().await.map_err(|e| conn_err("open stream", e))?;
         write_frame(&mut send, &frame, payload).await?;
-        check_reply(read_frame(&mut recv, &self.limits).await?)
+        let reply = read_frame(&mut recv, &self.limits).await?;
+        end_read(recv)?;
+        check_reply(reply)
+    }
+
+    /// A request id for a frame sent on this connection outside [`Conn::call`].
+    pub fn next_request_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
     }
 
     /// The role the server announced.

@@ -1,0 +1,105 @@
+//! A call reads its reply stream to the end: no STOP_SENDING goes back per call (an extra
+//! packet that wakes the server), and bytes after the reply frame are refused.
+
+use cv_net::NetErrorKind;
+use cv_net::quic::TransportSettings;
+use cv_net::rpc::{self, BoxFuture, Conn, Peer, Reply, Service};
+use cv_net::tls::{ClusterCa, Identity, Usage};
+use cv_wire::msg::{Ping, Pong, Role};
+use cv_wire::{Frame, Limits};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+struct PingService;
+
+impl Service for PingService {
+    fn handle<'a>(&'a self, _peer: &'a Peer, frame: Frame) -> BoxFuture<'a, Reply> {
+        Box::pin(async move { rpc::answer_ping(&frame) })
+    }
+}
+
+fn identity(ca: &ClusterCa, usage: Usage) -> Identity {
+    let issued = ca.issue("test", usage, &[]).unwrap();
+    Identity::from_pem(&ca.cert_pem(), &issued.cert_pem, &issued.key_pem).unwrap()
+}
+
+async fn connect(ca: &ClusterCa, addr: SocketAddr) -> Conn {
+    let ep = rpc::client_endpoint(&identity(ca, Usage::Client), &TransportSettings::default()).unwrap();
+    tokio::time::timeout(Duration::from_secs(10), Conn::connect(&ep, addr, Role::Client, "test", Limits::DEFAULT))
+        .await
+        .expect("connect must not hang")
+        .unwrap()
+}
+
+#[tokio::test]
+async fn calls_stop_no_reply_stream() {
+    let ca = ClusterCa::generate("t").unwrap();
+    let ep =
+        rpc::server_endpoint("127.0.0.1:0".parse().unwrap(), &identity(&ca, Usage::Node), &Default::default()).unwrap();
+    let addr = ep.local_addr().unwrap();
+    tokio::spawn(rpc::serve(ep, Arc::new(PingService), Role::Master, "m".into(), Limits::DEFAULT));
+    let conn = connect(&ca, addr).await;
+    let payload = vec![7u8; 100 << 10];
+    for n in 0..50u64 {
+        let reply = conn.call(&Ping { nonce: n }, &[&payload]).await.unwrap();
+        assert_eq!(reply.access::<Pong>().unwrap().nonce.to_native(), n);
+        assert_eq!(reply.payload(), payload);
+    }
+    let stats = conn.quinn().stats();
+    assert_eq!(stats.frame_tx.stop_sending, 0, "a call stopped its reply stream: {:?}", stats.frame_tx);
+    assert!(stats.frame_tx.stream >= 50, "{:?}", stats.frame_tx);
+}
+
+#[tokio::test]
+async fn bytes_after_the_reply_frame_are_refused() {
+    let ca = ClusterCa::generate("t").unwrap();
+    let ep =
+        rpc::server_endpoint("127.0.0.1:0".parse().unwrap(), &identity(&ca, Usage::Node), &Default::default()).unwrap();
+    let addr = ep.local_addr().unwrap();
+    // A server that follows its one good reply frame with stray bytes.
+    tokio::spawn(async move {
+        let conn = ep.accept().await.unwrap().await.unwrap();
+        rpc::accept_hello(&conn, Role::Master, "m", &Limits::DEFAULT).await.unwrap();
+        let (mut send, mut recv) = conn.accept_bi().await.unwrap();
+        let frame = rpc::read_frame(&mut recv, &Limits::DEFAULT).await.unwrap();
+        let reply = cv_wire::encode(&Pong { nonce: 1 }, frame.header().request_id, &[]).unwrap();
+        // One write: the stray bytes arrive in the same packet as the frame.
+        send.write_all(&[reply.head(), b"stray"].concat()).await.unwrap();
+        send.finish().unwrap();
+        conn.closed().await;
+    });
+    let conn = connect(&ca, addr).await;
+    let err = conn.call(&Ping { nonce: 1 }, &[]).await.unwrap_err();
+    assert_eq!(err.kind(), NetErrorKind::Protocol, "{err}");
+    assert!(!err.retryable(), "{err}");
+    assert!(err.to_string().contains("5 bytes after the frame"), "{err}");
+}
+
+#[tokio::test]
+async fn a_late_stream_end_neither_delays_the_call_nor_stops_the_stream() {
+    let ca = ClusterCa::generate("t").unwrap();
+    let ep =
+        rpc::server_endpoint("127.0.0.1:0".parse().unwrap(), &identity(&ca, Usage::Node), &Default::default()).unwrap();
+    let addr = ep.local_addr().unwrap();
+    // A server that sends its reply frame at once and the stream's end 400 ms later.
+    tokio::spawn(async move {
+        let conn = ep.accept().await.unwrap().await.unwrap();
+        rpc::accept_hello(&conn, Role::Master, "m", &Limits::DEFAULT).await.unwrap();
+        let (mut send, mut recv) = conn.accept_bi().await.unwrap();
+        let frame = rpc::read_frame(&mut recv, &Limits::DEFAULT).await.unwrap();
+        let reply = cv_wire::encode(&Pong { nonce: 9 }, frame.header().request_id, &[]).unwrap();
+        send.write_all(reply.head()).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        send.finish().unwrap();
+        conn.closed().await;
+    });
+    let conn = connect(&ca, addr).await;
+    let started = std::time::Instant::now();
+    let reply = conn.call(&Ping { nonce: 9 }, &[]).await.unwrap();
+    assert_eq!(reply.access::<Pong>().unwrap().nonce.to_native(), 9);
+    assert!(started.elapsed() < Duration::from_millis(300), "the call waited for the end: {:?}", started.elapsed());
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let stats = conn.quinn().stats();
+    assert_eq!(stats.frame_tx.stop_sending, 0, "the late end was not waited for: {:?}", stats.frame_tx);
+}
