@@ -1,8 +1,10 @@
 //! One block read on one connection: the `ReadBlock` request, and a reply whose payload is
 //! copied from quinn's chunks straight to where the caller wants it, checksummed in the
 //! same pass. Every check of [`cv_net::rpc::read_frame`] is made (header and limits, frame
-//! crc over header, body and payload, body validation); a reply that is not a plain
-//! `ReadBlockOk` (an error, another kind) is read and checked as any frame is.
+//! crc over header, body and payload — or, for a reply streamed from object storage
+//! (`PAYLOAD_CRC_AFTER`), over header and body with the payload's crc after it — body
+//! validation); a reply that is not a `ReadBlockOk` (an error, another kind) is read and
+//! checked as any frame is.
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::pool::LIMITS;
@@ -10,7 +12,7 @@ use cv_net::rpc::{self, Conn};
 use cv_net::{NetError, NetErrorKind};
 use cv_wire::msg::{ReadBlock, ReadBlockOk};
 use cv_wire::rkyv::util::AlignedVec;
-use cv_wire::{Flags, Frame, FrameHeader, HEADER_LEN, Kind, Message, WireError};
+use cv_wire::{Flags, Frame, FrameHeader, HEADER_LEN, Kind, Message, TRAILER_LEN, WireError};
 
 /// Header bytes covered by the frame crc: all but the crc field (wire/FORMAT.md).
 const CRC_COVERED: usize = HEADER_LEN - 4;
@@ -72,7 +74,8 @@ pub(crate) async fn read_block(conn: &Conn, req: &ReadBlock, mut dst: Dst<'_>) -
     let mut body = AlignedVec::with_capacity(header.body_len as usize);
     body.resize(header.body_len as usize, 0);
     recv.read_exact(&mut body).await.map_err(read_exact_err)?;
-    if header.kind != Kind::ReadBlockOk || header.flags != Flags::default() {
+    let streamed = header.flags == Flags(Flags::PAYLOAD_CRC_AFTER);
+    if header.kind != Kind::ReadBlockOk || !(streamed || header.flags == Flags::default()) {
         return Err(other_reply(&mut recv, raw, header, body).await);
     }
     let got = header.payload_len as usize;
@@ -86,6 +89,11 @@ pub(crate) async fn read_block(conn: &Conn, req: &ReadBlock, mut dst: Dst<'_>) -
     let mut crc = crc32fast::Hasher::new();
     crc.update(&raw[..CRC_COVERED]);
     crc.update(&body);
+    if streamed {
+        // The header's crc covers header and body; the payload's own follows it.
+        check_crc(crc.finalize(), header.crc32, "header")?;
+        crc = crc32fast::Hasher::new();
+    }
     if let Dst::Vec(v) = &mut dst {
         v.clear();
         v.reserve_exact(want);
@@ -104,16 +112,27 @@ pub(crate) async fn read_block(conn: &Conn, req: &ReadBlock, mut dst: Dst<'_>) -
         crc.update(bytes);
         filled += bytes.len();
     }
-    let sum = crc.finalize();
-    if sum != header.crc32 {
-        // As `Frame::from_parts` reports it: a protocol error, not retried.
-        let msg = format!("wire Checksum: crc32 {sum:08x}, header says {:08x}", header.crc32);
-        return Err(Error::from(NetError::new(NetErrorKind::Protocol, msg)));
+    if streamed {
+        let mut trailer = [0u8; TRAILER_LEN];
+        recv.read_exact(&mut trailer).await.map_err(read_exact_err)?;
+        check_crc(crc.finalize(), u32::from_le_bytes(trailer), "trailer")?;
+    } else {
+        check_crc(crc.finalize(), header.crc32, "header")?;
     }
     let ok = ReadBlockOk::access(&body).map_err(wire)?;
     ReadBlockOk::check(ok, &LIMITS).map_err(wire)?;
     rpc::end_read(recv)?;
     Ok(())
+}
+
+/// A computed crc against the one the frame carries in its `place` (header or trailer); a
+/// mismatch is reported as `Frame::from_parts` reports it: a protocol error, not retried.
+fn check_crc(got: u32, sent: u32, place: &str) -> Result<()> {
+    if got == sent {
+        return Ok(());
+    }
+    let msg = format!("wire Checksum: crc32 {got:08x}, {place} says {sent:08x}");
+    Err(Error::from(NetError::new(NetErrorKind::Protocol, msg)))
 }
 
 /// The rest of a reply that is not a plain `ReadBlockOk`, read and verified as any frame,
@@ -124,7 +143,7 @@ async fn other_reply(
     header: FrameHeader,
     body: AlignedVec,
 ) -> Error {
-    let mut payload = vec![0u8; header.payload_len as usize];
+    let mut payload = vec![0u8; header.after_body_len()];
     if let Err(e) = recv.read_exact(&mut payload).await {
         return read_exact_err(e);
     }
@@ -168,6 +187,9 @@ mod tests {
         Short,
         Trailing,
         Unavailable,
+        /// As a shard streams a block from object storage: the payload's crc after it.
+        Streamed,
+        StreamedBadTrailer,
     }
 
     /// Byte `at` of block `id`.
@@ -220,6 +242,14 @@ mod tests {
                                 };
                                 payload.clear();
                                 cv_wire::encode(&e, id, &[]).unwrap()
+                            }
+                            Answer::Streamed | Answer::StreamedBadTrailer => {
+                                let ok = ReadBlockOk { block_len: BLOCK };
+                                let enc = cv_wire::encode_streamed(&ok, id, payload.len() as u64).unwrap();
+                                let bad = u32::from(matches!(answer, Answer::StreamedBadTrailer));
+                                let trailer = cv_wire::trailer(crc32fast::hash(&payload) ^ bad);
+                                payload.extend_from_slice(&trailer);
+                                enc
                             }
                             _ => cv_wire::encode(&ReadBlockOk { block_len: BLOCK }, id, &payload).unwrap(),
                         };
@@ -310,6 +340,29 @@ mod tests {
         // The next reply is right again, and so is the read.
         assert_eq!(file.read_at(500, &mut buf).await.unwrap(), 1000);
         assert!(buf == expected(500, 1000));
+    }
+
+    #[tokio::test]
+    async fn a_streamed_reply_is_checked_against_its_trailer() {
+        let server = start().await;
+        let (_client, file) = open(&server).await;
+        server.script.lock().unwrap().extend([Answer::Streamed, Answer::StreamedBadTrailer]);
+        let mut buf = vec![0u8; 3000];
+        assert_eq!(
+            file.read_at(BLOCK - 1000, &mut buf).await.unwrap_err().kind(),
+            ErrorKind::Protocol,
+            "one of the two block replies has a bad trailer"
+        );
+        server.script.lock().unwrap().extend([Answer::Streamed, Answer::Streamed]);
+        assert_eq!(file.read_at(BLOCK - 1000, &mut buf).await.unwrap(), 3000);
+        assert!(buf == expected(BLOCK - 1000, 3000));
+        server.script.lock().unwrap().push_back(Answer::StreamedBadTrailer);
+        let err = file.read_at(7, &mut buf).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Protocol, "{err}");
+        assert!(!err.retryable() && err.message().contains("trailer says"), "{err}");
+        server.script.lock().unwrap().push_back(Answer::Streamed);
+        assert_eq!(file.read_at(7, &mut buf).await.unwrap(), 3000);
+        assert!(buf == expected(7, 3000));
     }
 
     #[tokio::test]
