@@ -104,15 +104,15 @@ impl WorkerServer {
             match shard::spawn(spec) {
                 Ok(s) => starting.push(s),
                 Err(e) => {
-                    abandon(starting.into_iter().filter_map(|s| s.wait().ok()).collect());
+                    abandon(shard::wait_all(starting).into_iter().filter_map(|s| s.ok()).collect());
                     return Err(e);
                 }
             }
         }
         let mut started: Vec<Started> = Vec::with_capacity(starting.len());
         let mut failure = None;
-        for s in starting {
-            match s.wait() {
+        for s in shard::wait_all(starting) {
+            match s {
                 Ok(s) => started.push(s),
                 Err(e) => failure = failure.or(Some(e)),
             }

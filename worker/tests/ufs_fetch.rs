@@ -355,11 +355,14 @@ async fn a_read_of_most_of_a_block_fetches_it_whole_and_a_failure_fetches_again(
     r.s3.set_fault(Fault::Status(404));
     let got = reader.await.unwrap().unwrap_or_else(|e| panic!("reader: {e}; {:?}", r.s3.requests()));
     assert_eq!(got.1, data[10..30]);
+    // The gap fetches fail; once one has, the flight is over and a gap fetch not started yet
+    // is skipped (seen once under CI load), so one failed gap fetch is all this waits for.
     let started = Instant::now();
-    while r.gets() < 3 {
+    while r.gets() < 2 {
         assert!(started.elapsed() < Duration::from_secs(10), "no gap fetch: {:?}", r.s3.requests());
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    tokio::time::sleep(Duration::from_millis(100)).await;
     r.s3.set_fault(Fault::None);
     tokio::time::sleep(Duration::from_millis(50)).await;
     let stat = r.conn(ids[1]).call(&StatBlock { block_id: ids[1] }, &[]).await;

@@ -86,23 +86,16 @@ pub(crate) fn spawn(spec: ShardSpec) -> Result<Starting> {
 pub(crate) const NUDGE_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
 
 impl Starting {
-    /// Waits until the shard listens, or says why it could not start (its thread is joined).
-    pub(crate) fn wait(self) -> Result<Started> {
-        // A shard that takes long to start is nudged every period (see `nudge.rs`).
-        let answer = loop {
-            match self.ready.recv_timeout(NUDGE_EVERY) {
-                Err(flume::RecvTimeoutError::Timeout) => nudge::nudge(&self.thread),
-                Ok(r) => break Ok(r),
-                Err(flume::RecvTimeoutError::Disconnected) => break Err(()),
-            }
-        };
+    /// What the shard answered, as a started shard or the reason it could not start (its
+    /// thread then joined). `None`: it ended without answering.
+    fn finish(self, answer: Option<Result<SocketAddr>>) -> Result<Started> {
         match answer {
-            Ok(Ok(addr)) => Ok(Started { addr, cmds: self.cmds, routes: self.routes, thread: self.thread }),
-            Ok(Err(e)) => {
+            Some(Ok(addr)) => Ok(Started { addr, cmds: self.cmds, routes: self.routes, thread: self.thread }),
+            Some(Err(e)) => {
                 let _ = self.thread.join();
                 Err(e)
             }
-            Err(_) => {
+            None => {
                 let why = match self.thread.join() {
                     Ok(Err(e)) => e.to_string(),
                     Ok(Ok(())) => "exited".to_string(),
@@ -112,6 +105,36 @@ impl Starting {
             }
         }
     }
+}
+
+/// Waits until every shard listens or says why it could not start, in the order given.
+/// While any is silent, every shard still starting is nudged each [`NUDGE_EVERY`] (see
+/// `nudge.rs`): the one asleep inside glommio may be a later one, holding the start turn
+/// (`run.rs`) an earlier one waits for.
+pub(crate) fn wait_all(starting: Vec<Starting>) -> Vec<Result<Started>> {
+    let mut answers: Vec<Option<Option<Result<SocketAddr>>>> = starting.iter().map(|_| None).collect();
+    let mut last_nudge = std::time::Instant::now();
+    loop {
+        for (s, a) in starting.iter().zip(answers.iter_mut()).filter(|(_, a)| a.is_none()) {
+            match s.ready.try_recv() {
+                Ok(r) => *a = Some(Some(r)),
+                Err(flume::TryRecvError::Disconnected) => *a = Some(None),
+                Err(flume::TryRecvError::Empty) => {}
+            }
+        }
+        if answers.iter().all(Option::is_some) {
+            break;
+        }
+        if last_nudge.elapsed() >= NUDGE_EVERY {
+            for (s, _) in starting.iter().zip(&answers).filter(|(_, a)| a.is_none()) {
+                nudge::nudge(&s.thread);
+            }
+            last_nudge = std::time::Instant::now();
+        }
+        // Starting takes milliseconds and happens once: a short poll is simpler than a select.
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    starting.into_iter().zip(answers).map(|(s, a)| s.finish(a.flatten())).collect()
 }
 
 /// `host:port`, with brackets around an IPv6 literal.
