@@ -3,26 +3,16 @@
 
 use cv_net::NetErrorKind;
 use cv_net::quic::TransportSettings;
-use cv_net::rpc::{self, BoxFuture, Conn, Peer, Reply, Service};
-use cv_net::tls::{ClusterCa, Identity, Usage};
+mod common;
+
+use common::{PingService, identity, serve_one};
+use cv_net::rpc::{self, Conn};
+use cv_net::tls::{ClusterCa, Usage};
+use cv_wire::Limits;
 use cv_wire::msg::{Ping, Pong, Role};
-use cv_wire::{Frame, Limits};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-
-struct PingService;
-
-impl Service for PingService {
-    fn handle<'a>(&'a self, _peer: &'a Peer, frame: Frame) -> BoxFuture<'a, Reply> {
-        Box::pin(async move { rpc::answer_ping(&frame) })
-    }
-}
-
-fn identity(ca: &ClusterCa, usage: Usage) -> Identity {
-    let issued = ca.issue("test", usage, &[]).unwrap();
-    Identity::from_pem(&ca.cert_pem(), &issued.cert_pem, &issued.key_pem).unwrap()
-}
 
 async fn connect(ca: &ClusterCa, addr: SocketAddr) -> Conn {
     let ep = rpc::client_endpoint(&identity(ca, Usage::Client), &TransportSettings::default()).unwrap();
@@ -54,20 +44,12 @@ async fn calls_stop_no_reply_stream() {
 #[tokio::test]
 async fn bytes_after_the_reply_frame_are_refused() {
     let ca = ClusterCa::generate("t").unwrap();
-    let ep =
-        rpc::server_endpoint("127.0.0.1:0".parse().unwrap(), &identity(&ca, Usage::Node), &Default::default()).unwrap();
-    let addr = ep.local_addr().unwrap();
     // A server that follows its one good reply frame with stray bytes.
-    tokio::spawn(async move {
-        let conn = ep.accept().await.unwrap().await.unwrap();
-        rpc::accept_hello(&conn, Role::Master, "m", &Limits::DEFAULT).await.unwrap();
-        let (mut send, mut recv) = conn.accept_bi().await.unwrap();
-        let frame = rpc::read_frame(&mut recv, &Limits::DEFAULT).await.unwrap();
-        let reply = cv_wire::encode(&Pong { nonce: 1 }, frame.header().request_id, &[]).unwrap();
+    let addr = serve_one(&ca, |mut send, id| async move {
+        let reply = cv_wire::encode(&Pong { nonce: 1 }, id, &[]).unwrap();
         // One write: the stray bytes arrive in the same packet as the frame.
         send.write_all(&[reply.head(), b"stray"].concat()).await.unwrap();
         send.finish().unwrap();
-        conn.closed().await;
     });
     let conn = connect(&ca, addr).await;
     let err = conn.call(&Ping { nonce: 1 }, &[]).await.unwrap_err();
@@ -79,20 +61,12 @@ async fn bytes_after_the_reply_frame_are_refused() {
 #[tokio::test]
 async fn a_late_stream_end_neither_delays_the_call_nor_stops_the_stream() {
     let ca = ClusterCa::generate("t").unwrap();
-    let ep =
-        rpc::server_endpoint("127.0.0.1:0".parse().unwrap(), &identity(&ca, Usage::Node), &Default::default()).unwrap();
-    let addr = ep.local_addr().unwrap();
     // A server that sends its reply frame at once and the stream's end 400 ms later.
-    tokio::spawn(async move {
-        let conn = ep.accept().await.unwrap().await.unwrap();
-        rpc::accept_hello(&conn, Role::Master, "m", &Limits::DEFAULT).await.unwrap();
-        let (mut send, mut recv) = conn.accept_bi().await.unwrap();
-        let frame = rpc::read_frame(&mut recv, &Limits::DEFAULT).await.unwrap();
-        let reply = cv_wire::encode(&Pong { nonce: 9 }, frame.header().request_id, &[]).unwrap();
+    let addr = serve_one(&ca, |mut send, id| async move {
+        let reply = cv_wire::encode(&Pong { nonce: 9 }, id, &[]).unwrap();
         send.write_all(reply.head()).await.unwrap();
         tokio::time::sleep(Duration::from_millis(400)).await;
         send.finish().unwrap();
-        conn.closed().await;
     });
     let conn = connect(&ca, addr).await;
     let started = std::time::Instant::now();

@@ -3,26 +3,16 @@
 
 use cv_net::NetErrorKind;
 use cv_net::quic::TransportSettings;
-use cv_net::rpc::{self, BoxFuture, Conn, Peer, Reply, Service};
+mod common;
+
+use common::{PingService, identity};
+use cv_net::rpc::{self, Conn};
 use cv_net::tls::{ClusterCa, Identity, Usage};
 use cv_wire::msg::{Hello, Ping, Pong, Role};
-use cv_wire::{ErrorCode, Frame, Kind, Limits};
+use cv_wire::{ErrorCode, Kind, Limits};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-
-struct PingService;
-
-impl Service for PingService {
-    fn handle<'a>(&'a self, _peer: &'a Peer, frame: Frame) -> BoxFuture<'a, Reply> {
-        Box::pin(async move { rpc::answer_ping(&frame) })
-    }
-}
-
-fn identity(ca: &ClusterCa, usage: Usage) -> Identity {
-    let issued = ca.issue("test", usage, &[]).unwrap();
-    Identity::from_pem(&ca.cert_pem(), &issued.cert_pem, &issued.key_pem).unwrap()
-}
 
 /// Starts a ping server with `server_id`, returning its address.
 fn start_server(server_id: &Identity) -> (SocketAddr, quinn::Endpoint) {
