@@ -298,9 +298,14 @@ async fn serve_connection<S: Service>(conn: quinn::Connection, peer: Arc<Peer>, 
         let peer = peer.clone();
         tokio::spawn(async move {
             let reply = match read_frame(&mut recv, &limits).await {
-                Ok(frame) => match frame.validate() {
+                // The request's end is read too: dropped unread, the stream would send the
+                // client STOP_SENDING, one more packet per call.
+                Ok(frame) => match end_read(recv).and_then(|()| frame.validate().map_err(NetError::from)) {
                     Ok(()) => service.handle(&peer, frame).await,
-                    Err(e) => Reply::error(frame.header().request_id, e.code(), &e.to_string(), None),
+                    Err(e) => {
+                        let code = e.code().unwrap_or(ErrorCode::Malformed);
+                        Reply::error(frame.header().request_id, code, e.message(), None)
+                    }
                 },
                 Err(e) => {
                     tracing::debug!(addr = %peer.addr, error = %e, "bad request frame");
@@ -324,7 +329,7 @@ async fn serve_connection<S: Service>(conn: quinn::Connection, peer: Arc<Peer>, 
 /// `HelloOk` or a `VersionMismatch` error.
 pub async fn accept_hello(conn: &quinn::Connection, role: Role, node: &str, limits: &Limits) -> Result<Peer, NetError> {
     let (mut send, mut recv) = conn.accept_bi().await.map_err(|e| conn_err("accept hello stream", e))?;
-    let frame = match read_frame(&mut recv, limits).await {
+    let frame = match read_frame(&mut recv, limits).await.and_then(|f| end_read(recv).map(|()| f)) {
         Ok(f) => f,
         Err(e) => {
             let code = e.code().unwrap_or(ErrorCode::Malformed);

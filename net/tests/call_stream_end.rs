@@ -39,6 +39,8 @@ async fn calls_stop_no_reply_stream() {
     let stats = conn.quinn().stats();
     assert_eq!(stats.frame_tx.stop_sending, 0, "a call stopped its reply stream: {:?}", stats.frame_tx);
     assert!(stats.frame_tx.stream >= 50, "{:?}", stats.frame_tx);
+    // Nor does the server stop the request streams (the hello's included).
+    assert_eq!(stats.frame_rx.stop_sending, 0, "the server stopped request streams: {:?}", stats.frame_rx);
 }
 
 #[tokio::test]
