@@ -128,7 +128,14 @@ impl Volume {
             (FileKind::File, true) => return Err(Errno::ENOTDIR),
             _ => {}
         }
-        self.client.delete(&path, false).await.map_err(|e| errno_of(&e))?;
+        let delete = async { self.client.delete(&path, false).await.map_err(|e| errno_of(&e)) };
+        // A staged file is unlinked under its stage's lock: a publish (another handle's
+        // release, asynchronous to close) cannot bring it back between delete and unlink.
+        let stage = self.inodes().peek(&path).and_then(|ino| self.stage(ino));
+        match stage {
+            Some(stage) => stage.unlink(delete).await?,
+            None => delete.await?,
+        }
         self.inodes().unlinked(&path);
         Ok(())
     }

@@ -173,6 +173,16 @@ impl Stage {
         self.inner.lock().await.dirty = false;
     }
 
+    /// Unlinks the file: runs `delete` holding the stage, so a publish under way finishes
+    /// first (the delete then removes what it published) and none starts before the stage
+    /// is discarded. If `delete` fails, the stage is kept.
+    pub(crate) async fn unlink<E>(&self, delete: impl std::future::Future<Output = Result<(), E>>) -> Result<(), E> {
+        let mut s = self.inner.lock().await;
+        delete.await?;
+        s.dirty = false;
+        Ok(())
+    }
+
     pub(crate) async fn is_dirty(&self) -> bool {
         self.inner.lock().await.dirty
     }
