@@ -12,10 +12,7 @@ use cv_net::rpc::{self, Conn};
 use cv_net::{NetError, NetErrorKind};
 use cv_wire::msg::{ReadBlock, ReadBlockOk};
 use cv_wire::rkyv::util::AlignedVec;
-use cv_wire::{Flags, Frame, FrameHeader, HEADER_LEN, Kind, Message, TRAILER_LEN, WireError};
-
-/// Header bytes covered by the frame crc: all but the crc field (wire/FORMAT.md).
-const CRC_COVERED: usize = HEADER_LEN - 4;
+use cv_wire::{Flags, Frame, FrameCheck, FrameHeader, HEADER_LEN, Kind, Message, TRAILER_LEN, WireError};
 
 /// Where a block read's bytes go.
 pub(crate) enum Dst<'a> {
@@ -68,14 +65,9 @@ pub(crate) async fn read_block(conn: &Conn, req: &ReadBlock, mut dst: Dst<'_>) -
     let (mut send, mut recv) = conn.quinn().open_bi().await.map_err(|e| net("open stream", e))?;
     rpc::write_frame(&mut send, &frame, &[]).await?;
 
-    let mut raw = [0u8; HEADER_LEN];
-    recv.read_exact(&mut raw).await.map_err(read_exact_err)?;
-    let header = FrameHeader::parse(&raw, &LIMITS).map_err(wire)?;
-    let mut body = AlignedVec::with_capacity(header.body_len as usize);
-    body.resize(header.body_len as usize, 0);
-    recv.read_exact(&mut body).await.map_err(read_exact_err)?;
-    let streamed = header.flags == Flags(Flags::PAYLOAD_CRC_AFTER);
-    if header.kind != Kind::ReadBlockOk || !(streamed || header.flags == Flags::default()) {
+    let (raw, header, body) = rpc::read_head(&mut recv, &LIMITS).await?;
+    let known = [Flags::default(), Flags(Flags::PAYLOAD_CRC_AFTER)];
+    if header.kind != Kind::ReadBlockOk || !known.contains(&header.flags) {
         return Err(other_reply(&mut recv, raw, header, body).await);
     }
     let got = header.payload_len as usize;
@@ -86,14 +78,7 @@ pub(crate) async fn read_block(conn: &Conn, req: &ReadBlock, mut dst: Dst<'_>) -
         ));
     }
 
-    let mut crc = crc32fast::Hasher::new();
-    crc.update(&raw[..CRC_COVERED]);
-    crc.update(&body);
-    if streamed {
-        // The header's crc covers header and body; the payload's own follows it.
-        check_crc(crc.finalize(), header.crc32, "header")?;
-        crc = crc32fast::Hasher::new();
-    }
+    let mut check = FrameCheck::new(&raw, &header, &body).map_err(wire)?;
     if let Dst::Vec(v) = &mut dst {
         v.clear();
         v.reserve_exact(want);
@@ -109,30 +94,17 @@ pub(crate) async fn read_block(conn: &Conn, req: &ReadBlock, mut dst: Dst<'_>) -
             Dst::Vec(v) => v.extend_from_slice(bytes),
         }
         // The bytes were just touched: checksumming them now reads them from cache.
-        crc.update(bytes);
+        check.update(bytes);
         filled += bytes.len();
     }
-    if streamed {
-        let mut trailer = [0u8; TRAILER_LEN];
-        recv.read_exact(&mut trailer).await.map_err(read_exact_err)?;
-        check_crc(crc.finalize(), u32::from_le_bytes(trailer), "trailer")?;
-    } else {
-        check_crc(crc.finalize(), header.crc32, "header")?;
-    }
+    let mut trailer = [0u8; TRAILER_LEN];
+    let trailer = &mut trailer[..check.trailer_len()];
+    recv.read_exact(trailer).await.map_err(read_exact_err)?;
+    check.finish(trailer).map_err(wire)?;
     let ok = ReadBlockOk::access(&body).map_err(wire)?;
     ReadBlockOk::check(ok, &LIMITS).map_err(wire)?;
     rpc::end_read(recv)?;
     Ok(())
-}
-
-/// A computed crc against the one the frame carries in its `place` (header or trailer); a
-/// mismatch is reported as `Frame::from_parts` reports it: a protocol error, not retried.
-fn check_crc(got: u32, sent: u32, place: &str) -> Result<()> {
-    if got == sent {
-        return Ok(());
-    }
-    let msg = format!("wire Checksum: crc32 {got:08x}, {place} says {sent:08x}");
-    Err(Error::from(NetError::new(NetErrorKind::Protocol, msg)))
 }
 
 /// The rest of a reply that is not a plain `ReadBlockOk`, read and verified as any frame,
@@ -398,15 +370,21 @@ mod tests {
 
     #[test]
     fn the_crc_covers_what_the_wire_crate_says() {
-        // The fused check must agree with `Frame::from_parts` on which header bytes count.
+        // The piecewise check this file makes (`FrameCheck`) agrees with the format: the crc
+        // covers header bytes 0..28, the body and the payload.
         let payload = vec![3u8; 1000];
         let enc = cv_wire::encode(&ReadBlockOk { block_len: 1 }, 7, &payload).unwrap();
         let head = enc.head();
         let mut crc = crc32fast::Hasher::new();
-        crc.update(&head[..super::CRC_COVERED]);
+        crc.update(&head[..cv_wire::HEADER_LEN - 4]);
         crc.update(&head[cv_wire::HEADER_LEN..]);
         crc.update(&payload);
         assert_eq!(crc.finalize(), enc.header().crc32);
+        let raw: [u8; cv_wire::HEADER_LEN] = head[..cv_wire::HEADER_LEN].try_into().unwrap();
+        let mut check = cv_wire::FrameCheck::new(&raw, enc.header(), &head[cv_wire::HEADER_LEN..]).unwrap();
+        check.update(&payload[..400]);
+        check.update(&payload[400..]);
+        check.finish(&[]).unwrap();
         assert_eq!(ReadBlockOk::KIND, cv_wire::Kind::ReadBlockOk);
     }
 }

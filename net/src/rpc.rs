@@ -51,15 +51,25 @@ pub fn client_endpoint(identity: &Identity, settings: &TransportSettings) -> Res
     Ok(ep)
 }
 
-/// Reads one frame: header first (checked against `limits` before anything
-/// is allocated), then body and payload, then the checksum.
-pub async fn read_frame(recv: &mut quinn::RecvStream, limits: &Limits) -> Result<Frame, NetError> {
+/// A frame's header (raw and parsed) and body, read; its payload is still on the stream.
+pub type Head = ([u8; HEADER_LEN], FrameHeader, AlignedVec);
+
+/// Reads a frame's header, checked against `limits` before anything is allocated, then
+/// its body.
+pub async fn read_head(recv: &mut quinn::RecvStream, limits: &Limits) -> Result<Head, NetError> {
     let mut raw = [0u8; HEADER_LEN];
     recv.read_exact(&mut raw).await.map_err(read_err)?;
     let header = FrameHeader::parse(&raw, limits)?;
     let mut body = AlignedVec::with_capacity(header.body_len as usize);
     body.resize(header.body_len as usize, 0);
     recv.read_exact(&mut body).await.map_err(read_err)?;
+    Ok((raw, header, body))
+}
+
+/// Reads one frame: header first (checked against `limits` before anything
+/// is allocated), then body and payload, then the checksum.
+pub async fn read_frame(recv: &mut quinn::RecvStream, limits: &Limits) -> Result<Frame, NetError> {
+    let (raw, header, body) = read_head(recv, limits).await?;
     // Chunks appended as they come: no zero-filling of a buffer the stream then overwrites.
     let want = header.after_body_len();
     let mut payload = Vec::with_capacity(want);

@@ -227,6 +227,70 @@ pub fn trailer(payload_crc: u32) -> [u8; TRAILER_LEN] {
     payload_crc.to_le_bytes()
 }
 
+/// The checksums of a frame checked while its payload is read piece by piece, for a
+/// receiver that does not gather the payload into a [`Frame`] (it streams it into a block,
+/// or into a caller's buffer). [`Frame::from_parts`] checks through it too.
+#[derive(Debug, Clone)]
+pub struct FrameCheck {
+    /// Header (all but the crc field) and body: all the header crc covers when the
+    /// payload's crc follows it, else its start.
+    head: crc32fast::Hasher,
+    payload: crc32fast::Hasher,
+    header_crc: u32,
+    crc_after: bool,
+}
+
+impl FrameCheck {
+    /// Starts the check of a frame whose header and body have been read. With
+    /// [`Flags::PAYLOAD_CRC_AFTER`] the header crc covers only them, and is checked now.
+    pub fn new(raw_header: &[u8; HEADER_LEN], header: &FrameHeader, body: &[u8]) -> Result<FrameCheck, WireError> {
+        let mut head = crc32fast::Hasher::new();
+        head.update(&raw_header[..CRC_COVERED]);
+        head.update(body);
+        let crc_after = header.flags.payload_crc_after();
+        if crc_after {
+            crc_matches(head.clone().finalize(), header.crc32, "header")?;
+        }
+        Ok(FrameCheck { head, payload: crc32fast::Hasher::new(), header_crc: header.crc32, crc_after })
+    }
+
+    /// The next payload bytes, in order.
+    pub fn update(&mut self, payload: &[u8]) {
+        self.payload.update(payload);
+    }
+
+    /// crc32 of the payload bytes so far.
+    pub fn payload_crc(&self) -> u32 {
+        self.payload.clone().finalize()
+    }
+
+    /// Bytes to read after the payload for [`FrameCheck::finish`]: the trailer, or none.
+    pub fn trailer_len(&self) -> usize {
+        if self.crc_after { TRAILER_LEN } else { 0 }
+    }
+
+    /// After the whole payload: checks it against the header crc, or against `trailer`
+    /// (the [`FrameCheck::trailer_len`] bytes that followed it).
+    pub fn finish(mut self, trailer: &[u8]) -> Result<(), WireError> {
+        if trailer.len() != self.trailer_len() {
+            return Err(WireError::new(WireErrorKind::Truncated, "payload crc trailer missing"));
+        }
+        if self.crc_after {
+            let sent = u32::from_le_bytes([trailer[0], trailer[1], trailer[2], trailer[3]]);
+            return crc_matches(self.payload.finalize(), sent, "trailer");
+        }
+        self.head.combine(&self.payload);
+        crc_matches(self.head.finalize(), self.header_crc, "header")
+    }
+}
+
+fn crc_matches(got: u32, sent: u32, place: &str) -> Result<(), WireError> {
+    if got == sent {
+        return Ok(());
+    }
+    Err(WireError::new(WireErrorKind::Checksum, format!("crc32 {got:08x}, {place} says {sent:08x}")))
+}
+
 /// A received frame whose header and checksum have been verified. Its body is
 /// only readable through [`Frame::access`], which validates the archive.
 #[derive(Debug)]
@@ -272,34 +336,10 @@ impl Frame {
         if body.len() != header.body_len as usize || after_body.len() != header.after_body_len() {
             return Err(WireError::new(WireErrorKind::Truncated, "body or payload length differs from header"));
         }
-        let mut crc = crc32fast::Hasher::new();
-        crc.update(&raw_header[..CRC_COVERED]);
-        crc.update(&body);
-        let payload_crc = if header.flags.payload_crc_after() {
-            let at = header.payload_len as usize;
-            let sent = u32::from_le_bytes([after_body[at], after_body[at + 1], after_body[at + 2], after_body[at + 3]]);
-            after_body.truncate(at);
-            Some(sent)
-        } else {
-            crc.update(&after_body);
-            None
-        };
-        let got = crc.finalize();
-        if got != header.crc32 {
-            return Err(WireError::new(
-                WireErrorKind::Checksum,
-                format!("crc32 {got:08x}, header says {:08x}", header.crc32),
-            ));
-        }
-        if let Some(sent) = payload_crc {
-            let got = crc32fast::hash(&after_body);
-            if got != sent {
-                return Err(WireError::new(
-                    WireErrorKind::Checksum,
-                    format!("payload crc32 {got:08x}, trailer says {sent:08x}"),
-                ));
-            }
-        }
+        let trailer = after_body.split_off(header.payload_len as usize);
+        let mut check = FrameCheck::new(&raw_header, &header, &body)?;
+        check.update(&after_body);
+        check.finish(&trailer)?;
         Ok(Frame { header, raw_header, body, payload: after_body, limits: *limits })
     }
 

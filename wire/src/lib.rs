@@ -24,8 +24,8 @@ pub mod msg;
 pub use codes::ErrorCode;
 pub use error::{WireError, WireErrorKind};
 pub use frame::{
-    EncodedFrame, Flags, Frame, FrameHeader, HEADER_LEN, MAGIC, TRAILER_LEN, encode, encode_streamed, encode_with,
-    encode_with_crc, trailer,
+    EncodedFrame, Flags, Frame, FrameCheck, FrameHeader, HEADER_LEN, MAGIC, TRAILER_LEN, encode, encode_streamed,
+    encode_with, encode_with_crc, trailer,
 };
 pub use ids::{SHARD_BITS, block_id, block_seq, block_shard, first_free_seq};
 pub use kinds::{Kind, Message};

@@ -8,7 +8,7 @@ use cv_wire::msg::{
     ArchivedBlockSource, BlockSource, DeleteBlocks, Done, Ping, Pong, ReadBlock, ReadBlockOk, StatBlock, StatBlockOk,
     UfsRef, WriteBlock, WriteBlockOk,
 };
-use cv_wire::{ErrorCode, Frame, HEADER_LEN, Kind, Message, block_shard};
+use cv_wire::{ErrorCode, Frame, FrameCheck, Kind, Message, block_shard};
 
 use super::codes::store_code;
 use super::conn::ShardCtx;
@@ -17,9 +17,6 @@ use super::frame_io::{Head, ReadFail, read_payload};
 use super::reply::Reply;
 use crate::quic::{RecvStream, VarInt};
 use crate::store::{ErrorKind, StoreError};
-
-/// Header bytes covered by the frame crc: all but the crc field (wire/FORMAT.md).
-const CRC_COVERED: usize = HEADER_LEN - 4;
 
 /// Answers one request whose header and body have been read.
 pub(crate) async fn dispatch(ctx: &ShardCtx, head: Head, recv: &mut RecvStream) -> Reply {
@@ -244,7 +241,10 @@ async fn write_block(ctx: &ShardCtx, head: Head, recv: &mut RecvStream) -> Reply
         Ok(w) => w,
         Err(e) => return refuse(recv, e.into()),
     };
-    let mut data_crc = crc32fast::Hasher::new();
+    let mut check = match FrameCheck::new(&head.raw, &head.header, &head.body) {
+        Ok(c) => c,
+        Err(e) => return refuse(recv, e.into()),
+    };
     let mut remaining = len;
     while remaining > 0 {
         let chunk = match recv.read_chunk(usize::try_from(remaining).unwrap_or(usize::MAX)).await {
@@ -256,35 +256,23 @@ async fn write_block(ctx: &ShardCtx, head: Head, recv: &mut RecvStream) -> Reply
             Err(e) => return Reply::error(id, ErrorCode::Malformed, &format!("payload: {e}"), None),
         };
         remaining -= chunk.len() as u64;
-        data_crc.update(&chunk);
+        check.update(&chunk);
         if let Err(e) = writer.append(&chunk).await {
             return refuse(recv, e.into());
         }
     }
-    let mut frame_crc = crc32fast::Hasher::new();
-    frame_crc.update(&head.raw[..CRC_COVERED]);
-    frame_crc.update(&head.body);
-    if head.header.flags.payload_crc_after() {
-        let mut trailer = [0u8; cv_wire::TRAILER_LEN];
-        if let Err(e) = recv.read_exact(&mut trailer).await {
-            let fail = ReadFail::from_quic(e, "payload crc");
-            return Reply::error(id, fail.code(), &fail.to_string(), None);
-        }
-        let (got, sent) = (data_crc.clone().finalize(), u32::from_le_bytes(trailer));
-        if got != sent {
-            let msg = format!("payload crc32 {got:08x}, trailer says {sent:08x}; block {block_id} not stored");
-            return Reply::error(id, ErrorCode::Malformed, &msg, None);
-        }
-    } else {
-        frame_crc.combine(&data_crc);
+    let mut trailer = [0u8; cv_wire::TRAILER_LEN];
+    let trailer = &mut trailer[..check.trailer_len()];
+    if let Err(e) = recv.read_exact(trailer).await {
+        let fail = ReadFail::from_quic(e, "payload crc");
+        return Reply::error(id, fail.code(), &fail.to_string(), None);
     }
-    let (got, want) = (frame_crc.finalize(), head.header.crc32);
-    if got != want {
-        let msg = format!("frame crc32 {got:08x}, header says {want:08x}; block {block_id} not stored");
-        return Reply::error(id, ErrorCode::Malformed, &msg, None);
+    let data_crc = check.payload_crc();
+    if let Err(e) = check.finish(trailer) {
+        return Reply::error(id, ErrorCode::Malformed, &format!("{e}; block {block_id} not stored"), None);
     }
     match writer.commit().await {
-        Ok(stat) => Reply::ok(id, &WriteBlockOk { len: stat.len, crc32: data_crc.finalize() }),
+        Ok(stat) => Reply::ok(id, &WriteBlockOk { len: stat.len, crc32: data_crc }),
         Err(e) => Refusal::from(e).reply(id),
     }
 }
