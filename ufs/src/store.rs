@@ -95,26 +95,20 @@ impl Ufs {
         Ok(meta(&m))
     }
 
-    /// Bytes `range` of `key`. With `version` (an ETag), the store refuses
-    /// if the object changed since.
+    /// Bytes `range` of `key`, whole ([`Ufs::read_stream`] gathered). With `version` (an
+    /// ETag), the store refuses if the object changed since.
     pub async fn read(&self, key: &str, range: Range<u64>, version: Option<&str>) -> Result<Bytes, UfsError> {
-        if range.is_empty() {
-            return Ok(Bytes::new());
+        let mut stream = self.read_stream(key, range.clone(), version).await?;
+        let Some(first) = stream.next().await.transpose()? else { return Ok(Bytes::new()) };
+        if first.len() as u64 == range.end - range.start {
+            return Ok(first);
         }
-        let want = range.end - range.start;
-        let mut req = self.op.read_with(key).range(range.clone());
-        if let Some(v) = version.filter(|v| is_etag(v)) {
-            req = req.if_match(v);
+        let mut all = bytes::BytesMut::with_capacity((range.end - range.start) as usize);
+        all.extend_from_slice(&first);
+        while let Some(piece) = stream.next().await {
+            all.extend_from_slice(&piece?);
         }
-        let buf = req.await.map_err(|e| read_error(format!("read {key} {range:?}"), e))?;
-        let bytes = buf.to_bytes();
-        if bytes.len() as u64 != want {
-            return Err(UfsError::new(
-                UfsErrorKind::Changed,
-                format!("read {key} {range:?}: {} bytes came back; the object is shorter now", bytes.len()),
-            ));
-        }
-        Ok(bytes)
+        Ok(all.freeze())
     }
 
     /// Bytes `range` of `key` as the store delivers them, from one GET: a caller forwards
