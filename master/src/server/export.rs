@@ -93,16 +93,12 @@ impl Exporter {
         let mut scanned: Option<(u64, bool, Vec<PendingExport>)> = None;
         loop {
             let epoch = core.inspect(|st| st.exports_epoch());
-            let pending = match &scanned {
-                Some((e, c, list)) if *e == epoch && *c == cache_too => list.clone(),
-                _ => {
-                    let (epoch, list) = core.inspect(|st| (st.exports_epoch(), st.pending_exports(cache_too)));
-                    scanned = Some((epoch, cache_too, list.clone()));
-                    list
-                }
-            };
+            if !scanned.as_ref().is_some_and(|(e, c, _)| *e == epoch && *c == cache_too) {
+                scanned = Some(core.inspect(|st| (st.exports_epoch(), cache_too, st.pending_exports(cache_too))));
+            }
+            let pending = scanned.as_ref().map_or(&[][..], |(_, _, list)| list.as_slice());
             let mut all_done = true;
-            for (file_id, version, path, _, _) in pending {
+            for &(file_id, version, ref path, _, _) in pending {
                 if *stop.borrow() {
                     return;
                 }
@@ -110,7 +106,7 @@ impl Exporter {
                     all_done = false;
                     continue;
                 }
-                match self.export(&core, &ufs, file_id, version, &path).await {
+                match self.export(&core, &ufs, file_id, version, path).await {
                     Ok(()) => {
                         failed_at.remove(&file_id);
                     }
