@@ -12,5 +12,7 @@ pub mod tls;
 
 #[cfg(feature = "tokio")]
 pub mod rpc;
+#[cfg(feature = "tokio")]
+mod udp;
 
 pub use error::{NetError, NetErrorKind};

@@ -5,7 +5,7 @@ use crate::config::{ByteSize, ConfigError, Dur};
 use crate::error::{NetError, NetErrorKind};
 use crate::tls::Identity;
 use quinn_proto::crypto::rustls::{QuicClientConfig, QuicServerConfig};
-use quinn_proto::{AckFrequencyConfig, IdleTimeout, TransportConfig, VarInt};
+use quinn_proto::{AckFrequencyConfig, EndpointConfig, IdleTimeout, MtuDiscoveryConfig, TransportConfig, VarInt};
 use serde::{Deserialize, Serialize};
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::Arc;
@@ -30,7 +30,18 @@ pub struct TransportSettings {
     /// frequency extension; 1 is QUIC's default, an ACK every other packet). Every ACK wakes
     /// the sender; a reply's ACK can instead ride on the next request.
     pub ack_threshold: u32,
+    /// Largest UDP payload this node sends or accepts. Connections start at 1200 bytes and
+    /// path-MTU discovery probes up to this, so a path with a smaller MTU (1500-byte Ethernet)
+    /// settles at what it carries; probes are sent with don't-fragment. QUIC's per-packet work
+    /// (headers, AEAD calls, ACKs, the receiver's datagram handling) scales with the packet
+    /// count, so jumbo frames matter: see ARCHITECTURE.md for the measurement.
+    pub max_udp_payload: ByteSize,
 }
+
+/// A 9000-byte jumbo frame less the IPv6 and UDP headers.
+const JUMBO_UDP_PAYLOAD: u64 = 8952;
+/// The largest UDP payload (IPv6) and QUIC's smallest.
+const UDP_PAYLOAD_RANGE: std::ops::RangeInclusive<u64> = 1200..=65527;
 
 impl Default for TransportSettings {
     fn default() -> Self {
@@ -42,6 +53,7 @@ impl Default for TransportSettings {
             idle_timeout: Dur::secs(30),
             socket_buffer: ByteSize::mib(4),
             ack_threshold: 64,
+            max_udp_payload: ByteSize(JUMBO_UDP_PAYLOAD),
         }
     }
 }
@@ -68,6 +80,9 @@ impl TransportSettings {
         if self.ack_threshold > 1024 {
             return Err(ConfigError::new(f("ack_threshold"), "must be at most 1024"));
         }
+        if !UDP_PAYLOAD_RANGE.contains(&self.max_udp_payload.bytes()) {
+            return Err(ConfigError::new(f("max_udp_payload"), "must be between 1200 and 65527 bytes"));
+        }
         Ok(())
     }
 
@@ -87,7 +102,24 @@ impl TransportSettings {
             ack.ack_eliciting_threshold(VarInt::from_u32(self.ack_threshold));
             t.ack_frequency_config(Some(ack));
         }
+        let mut mtu = MtuDiscoveryConfig::default();
+        mtu.upper_bound(self.udp_payload());
+        t.mtu_discovery_config(Some(mtu));
         t
+    }
+
+    /// `max_udp_payload` as quinn wants it (validated to fit).
+    pub fn udp_payload(&self) -> u16 {
+        u16::try_from(self.max_udp_payload.bytes()).unwrap_or(u16::MAX)
+    }
+
+    /// The endpoint-wide config: the largest UDP payload this endpoint accepts (announced to
+    /// peers, which send no larger).
+    pub fn endpoint_config(&self) -> EndpointConfig {
+        let mut cfg = EndpointConfig::default();
+        // Only out-of-range values fail, and `validate` refuses those.
+        let _ = cfg.max_udp_payload_size(self.udp_payload());
+        cfg
     }
 }
 
@@ -153,6 +185,10 @@ mod tests {
         assert_eq!(bad.validate("transport").unwrap_err().field, "transport.connection_window");
         let bad = TransportSettings { ack_threshold: 5000, ..Default::default() };
         assert_eq!(bad.validate("transport").unwrap_err().field, "transport.ack_threshold");
+        for bytes in [1199, 65528] {
+            let bad = TransportSettings { max_udp_payload: ByteSize(bytes), ..Default::default() };
+            assert_eq!(bad.validate("transport").unwrap_err().field, "transport.max_udp_payload");
+        }
     }
 
     #[test]

@@ -29,6 +29,18 @@ fn read_err(e: quinn::ReadExactError) -> NetError {
     }
 }
 
+/// A quinn endpoint on tokio over `socket`, with GSO batches that fit one send.
+fn endpoint(
+    settings: &TransportSettings,
+    server: Option<quinn::ServerConfig>,
+    socket: std::net::UdpSocket,
+) -> std::io::Result<quinn::Endpoint> {
+    use quinn::Runtime;
+    let runtime = Arc::new(quinn::TokioRuntime);
+    let socket = crate::udp::CappedGso::new(runtime.wrap_udp_socket(socket)?, settings.udp_payload());
+    quinn::Endpoint::new_with_abstract_socket(settings.endpoint_config(), server, socket, runtime)
+}
+
 /// Builds a server endpoint on `addr` with mutual TLS.
 pub fn server_endpoint(
     addr: SocketAddr,
@@ -37,7 +49,7 @@ pub fn server_endpoint(
 ) -> Result<quinn::Endpoint, NetError> {
     let socket = bind_udp(addr, settings.socket_buffer)?;
     let cfg = server_config(identity, settings)?;
-    quinn::Endpoint::new(quinn::EndpointConfig::default(), Some(cfg), socket, Arc::new(quinn::TokioRuntime))
+    endpoint(settings, Some(cfg), socket)
         .map_err(|e| NetError::new(NetErrorKind::Io, format!("server endpoint on {addr}")).with_source(e))
 }
 
@@ -45,7 +57,7 @@ pub fn server_endpoint(
 pub fn client_endpoint(identity: &Identity, settings: &TransportSettings) -> Result<quinn::Endpoint, NetError> {
     let socket = bind_udp("[::]:0".parse().expect("literal address"), settings.socket_buffer)
         .or_else(|_| bind_udp("0.0.0.0:0".parse().expect("literal address"), settings.socket_buffer))?;
-    let mut ep = quinn::Endpoint::new(quinn::EndpointConfig::default(), None, socket, Arc::new(quinn::TokioRuntime))
+    let mut ep = endpoint(settings, None, socket)
         .map_err(|e| NetError::new(NetErrorKind::Io, "client endpoint").with_source(e))?;
     ep.set_default_client_config(client_config(identity, settings)?);
     Ok(ep)

@@ -63,6 +63,7 @@ impl WorkerServer {
         let server_config = Arc::new(cv_net::quic::server_config(identity, transport)?);
         let endpoint = EndpointOptions {
             socket_buffer_bytes: usize::try_from(transport.socket_buffer.bytes()).unwrap_or(usize::MAX),
+            max_udp_payload: transport.udp_payload(),
             ..EndpointOptions::default()
         };
 

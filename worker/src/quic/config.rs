@@ -19,6 +19,9 @@ pub struct EndpointOptions {
     pub max_gso_segments: usize,
     /// How long the driver backs off when the socket's send buffer is full.
     pub send_backoff: Duration,
+    /// Largest UDP payload the endpoint accepts (announced to peers); what it sends is set
+    /// by the transport config's MTU discovery. `cv_net::quic::TransportSettings::udp_payload`.
+    pub max_udp_payload: u16,
 }
 
 impl Default for EndpointOptions {
@@ -27,10 +30,11 @@ impl Default for EndpointOptions {
             socket_buffer_bytes: 4 << 20,
             max_connections: 1024,
             transmit_budget: 8,
-            // The 64 KiB-per-send cap binds first (44 segments at a 1452-byte MTU): a 64 KiB
-            // reply leaves in two sends, not five.
+            // The 64 KiB-per-send cap binds first (7 segments of a 8952-byte jumbo datagram,
+            // 44 at Ethernet's 1452): a 64 KiB reply leaves in two sends.
             max_gso_segments: 64,
             send_backoff: Duration::from_micros(50),
+            max_udp_payload: cv_net::quic::TransportSettings::default().udp_payload(),
         }
     }
 }

@@ -122,8 +122,12 @@ impl Endpoint {
     pub fn bind(addr: SocketAddr, server_config: Arc<ServerConfig>, opts: EndpointOptions) -> Result<Self, QuicError> {
         let socket = udp::bind(addr, opts.socket_buffer_bytes).map_err(|e| QuicError::io("bind udp socket", e))?;
         let readiness = Readiness::new(&socket).map_err(|e| QuicError::io("duplicate udp socket", e))?;
-        let endpoint_config = Arc::new(EndpointConfig::default());
+        let mut endpoint_config = EndpointConfig::default();
+        endpoint_config
+            .max_udp_payload_size(opts.max_udp_payload)
+            .map_err(|e| QuicError::io("max udp payload", std::io::Error::new(std::io::ErrorKind::InvalidInput, e)))?;
         let max_payload = endpoint_config.get_max_udp_payload_size() as usize;
+        let endpoint_config = Arc::new(endpoint_config);
         let io = UdpIo::new(socket, max_payload).map_err(|e| QuicError::io("udp socket state", e))?;
         let local_addr = io.local_addr().map_err(|e| QuicError::io("udp local address", e))?;
         let allow_mtud = !io.may_fragment();

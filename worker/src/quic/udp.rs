@@ -37,6 +37,9 @@ pub(crate) struct OwnedTransmit {
     pub(crate) data: Vec<u8>,
 }
 
+/// The largest datagram GRO hands over (coalesced segments stay within one 64 KiB skb).
+const MAX_GRO_BYTES: usize = 64 * 1024;
+
 /// The socket plus quinn-udp's state and receive buffers.
 #[derive(Debug)]
 pub(crate) struct UdpIo {
@@ -50,8 +53,8 @@ pub(crate) struct UdpIo {
 impl UdpIo {
     pub(crate) fn new(socket: UdpSocket, max_udp_payload: usize) -> io::Result<Self> {
         let state = UdpSocketState::new(UdpSockRef::from(&socket))?;
-        // One slot holds one GRO super-datagram.
-        let slot = max_udp_payload.min(64 * 1024) * state.gro_segments().max(1);
+        // One slot holds one GRO super-datagram, which the kernel keeps within 64 KiB.
+        let slot = (max_udp_payload * state.gro_segments().max(1)).min(MAX_GRO_BYTES).max(max_udp_payload);
         Ok(Self {
             socket,
             state,
