@@ -37,6 +37,8 @@ pub struct ClusterOptions {
     pub pin_cores: bool,
     /// How long an idle shard polls before it sleeps.
     pub spin_before_park: Dur,
+    /// The master's tail-cache budget.
+    pub tail_budget: ByteSize,
 }
 
 impl ClusterOptions {
@@ -52,6 +54,7 @@ impl ClusterOptions {
             sync_data: true,
             pin_cores: true,
             spin_before_park: Dur::millis(0),
+            tail_budget: ServerConfig::default().tail_budget,
         }
     }
 }
@@ -84,6 +87,7 @@ impl LocalCluster {
             listen: SocketAddr::from(([127, 0, 0, 1], opts.master_port)),
             journal_dir: opts.dir.join("master"),
             heartbeat_timeout: Dur::secs(10),
+            tail_budget: opts.tail_budget,
             ..ServerConfig::default()
         };
         let master = MasterServer::start(&master_cfg, &node, &transport).await?;

@@ -1,26 +1,29 @@
 //! Stopping servers cleanly on Ctrl-C or SIGTERM.
 
-/// Resolves on Ctrl-C or SIGTERM.
-pub async fn shutdown_signal() {
-    let ctrl_c = async {
-        if let Err(e) = tokio::signal::ctrl_c().await {
-            tracing::error!(error = %e, "cannot listen for Ctrl-C");
-            std::future::pending::<()>().await;
-        }
+use std::future::Future;
+use tokio::signal::unix::{SignalKind, signal};
+
+/// Listens for Ctrl-C (SIGINT) and SIGTERM from the moment it is called (so a server that
+/// printed "Ctrl-C stops it" after calling it cannot miss an early signal); the future
+/// resolves on the first of them. Must be called inside a tokio runtime.
+pub fn shutdown_signal() -> impl Future<Output = ()> {
+    let listen = |kind: SignalKind, name: &'static str| {
+        signal(kind).inspect_err(|e| tracing::error!(error = %e, "cannot listen for {name}")).ok()
     };
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
+    let mut int = listen(SignalKind::interrupt(), "Ctrl-C");
+    let mut term = listen(SignalKind::terminate(), "SIGTERM");
+    async move {
+        let wait = |s: Option<tokio::signal::unix::Signal>| async move {
+            match s {
+                Some(mut s) => {
+                    s.recv().await;
+                }
+                None => std::future::pending::<()>().await,
             }
-            Err(e) => {
-                tracing::error!(error = %e, "cannot listen for SIGTERM");
-                std::future::pending::<()>().await;
-            }
+        };
+        tokio::select! {
+            _ = wait(int.take()) => {}
+            _ = wait(term.take()) => {}
         }
-    };
-    tokio::select! {
-        _ = ctrl_c => {}
-        _ = term => {}
     }
 }

@@ -1,8 +1,8 @@
-//! `cvctl bench scan` and `cvctl bench open-latency --s3-embedded` through
-//! the built binary with tiny sizes: both sides run against a real embedded
-//! cluster and a real S3 server on loopback, and the server's request log
-//! shows that cold reads fetched and warm reads did not. Speed is not
-//! asserted.
+//! `cvctl bench scan` and `cvctl bench open-latency` (by default and with
+//! `--s3-embedded`) through the built binary with tiny sizes: both sides run
+//! against a real embedded cluster (and a real S3 server on loopback), and the
+//! server's request log shows that cold reads fetched and warm reads did not.
+//! Speed is not asserted.
 
 use serde_json::Value;
 use std::process::Command;
@@ -122,6 +122,24 @@ fn bench_open_latency_against_the_embedded_s3_server() {
     // Warm opens cost nothing at the store.
     for f in ["head", "get", "list", "other"] {
         assert_eq!(q["cv_warm"][f], 0, "{q}");
+    }
+}
+
+#[test]
+fn bench_open_latency_by_default_writes_into_cv_and_reads_the_local_copy() {
+    let r = cvctl(&["bench", "open-latency", "--files", "4", "--file-size", "512KiB", "--rounds", "2", "--json"]);
+    // Both sides read the footers the generator wrote (`verify` checks them before measuring).
+    let rows = r["rows"].as_array().expect("rows");
+    let names: Vec<&str> = rows.iter().map(|row| row["name"].as_str().unwrap()).collect();
+    assert_eq!(rows.len(), 3, "{names:?}");
+    assert!(names[0].contains("OpenDAL fs"), "{names:?}");
+    assert!(names[1].starts_with("cv: open + footer"), "{names:?}");
+    assert!(names[2].contains("null RPC"), "{names:?}");
+    for row in rows {
+        assert_eq!(row["count"], 8, "{row}");
+        for f in ["p50_us", "p90_us", "p99_us", "p999_us", "max_us"] {
+            positive(row, f);
+        }
     }
 }
 

@@ -2,6 +2,7 @@
 //! real QUIC with mutual TLS, real O_DIRECT stores; clients through the SDK.
 
 use cv_client::{ErrorKind, FileKind};
+use cv_net::config::ByteSize;
 use cv_tools::cluster::{ClusterOptions, LocalCluster};
 use std::time::{Duration, Instant};
 
@@ -146,5 +147,64 @@ async fn a_stopped_worker_gives_a_timely_error_not_a_hang() {
     drop(f);
     client.close();
     impatient.close();
+    cluster.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_that_stops_answering_gives_a_timeout_within_the_deadline() {
+    let (_dir, mut cluster) = start().await;
+    let client = cluster.client().await.unwrap();
+    let data = pattern(BLOCK + 100, 11);
+    let mut w = client.create("/silent", false).await.unwrap();
+    w.write(&data).await.unwrap();
+    w.close().await.unwrap();
+    let shards = cluster.shard_addrs();
+    cluster.stop_worker().await.unwrap();
+    // Sockets on the shards' ports that take every datagram and answer none: a hung host,
+    // not a refused port.
+    let holes: Vec<std::net::UdpSocket> = shards.iter().map(|a| std::net::UdpSocket::bind(a).unwrap()).collect();
+
+    let mut settings = cluster.client_settings();
+    settings.deadline = cv_net::config::Dur::secs(2);
+    let impatient = cluster.client_with(settings).await.unwrap();
+    let f = impatient.open("/silent").await.unwrap();
+    let t = Instant::now();
+    let mut buf = vec![0u8; 1000];
+    let err = f.read_at(10, &mut buf).await.unwrap_err();
+    let took = t.elapsed();
+    assert_eq!(err.kind(), ErrorKind::Timeout, "{err}");
+    assert!(took >= Duration::from_millis(1900) && took < Duration::from_secs(4), "took {took:?}");
+    drop(holes);
+    client.close();
+    impatient.close();
+    cluster.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_evicted_tail_is_read_from_the_workers_instead() {
+    let dir = tempfile::tempdir().unwrap();
+    // Room for about three 64 KiB default tails: the eight files below evict most of them.
+    let opts = ClusterOptions { tail_budget: ByteSize::kib(200), ..ClusterOptions::ephemeral(dir.path()) };
+    let cluster = LocalCluster::start(&opts).await.unwrap();
+    let client = cluster.client().await.unwrap();
+    let files: Vec<Vec<u8>> = (0..8u8).map(|i| pattern(300_000 + usize::from(i), 20 + i)).collect();
+    for (i, data) in files.iter().enumerate() {
+        let mut w = client.create(&format!("/t{i}"), false).await.unwrap();
+        w.write(data).await.unwrap();
+        w.close().await.unwrap();
+    }
+    let mut without_tail = 0;
+    for (i, data) in files.iter().enumerate() {
+        let f = client.open(&format!("/t{i}")).await.unwrap();
+        if f.tail().is_none() {
+            without_tail += 1;
+        }
+        let mut footer = vec![0u8; 64 << 10];
+        let at = (data.len() - footer.len()) as u64;
+        assert_eq!(f.read_at(at, &mut footer).await.unwrap(), footer.len());
+        assert_eq!(footer, data[at as usize..], "footer of /t{i}");
+    }
+    assert!(without_tail >= 4, "{without_tail} of 8 opens came without their tail");
+    client.close();
     cluster.shutdown().await.unwrap();
 }

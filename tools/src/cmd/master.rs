@@ -47,6 +47,7 @@ impl MasterArgs {
         let master = self.effective(&file)?;
         let identity = Identity::load(&file.tls)?;
         let rt = tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("cv-master").build()?;
+        let _in_rt = rt.enter(); // the signal listeners need the runtime's driver
         rt.block_on(serve_until(&master, &identity, &file.transport, shutdown_signal(), |addr| {
             println!("cv master listening on {addr} (journal {})", master.journal_dir.display());
         }))

@@ -55,6 +55,7 @@ impl UpArgs {
         };
         runtime()?.block_on(async move {
             let cluster = LocalCluster::start(&opts).await?;
+            let stop = crate::signal::shutdown_signal();
             println!("cv is up");
             println!("  master        {}", cluster.master_addr());
             for (i, a) in cluster.shard_addrs().iter().enumerate() {
@@ -64,7 +65,7 @@ impl UpArgs {
             println!("  client config {}", cluster.client_config().display());
             println!("try: cvctl fs --config {} ls /", cluster.client_config().display());
             println!("Ctrl-C stops it.");
-            crate::signal::shutdown_signal().await;
+            stop.await;
             println!("stopping");
             cluster.shutdown().await?;
             Ok(())

@@ -69,6 +69,7 @@ impl WorkerArgs {
         let settings = self.effective(&file)?;
         let identity = Identity::load(&file.tls)?;
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        let _in_rt = rt.enter(); // the signal listeners need the runtime's driver
         serve_until(
             &settings,
             &identity,

@@ -94,7 +94,7 @@ impl OpenLatencyArgs {
                 c.shutdown().await?;
             }
             if self.json {
-                println!("{}", serde_json::to_string_pretty(&rows)?);
+                println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "rows": rows }))?);
             } else {
                 print_latency_table(
                     &format!("open + footer of {} Parquet files × {} rounds, 1 client", files.len(), self.rounds),
@@ -102,14 +102,23 @@ impl OpenLatencyArgs {
                 );
                 let (b, c) = (&rows[0], &rows[1]);
                 println!(
-                    "cv vs {baseline_name}: {:.1}× faster at p50, {:.1}× at p99",
-                    b.p50_us / c.p50_us,
-                    b.p99_us / c.p99_us
+                    "cv vs {baseline_name}: {} at p50, {} at p99",
+                    speed(b.p50_us, c.p50_us),
+                    speed(b.p99_us, c.p99_us)
                 );
             }
             Ok(())
         });
         res
+    }
+}
+
+/// "2.0× faster" or "1.6× slower": cv's latency against the baseline's, said the right way up.
+fn speed(baseline_us: f64, cv_us: f64) -> String {
+    if cv_us <= baseline_us {
+        format!("{:.1}× faster", baseline_us / cv_us)
+    } else {
+        format!("{:.1}× slower", cv_us / baseline_us)
     }
 }
 
@@ -196,10 +205,10 @@ fn print_mounted(r: &OpenReport, files: usize, rounds: u32) {
     );
     let (b, warm, cold) = (&r.rows[0], &r.rows[1], &r.rows[2]);
     println!(
-        "cv warm vs {}: {:.1}× faster at p50, {:.1}× at p99",
+        "cv warm vs {}: {} at p50, {} at p99",
         b.name,
-        b.p50_us / warm.p50_us.max(1e-9),
-        b.p99_us / warm.p99_us.max(1e-9)
+        speed(b.p50_us, warm.p50_us.max(1e-9)),
+        speed(b.p99_us, warm.p99_us.max(1e-9))
     );
     println!(
         "cv cold first open vs {}: {:.2}× the time at p50, {:.2}× at p99",
