@@ -84,7 +84,7 @@ async fn binding_overhead() {
     );
     for op in ["open_footer", "tail_read_4k", "pread_64k"] {
         let base = best(&results[&(op.to_string(), "rust".to_string())]);
-        for lang in ["rust", "rust_blocking", "c", "java"] {
+        for lang in ["rust", "rust_blocking", "rust_capi_ops", "c", "java"] {
             let Some(r) = results.get(&(op.to_string(), lang.to_string())) else { continue };
             let (b, p50, p99, mean) = (best(r), median(r, 0), median(r, 1), median(r, 2));
             println!(
@@ -195,4 +195,33 @@ fn rust_client_child() {
     }
     report_as("rust_blocking", "pread_64k", &mut ns);
     client.close();
+
+    // The C ABI's own code path (handle tables, its runtime's `block_on`), linked into this
+    // Rust process: against `c` it separates the library's work from the C process around it.
+    let c = cv_capi::ops::client_from_file(a[0]).unwrap();
+    for i in -(iters as i64 / 4)..iters as i64 {
+        let t = Instant::now();
+        let f = cv_capi::ops::open(c, a[1]).unwrap();
+        let info = cv_capi::ops::file_info(f).unwrap();
+        let len = (info.length - info.tail_offset) as usize;
+        cv_capi::ops::pread_fully(f, info.tail_offset, &mut footer[..len]).unwrap();
+        cv_capi::ops::file_close(f).unwrap();
+        if i >= 0 {
+            ns[i as usize] = t.elapsed().as_nanos() as u64;
+        }
+    }
+    report_as("rust_capi_ops", "open_footer", &mut ns);
+    let f = cv_capi::ops::open(c, a[2]).unwrap();
+    for i in -(iters as i64 / 4)..iters as i64 {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let off = ((x >> 33) % slots) * block.len() as u64;
+        let t = Instant::now();
+        cv_capi::ops::pread_fully(f, off, &mut block).unwrap();
+        if i >= 0 {
+            ns[i as usize] = t.elapsed().as_nanos() as u64;
+        }
+    }
+    report_as("rust_capi_ops", "pread_64k", &mut ns);
+    cv_capi::ops::file_close(f).unwrap();
+    cv_capi::ops::client_close(c).unwrap();
 }
