@@ -13,6 +13,7 @@ use cv_wire::msg::*;
 use cv_wire::{Frame, Message};
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A connected client. Cheap to clone; clones share connections.
 #[derive(Clone, Debug)]
@@ -24,6 +25,9 @@ pub struct Client {
 pub(crate) struct Inner {
     pub(crate) settings: ClientSettings,
     pub(crate) pool: Pool,
+    /// Request ids, one per call: its retries reuse it, so a mutation whose reply was lost
+    /// is answered again by the master, not applied twice.
+    call_ids: AtomicU64,
 }
 
 impl Client {
@@ -36,7 +40,8 @@ impl Client {
     ) -> Result<Client> {
         let endpoint = cv_net::rpc::client_endpoint(identity, transport)?;
         let pool = Pool::new(endpoint, settings.node.clone());
-        let client = Client { inner: Arc::new(Inner { settings, pool }) };
+        let call_ids = AtomicU64::new(cv_net::rpc::random_request_id());
+        let client = Client { inner: Arc::new(Inner { settings, pool, call_ids }) };
         let master = client.inner.settings.master;
         with_retries(&client.inner.settings, "connect to master", || async {
             client.inner.pool.get(master).await.map(|_| ())
@@ -59,9 +64,10 @@ impl Client {
         msg: &M,
         payload: &[&[u8]],
     ) -> Result<Frame> {
+        let id = self.inner.call_ids.fetch_add(1, Ordering::Relaxed);
         with_retries(&self.inner.settings, what, || async {
             let conn = self.inner.pool.get(addr).await?;
-            match conn.call(msg, payload).await {
+            match conn.call_as(id, msg, payload).await {
                 Ok(f) => Ok(f),
                 Err(e) => {
                     if conn.is_closed() {

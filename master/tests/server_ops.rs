@@ -383,3 +383,34 @@ async fn silent_workers_are_marked_lost_by_the_tick() {
     assert!(ok.commands.is_empty());
     server.shutdown().await;
 }
+
+/// A client whose reply was lost sends the call again with the same request id, possibly on
+/// a new connection: the master answers with the first reply instead of applying it twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retried_mutation_gets_its_first_reply_not_a_second_application() {
+    let h = Harness::new();
+    let server = h.start().await;
+    let first = h.connect(&server, Role::Client).await;
+    let again = h.connect(&server, Role::Client).await;
+    let id = first.next_request_id();
+    let create = Create { path: "/once".into(), overwrite: false, mode: 0o644, block_size: 0 };
+
+    let one = first.call_as(id, &create, &[]).await.unwrap().decode_body::<CreateOk>().unwrap();
+    let two = again.call_as(id, &create, &[]).await.unwrap().decode_body::<CreateOk>().unwrap();
+    assert_eq!(one.file_id, two.file_id, "the retry is answered with the first reply");
+    // The same request under a new id is a new call.
+    let other = again.call_as(id + 1, &create, &[]).await.unwrap_err();
+    assert_eq!(other.code(), Some(ErrorCode::AlreadyExists), "{other}");
+
+    let delete = Delete { path: "/once".into(), recursive: false };
+    let _: Done = first.call_as(id + 2, &delete, &[]).await.unwrap().decode_body().unwrap();
+    let _: Done = again.call_as(id + 2, &delete, &[]).await.unwrap().decode_body().unwrap();
+    assert_eq!(call_err(&first, &Stat { path: "/once".into() }).await, ErrorCode::NotFound);
+    // Reads are not remembered: a stat repeated under its id asks again and sees the change.
+    let stat_e = Stat { path: "/e".into() };
+    assert_eq!(first.call_as(id + 3, &stat_e, &[]).await.unwrap_err().code(), Some(ErrorCode::NotFound));
+    let mkdir_e = Mkdir { path: "/e".into(), parents: false, mode: 0o755 };
+    let _: Done = first.call_as(id + 4, &mkdir_e, &[]).await.unwrap().decode_body().unwrap();
+    let seen: StatOk = first.call_as(id + 3, &stat_e, &[]).await.unwrap().decode_body().unwrap();
+    assert_eq!(seen.status.path, "/e");
+}

@@ -158,6 +158,12 @@ pub fn check_reply(frame: Frame) -> Result<Frame, NetError> {
     ))
 }
 
+/// A request id to count on from: random, so that the ids of different connections and
+/// processes do not meet within the time a server remembers them (see [`Conn::call_as`]).
+pub fn random_request_id() -> u64 {
+    rand::random()
+}
+
 /// A connection to a cv server after a successful hello. Cheap to clone;
 /// many concurrent calls share it, one stream each.
 #[derive(Clone, Debug)]
@@ -179,7 +185,8 @@ impl Conn {
     ) -> Result<Conn, NetError> {
         let connecting = endpoint.connect(addr, SERVER_NAME).map_err(|e| conn_err("connect", e))?;
         let inner = connecting.await.map_err(|e| conn_err(&format!("handshake with {addr}"), e))?;
-        let mut conn = Conn { inner, limits, next_id: Arc::new(AtomicU64::new(1)), peer_role: Role::Client };
+        let next_id = Arc::new(AtomicU64::new(random_request_id()));
+        let mut conn = Conn { inner, limits, next_id, peer_role: Role::Client };
         let hello = Hello { min_version: PROTOCOL_VERSION, max_version: PROTOCOL_VERSION, role, node: node.into() };
         let reply = conn.call(&hello, &[]).await?;
         let ok = reply.access::<HelloOk>()?;
@@ -191,7 +198,14 @@ impl Conn {
     /// Sends one request and waits for its reply. An `Error` reply becomes
     /// `Err(NetError::remote(..))`.
     pub async fn call<M: Message>(&self, msg: &M, payload: &[&[u8]]) -> Result<Frame, NetError> {
-        let frame = cv_wire::encode_with(msg, self.next_request_id(), payload)?;
+        self.call_as(self.next_request_id(), msg, payload).await
+    }
+
+    /// [`Conn::call`] with the caller's request id. A caller that retries a call sends every
+    /// attempt with the same id (on any connection to the server): the master answers a
+    /// repeated mutation from what it answered the first time instead of applying it again.
+    pub async fn call_as<M: Message>(&self, request_id: u64, msg: &M, payload: &[&[u8]]) -> Result<Frame, NetError> {
+        let frame = cv_wire::encode_with(msg, request_id, payload)?;
         let (mut send, mut recv) = self.inner.open_bi().await.map_err(|e| conn_err("open stream", e))?;
         write_frame(&mut send, &frame, payload).await?;
         let reply = read_frame(&mut recv, &self.limits).await?;
@@ -201,7 +215,7 @@ impl Conn {
 
     /// A request id for a frame sent on this connection outside [`Conn::call`].
     pub fn next_request_id(&self) -> u64 {
-        self.next_id.fetch_add(1, Ordering::Relaxed)
+        self.next_id.fetch_add(1, Ordering::Relaxed) // wraps
     }
 
     /// The role the server announced.
@@ -221,7 +235,7 @@ impl Conn {
 }
 
 /// A reply to send: an encoded frame and its payload.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Reply {
     frame: EncodedFrame,
     // Shared, not copied: an open reply's tail is the tail cache's own bytes.
@@ -236,6 +250,11 @@ impl Reply {
             Ok(frame) => Reply { frame, payload },
             Err(e) => Reply::error(request_id, ErrorCode::Internal, &format!("encode reply: {e}"), None),
         }
+    }
+
+    /// The reply frame's header and body (its payload follows them on the stream).
+    pub fn head(&self) -> &[u8] {
+        self.frame.head()
     }
 
     /// An error reply.

@@ -134,7 +134,7 @@ impl FrameHeader {
 
 /// An encoded frame's header and body in one aligned buffer. The payload is
 /// not copied: send [`EncodedFrame::head`] and then the payload slices.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct EncodedFrame {
     head: AlignedVec,
     header: FrameHeader,

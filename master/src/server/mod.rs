@@ -11,6 +11,7 @@ mod export;
 mod mounts;
 mod namespace;
 mod rename;
+mod replay;
 mod run;
 mod service;
 mod ufs;

@@ -1,7 +1,7 @@
 //! The request dispatcher: one frame in, one reply out, every master-side kind of the catalogue.
 
 use super::errors::Fail;
-use super::{mounts, namespace, rename, workers};
+use super::{mounts, namespace, rename, replay, workers};
 use crate::MasterCore;
 use crate::config::Clock;
 use cv_net::rpc::{BoxFuture, Peer, Reply, Service};
@@ -26,6 +26,8 @@ pub struct MasterService {
     pub(super) ufs: Arc<super::ufs::UfsLayer>,
     /// Uploads of files under mounts.
     pub(super) exporter: Arc<super::export::Exporter>,
+    /// Replies of recent mutations, for their retries.
+    replays: replay::Replays,
 }
 
 impl MasterService {
@@ -42,6 +44,7 @@ impl MasterService {
             tiers: Mutex::new(HashMap::new()),
             ufs: Default::default(),
             exporter,
+            replays: Default::default(),
         }
     }
 
@@ -103,16 +106,29 @@ fn worker_only(peer: &Peer, kind: Kind) -> Result<(), Fail> {
     ))
 }
 
+impl MasterService {
+    /// The reply to `frame`, and whether a repeat of it may be answered with the same reply
+    /// (anything but a retryable failure).
+    async fn answer(&self, peer: &Peer, frame: &Frame) -> (Reply, bool) {
+        let id = frame.header().request_id;
+        match self.dispatch(peer, frame).await {
+            Ok(reply) => (reply, true),
+            Err(f) => {
+                tracing::debug!(peer = %peer.addr, kind = frame.kind().name(), code = f.code.name(), "request refused: {}", f.message);
+                (Reply::error(id, f.code, &f.message, None), !f.code.retryable())
+            }
+        }
+    }
+}
+
 impl Service for MasterService {
     fn handle<'a>(&'a self, peer: &'a Peer, frame: Frame) -> BoxFuture<'a, Reply> {
         Box::pin(async move {
-            let id = frame.header().request_id;
-            match self.dispatch(peer, &frame).await {
-                Ok(reply) => reply,
-                Err(f) => {
-                    tracing::debug!(peer = %peer.addr, kind = frame.kind().name(), code = f.code.name(), "request refused: {}", f.message);
-                    Reply::error(id, f.code, &f.message, None)
-                }
+            if replay::is_mutation(frame.kind()) {
+                let id = frame.header().request_id;
+                self.replays.once(peer, id, std::time::Instant::now(), self.answer(peer, &frame)).await
+            } else {
+                self.answer(peer, &frame).await.0
             }
         })
     }

@@ -21,7 +21,7 @@ use crate::limits::Limits;
 use rkyv::{Archive, Deserialize, Serialize};
 
 /// What the peer on the other end of a connection is.
-#[derive(Archive, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Archive, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[rkyv(derive(Debug, PartialEq, Eq, Clone, Copy))]
 pub enum Role {
     /// An application through the SDK, the C ABI or FUSE.
