@@ -50,7 +50,8 @@ fn connect(cfg: ClientConfig) -> Result<u64> {
 /// Closes a client's connections and frees its handle. Files and writers
 /// opened through it stay valid handles, but their calls fail from now on.
 pub fn client_close(client: u64) -> Result<()> {
-    CLIENTS.remove(client)?.close();
+    // Waits until the servers know: the host process may exit right after.
+    block_on(CLIENTS.remove(client)?.shutdown())?;
     Ok(())
 }
 

@@ -214,9 +214,19 @@ impl Client {
         Ok(self.master("report", &Report {}, &[]).await?.decode_body()?)
     }
 
-    /// Closes every connection.
+    /// Closes every connection. The close frames go out only while this process's runtime
+    /// keeps running: a process about to exit calls [`Client::shutdown`] instead.
     pub fn close(&self) {
         self.inner.pool.close();
+    }
+
+    /// Closes every connection and waits (at most a second) until the servers have been
+    /// told. Without the wait, a process that exits right after closing leaves its
+    /// connections open on the master and the shards until their idle timeout (30 s), each
+    /// counting against the shards' connection cap.
+    pub async fn shutdown(&self) {
+        self.inner.pool.close();
+        self.inner.pool.wait_idle(std::time::Duration::from_secs(1)).await;
     }
 }
 

@@ -58,4 +58,9 @@ impl Pool {
     pub(crate) fn close(&self) {
         self.endpoint.close(0u32.into(), b"client closed");
     }
+
+    /// Waits, at most `limit`, until every connection has told its peer it is closed.
+    pub(crate) async fn wait_idle(&self, limit: std::time::Duration) {
+        let _ = tokio::time::timeout(limit, self.endpoint.wait_idle()).await;
+    }
 }

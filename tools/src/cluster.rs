@@ -156,6 +156,11 @@ impl LocalCluster {
         self.master_addr
     }
 
+    /// Connections the master holds now (0 while it is stopped).
+    pub fn master_connections(&self) -> usize {
+        self.master.as_ref().map_or(0, MasterServer::open_connections)
+    }
+
     /// The worker's shard addresses (empty while it is stopped).
     pub fn shard_addrs(&self) -> Vec<SocketAddr> {
         self.worker.as_ref().map(|w| w.shard_addrs().to_vec()).unwrap_or_default()

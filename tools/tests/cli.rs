@@ -101,3 +101,45 @@ fn cert_init_and_help() {
     let bench = ok(&["bench", "--help"]);
     assert!(bench.contains("open-latency"));
 }
+
+/// A client that shuts down before its process goes tells the master at once; one that only
+/// closes may leave its connection open there until the idle timeout (30 s): the close frames
+/// go out only if a runtime thread sends them before the process ends, which is a race. Here
+/// nothing runs after `block_on` returns (a current-thread runtime, never polled again), as in
+/// a command that exits. The commands call `shutdown`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shut_down_client_leaves_no_connection_at_the_master() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = LocalCluster::start(&ClusterOptions::ephemeral(&dir.path().join("c"))).await.unwrap();
+    // The cluster's own start-up connections close asynchronously: count once they have.
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let before = cluster.master_connections();
+    let settings = cluster.client_settings();
+    let identity =
+        cv_net::tls::Identity::load(&cv_net::config::TlsConfig::in_dir(&dir.path().join("c/certs"), "client")).unwrap();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let client = cv_client::Client::connect(settings, &identity, &Default::default()).await.unwrap();
+            client.list("/").await.unwrap();
+            client.shutdown().await;
+            // A process that exits runs no destructors: the client must not be what closes.
+            std::mem::forget(client);
+        });
+        // Nor is its socket closed (the runtime is leaked): on loopback a closed port answers
+        // the master with ICMP port-unreachable, which tells it too; networks may not.
+        std::mem::forget(rt);
+    })
+    .join()
+    .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while cluster.master_connections() > before {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} connections open at the master 5 s after the client shut down ({before} before)",
+            cluster.master_connections()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    cluster.shutdown().await.unwrap();
+}

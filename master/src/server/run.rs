@@ -100,6 +100,12 @@ impl MasterServer {
         self.addr
     }
 
+    /// Connections the master holds now: peers that went away without closing stay counted
+    /// until their idle timeout.
+    pub fn open_connections(&self) -> usize {
+        self.endpoint.open_connections()
+    }
+
     /// The served core (tests, in-process tools).
     pub fn core(&self) -> &Arc<MasterCore> {
         &self.core

@@ -27,7 +27,7 @@ impl FreeArgs {
         runtime()?.block_on(async move {
             let client = self.conn.connect().await?;
             let res = client.free(&self.path).await;
-            client.close();
+            client.shutdown().await;
             let ok = res?;
             if self.json {
                 println!("{}", serde_json::json!({ "files": ok.files, "blocks": ok.blocks, "skipped": ok.skipped }));

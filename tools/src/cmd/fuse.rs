@@ -57,7 +57,7 @@ impl FuseArgs {
             }
             // Unmounting waits for the session thread: off the runtime.
             tokio::task::spawn_blocking(move || mounted.unmount()).await??;
-            client.close();
+            client.shutdown().await;
             Ok(())
         })
     }

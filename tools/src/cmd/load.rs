@@ -46,7 +46,7 @@ impl LoadArgs {
         runtime()?.block_on(async move {
             let client = self.conn.connect().await?;
             let res = self.load(&client).await;
-            client.close();
+            client.shutdown().await;
             res
         })
     }

@@ -137,7 +137,7 @@ impl MountCmd {
                 MountOp::Ls(a) => a.run(&client).await,
                 MountOp::Sync(a) => client.sync_mount(&a.cv_path).await.map_err(Into::into),
             };
-            client.close();
+            client.shutdown().await;
             res
         })
     }

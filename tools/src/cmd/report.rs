@@ -22,7 +22,7 @@ impl ReportArgs {
         runtime()?.block_on(async move {
             let client = self.conn.connect().await?;
             let r = client.report().await?;
-            client.close();
+            client.shutdown().await;
             let lookups = r.tail_hits + r.tail_misses;
             let hit_ratio = if lookups == 0 { 0.0 } else { r.tail_hits as f64 / lookups as f64 };
             if self.json {

@@ -59,7 +59,7 @@ impl Fs {
                 FsOp::Mv(a) => a.run(&client).await,
                 FsOp::Rm(a) => a.run(&client).await,
             };
-            client.close();
+            client.shutdown().await;
             res
         })
     }
