@@ -102,8 +102,10 @@ const char *cv_last_error_message(void);
 /* Clients. */
 int32_t cv_client_open_file(const char *config_path, cv_client_t *client);
 int32_t cv_client_open_toml(const char *config_toml, cv_client_t *client);
-/* Closes the connections. Files and writers opened through the client must
- * still be closed; their reads and writes fail from now on. */
+/* Closes the connections and waits (at most a second) until the servers have
+ * been told, so a process may exit right after. Files and writers opened
+ * through the client must still be closed; their reads and writes fail from
+ * now on. */
 int32_t cv_client_close(cv_client_t client);
 
 /* Namespace. */
