@@ -79,13 +79,19 @@ fn stop(mut up: Server, signal: &str) -> (ExitStatus, Vec<String>) {
 }
 
 fn fs(cfg: &Path, args: &[&str]) -> Vec<u8> {
+    fs_like(cfg, &[&["fs"], args].concat())
+}
+
+/// `cvctl <args> --config <cfg>`'s standard output; it must succeed.
+fn fs_like(cfg: &Path, args: &[&str]) -> Vec<u8> {
     let out = Command::new(env!("CARGO_BIN_EXE_cvctl"))
-        .args(["fs", "--config"])
+        .args(&args[..1])
+        .arg("--config")
         .arg(cfg)
-        .args(args)
+        .args(&args[1..])
         .output()
-        .expect("run cvctl fs");
-    assert!(out.status.success(), "cvctl fs {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        .expect("run cvctl");
+    assert!(out.status.success(), "cvctl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     out.stdout
 }
 
@@ -118,9 +124,39 @@ fn master(cfg: &Path) -> (Server, String) {
     (server, addr.expect("master address"))
 }
 
-fn worker(cfg: &Path, master: &str) -> Server {
+/// `cvctl worker` and the shard ports it printed.
+fn worker(cfg: &Path, master: &str) -> (Server, Vec<u64>) {
     let args = ["worker", "--config", cfg.to_str().unwrap(), "--master", master];
-    Server::start(&args, "cv worker:", |_| {})
+    let mut ports = Vec::new();
+    let server = Server::start(&args, "cv worker:", |line| {
+        if let Some((_, addrs)) = line.split_once(" at ") {
+            ports = addrs.split(", ").filter_map(|a| a.rsplit(':').next()?.trim().parse().ok()).collect();
+        }
+    });
+    assert!(!ports.is_empty(), "the worker printed no shard addresses");
+    (server, ports)
+}
+
+/// Waits until the master counts a live worker on `ports`. A worker says it is up before its
+/// registration has reached the master, and a restarted master still knows the worker's
+/// previous ports (port 0 gives new ones each start) until it registers again.
+fn wait_registered(client_cfg: &Path, ports: &[u64]) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let report: serde_json::Value = serde_json::from_slice(&fs_like(client_cfg, &["report", "--json"])).unwrap();
+        let workers = report["workers"].as_array().cloned().unwrap_or_default();
+        let registered = workers.iter().any(|w| {
+            w["live"] == true
+                && w["shard_ports"]
+                    .as_array()
+                    .is_some_and(|p| p.iter().filter_map(|v| v.as_u64()).eq(ports.iter().copied()))
+        });
+        if registered {
+            return;
+        }
+        assert!(Instant::now() < deadline, "no live worker on ports {ports:?} after 30 s: {report}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 #[test]
@@ -158,9 +194,10 @@ fn master_and_worker_processes_serve_files_and_stop_cleanly_on_sigterm() {
 
     for round in 0..2 {
         let (m, addr) = master(&node);
-        let w = worker(&node, &addr);
+        let (w, ports) = worker(&node, &addr);
         let client = dir.path().join("client.toml");
         std::fs::write(&client, format!("{}[client]\nmaster = {addr:?}\n", tls("client"))).unwrap();
+        wait_registered(&client, &ports);
         if round == 0 {
             fs(&client, &["put", local.to_str().unwrap(), "/kept.bin"]);
         }
