@@ -56,7 +56,8 @@ pub(super) struct Replays {
 
 #[derive(Debug, Default)]
 struct Kept {
-    slots: HashMap<Key, Slot>,
+    /// Each reply's slot and when it was made (a forgotten key can be made again).
+    slots: HashMap<Key, (Instant, Slot)>,
     /// Insertion order, for expiry.
     order: VecDeque<(Instant, Key)>,
 }
@@ -92,14 +93,17 @@ impl Replays {
             if now.saturating_duration_since(*at) < KEEP_FOR && kept.order.len() < MAX_KEPT {
                 break;
             }
-            let (_, old) = kept.order.pop_front().expect("front exists");
-            kept.slots.remove(&old);
+            let (at, old) = kept.order.pop_front().expect("front exists");
+            // Only the slot this entry made: one made again after a forget stays.
+            if kept.slots.get(&old).is_some_and(|(made, _)| *made == at) {
+                kept.slots.remove(&old);
+            }
         }
-        if let Some(slot) = kept.slots.get(key) {
+        if let Some((_, slot)) = kept.slots.get(key) {
             return slot.clone();
         }
         let slot = Slot::default();
-        kept.slots.insert(key.clone(), slot.clone());
+        kept.slots.insert(key.clone(), (now, slot.clone()));
         kept.order.push_back((now, key.clone()));
         slot
     }
@@ -107,7 +111,7 @@ impl Replays {
     /// Drops `slot` so that the next attempt applies the request again.
     fn forget(&self, key: &Key, slot: &Slot) {
         let mut kept = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        if kept.slots.get(key).is_some_and(|s| Arc::ptr_eq(s, slot)) {
+        if kept.slots.get(key).is_some_and(|(_, s)| Arc::ptr_eq(s, slot)) {
             kept.slots.remove(key);
         }
     }
@@ -192,5 +196,18 @@ mod tests {
         let fresh = replays.once(&peer("a"), 1, later, async { (reply(3), true) }).await;
         assert_eq!(nonce(&fresh), nonce(&reply(3)), "expired: applied again");
         assert_eq!(replays.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_reply_kept_after_a_retried_failure_outlives_the_failure_s_expiry() {
+        let replays = Replays::default();
+        let t0 = Instant::now();
+        replays.once(&peer("a"), 1, t0, async { (reply(1), false) }).await;
+        let t1 = t0 + Duration::from_secs(100);
+        let kept = replays.once(&peer("a"), 1, t1, async { (reply(2), true) }).await;
+        // The failed attempt's entry expires here; the reply kept at t1 must not go with it.
+        let t2 = t0 + KEEP_FOR + Duration::from_secs(1);
+        let repeat = replays.once(&peer("a"), 1, t2, async { (reply(3), true) }).await;
+        assert_eq!(nonce(&repeat), nonce(&kept));
     }
 }
