@@ -31,6 +31,18 @@ impl ClientArgs {
         let identity = Identity::load(&cfg.tls)?;
         Ok(Client::connect(settings, &identity, &cfg.transport).await?)
     }
+
+    /// Connects, runs `f` with the client and shuts the client down whatever `f` returned,
+    /// so that the command's connections are closed at the servers before it exits.
+    pub async fn with_client<T>(
+        &self,
+        f: impl AsyncFnOnce(&Client) -> T,
+    ) -> Result<T, Box<dyn std::error::Error + Send + Sync>> {
+        let client = self.connect().await?;
+        let out = f(&client).await;
+        client.shutdown().await;
+        Ok(out)
+    }
 }
 
 /// A small runtime for one command.

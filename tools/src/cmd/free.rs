@@ -25,10 +25,7 @@ impl FreeArgs {
     /// Runs it.
     pub fn run(self) -> CmdResult {
         runtime()?.block_on(async move {
-            let client = self.conn.connect().await?;
-            let res = client.free(&self.path).await;
-            client.shutdown().await;
-            let ok = res?;
+            let ok = self.conn.with_client(async |client| client.free(&self.path).await).await??;
             if self.json {
                 println!("{}", serde_json::json!({ "files": ok.files, "blocks": ok.blocks, "skipped": ok.skipped }));
             } else {

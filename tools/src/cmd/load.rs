@@ -43,12 +43,7 @@ struct Failure {
 impl LoadArgs {
     /// Runs it.
     pub fn run(self) -> CmdResult {
-        runtime()?.block_on(async move {
-            let client = self.conn.connect().await?;
-            let res = self.load(&client).await;
-            client.shutdown().await;
-            res
-        })
+        runtime()?.block_on(async move { self.conn.with_client(async |client| self.load(client).await).await? })
     }
 
     async fn load(&self, client: &Client) -> CmdResult {

@@ -130,15 +130,15 @@ impl MountCmd {
             _ => None,
         };
         runtime()?.block_on(async move {
-            let client = self.conn.connect().await?;
-            let res = match self.op {
-                MountOp::Add(a) => a.run(&client, options.unwrap_or_default()).await,
-                MountOp::Rm(a) => client.unmount(&a.cv_path, a.force).await.map_err(Into::into),
-                MountOp::Ls(a) => a.run(&client).await,
-                MountOp::Sync(a) => client.sync_mount(&a.cv_path).await.map_err(Into::into),
-            };
-            client.shutdown().await;
-            res
+            let op = self.op;
+            self.conn
+                .with_client(async move |client| match op {
+                    MountOp::Add(a) => a.run(client, options.unwrap_or_default()).await,
+                    MountOp::Rm(a) => client.unmount(&a.cv_path, a.force).await.map_err(Into::into),
+                    MountOp::Ls(a) => a.run(client).await,
+                    MountOp::Sync(a) => client.sync_mount(&a.cv_path).await.map_err(Into::into),
+                })
+                .await?
         })
     }
 }

@@ -20,9 +20,7 @@ impl ReportArgs {
     /// Runs it.
     pub fn run(self) -> CmdResult {
         runtime()?.block_on(async move {
-            let client = self.conn.connect().await?;
-            let r = client.report().await?;
-            client.shutdown().await;
+            let r = self.conn.with_client(async |client| client.report().await).await??;
             let lookups = r.tail_hits + r.tail_misses;
             let hit_ratio = if lookups == 0 { 0.0 } else { r.tail_hits as f64 / lookups as f64 };
             if self.json {

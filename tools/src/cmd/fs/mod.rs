@@ -48,19 +48,19 @@ impl Fs {
     /// Connects and runs the operation.
     pub fn run(self) -> CmdResult {
         runtime()?.block_on(async move {
-            let client = self.conn.connect().await?;
-            let res = match self.op {
-                FsOp::Ls(a) => a.run(&client).await,
-                FsOp::Stat(a) => a.run(&client).await,
-                FsOp::Cat(a) => a.run(&client).await,
-                FsOp::Put(a) => a.run(&client).await,
-                FsOp::Get(a) => a.run(&client).await,
-                FsOp::Mkdir(a) => a.run(&client).await,
-                FsOp::Mv(a) => a.run(&client).await,
-                FsOp::Rm(a) => a.run(&client).await,
-            };
-            client.shutdown().await;
-            res
+            let op = self.op;
+            self.conn
+                .with_client(async move |client| match op {
+                    FsOp::Ls(a) => a.run(client).await,
+                    FsOp::Stat(a) => a.run(client).await,
+                    FsOp::Cat(a) => a.run(client).await,
+                    FsOp::Put(a) => a.run(client).await,
+                    FsOp::Get(a) => a.run(client).await,
+                    FsOp::Mkdir(a) => a.run(client).await,
+                    FsOp::Mv(a) => a.run(client).await,
+                    FsOp::Rm(a) => a.run(client).await,
+                })
+                .await?
         })
     }
 }
