@@ -79,11 +79,11 @@ fn stop(mut up: Server, signal: &str) -> (ExitStatus, Vec<String>) {
 }
 
 fn fs(cfg: &Path, args: &[&str]) -> Vec<u8> {
-    fs_like(cfg, &[&["fs"], args].concat())
+    cvctl_with_config(cfg, &[&["fs"], args].concat())
 }
 
 /// `cvctl <args> --config <cfg>`'s standard output; it must succeed.
-fn fs_like(cfg: &Path, args: &[&str]) -> Vec<u8> {
+fn cvctl_with_config(cfg: &Path, args: &[&str]) -> Vec<u8> {
     let out = Command::new(env!("CARGO_BIN_EXE_cvctl"))
         .args(&args[..1])
         .arg("--config")
@@ -143,7 +143,8 @@ fn worker(cfg: &Path, master: &str) -> (Server, Vec<u64>) {
 fn wait_registered(client_cfg: &Path, ports: &[u64]) {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let report: serde_json::Value = serde_json::from_slice(&fs_like(client_cfg, &["report", "--json"])).unwrap();
+        let report: serde_json::Value =
+            serde_json::from_slice(&cvctl_with_config(client_cfg, &["report", "--json"])).unwrap();
         let workers = report["workers"].as_array().cloned().unwrap_or_default();
         let registered = workers.iter().any(|w| {
             w["live"] == true
