@@ -82,12 +82,8 @@ pub struct WorkerSettings {
     pub heartbeat_interval: Dur,
     /// fdatasync block data before acknowledging a write (off only for tests and benchmarks).
     pub sync_data: bool,
-    /// Memory glommio registers for I/O buffers, per shard.
-    pub io_memory: ByteSize,
     /// io_uring submission queue depth per shard.
     pub ring_depth: u32,
-    /// How long a shard task runs before yielding to others (latency vs throughput).
-    pub preempt_timer: Dur,
     /// How long an idle shard polls its rings before it sleeps (0: sleep at once). Each sleep
     /// and wake-up costs a shard several syscalls and an IPI; spinning trades CPU for that.
     pub spin_before_park: Dur,
@@ -114,9 +110,7 @@ impl Default for WorkerSettings {
             watermarks: WatermarkSettings::default(),
             heartbeat_interval: Dur::secs(3),
             sync_data: true,
-            io_memory: ByteSize::mib(8),
             ring_depth: 128,
-            preempt_timer: Dur::millis(2),
             spin_before_park: Dur::millis(0),
             node: "cv-worker".into(),
             ufs_threads: 2,

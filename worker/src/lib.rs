@@ -11,6 +11,7 @@ mod control;
 pub mod cores;
 mod error;
 pub mod quic;
+pub mod rt;
 mod server;
 mod shard;
 pub mod store;

@@ -1,4 +1,4 @@
-//! The glommio-driven QUIC endpoint against a real quinn 0.11 client on tokio, over loopback,
+//! The shard-runtime-driven QUIC endpoint against a real quinn 0.11 client on tokio, over loopback,
 //! with mutual TLS from a test CA.
 //!
 //! Request protocol of the test server (one request per bidirectional stream): one op byte,
@@ -18,7 +18,6 @@ use std::time::{Duration, Instant};
 use cv_worker::quic::{
     Connection, Endpoint, EndpointOptions, ErrorKind, RecvStream, SendStream, ServerConfig, TransportConfig, VarInt,
 };
-use glommio::LocalExecutor;
 use rand::{RngCore, SeedableRng};
 use rustls::RootCertStore;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
@@ -95,7 +94,7 @@ fn server_config(pki: &Pki, spec: Spec) -> Arc<ServerConfig> {
     Arc::new(config)
 }
 
-// ---------------------------------------------------------------- glommio server
+// ---------------------------------------------------------------- shard-runtime server
 
 #[derive(Debug, Default, Clone)]
 struct Report {
@@ -123,12 +122,12 @@ impl Server {
         let (addr_tx, addr_rx) = flume::bounded(1);
         let (ctl, ctl_rx) = flume::unbounded::<Ctl>();
         let thread = std::thread::spawn(move || {
-            LocalExecutor::default().run(async move {
+            cv_worker::rt::Runtime::new(Default::default()).unwrap().block_on(async move {
                 let opts = EndpointOptions { max_connections: spec.max_connections, ..EndpointOptions::default() };
                 let ep = Endpoint::bind("127.0.0.1:0".parse().unwrap(), config, opts).unwrap();
                 addr_tx.send(ep.local_addr()).unwrap();
                 let report = Rc::new(RefCell::new(Report::default()));
-                glommio::spawn_local(accept_loop(ep.clone(), report.clone())).detach();
+                cv_worker::rt::spawn_local(accept_loop(ep.clone(), report.clone())).detach();
                 while let Ok(ctl) = ctl_rx.recv_async().await {
                     match ctl {
                         Ctl::Report(tx) => {
@@ -199,7 +198,7 @@ async fn accept_loop(ep: Endpoint, report: Rc<RefCell<Report>>) {
                 r.peer_leafs.push(leaf.to_vec());
             }
         }
-        glommio::spawn_local(serve_conn(conn, report.clone())).detach();
+        cv_worker::rt::spawn_local(serve_conn(conn, report.clone())).detach();
     }
 }
 
@@ -207,7 +206,7 @@ async fn serve_conn(conn: Connection, report: Rc<RefCell<Report>>) {
     let err = loop {
         match conn.accept_bi().await {
             Ok((send, recv)) => {
-                glommio::spawn_local(serve_stream(send, recv)).detach();
+                cv_worker::rt::spawn_local(serve_stream(send, recv)).detach();
             }
             Err(e) => break e,
         }
@@ -551,7 +550,7 @@ fn connection_cap_and_exclusive_port() {
     let addr = server.addr;
     let config = server_config(&pki, Spec::default());
     let kind = std::thread::spawn(move || {
-        LocalExecutor::default().run(async move {
+        cv_worker::rt::Runtime::new(Default::default()).unwrap().block_on(async move {
             Endpoint::bind(addr, config, EndpointOptions::default()).err().map(|e| (e.kind(), e.retryable()))
         })
     })

@@ -1,4 +1,4 @@
-//! A real 2-shard worker (glommio shards, O_DIRECT stores, QUIC with mutual TLS) serving
+//! A real 2-shard worker (shard runtimes, O_DIRECT stores, QUIC with mutual TLS) serving
 //! blocks to a quinn client: routing, byte-exact reads, deletes, corruption, warm restart.
 
 #[path = "server_common.rs"]

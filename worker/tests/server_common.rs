@@ -54,7 +54,6 @@ pub fn settings(dir: &Path) -> WorkerSettings {
         chunk_size: ByteSize::kib(64),
         heartbeat_interval: Dur::millis(100),
         sync_data: false,
-        io_memory: ByteSize::mib(2),
         ring_depth: 64,
         node: "test-worker".into(),
         ..WorkerSettings::default()

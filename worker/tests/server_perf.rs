@@ -28,7 +28,6 @@ async fn rough_read_numbers_through_one_shard() {
     s.shards = 1;
     s.block_size = ByteSize::mib(4);
     s.data_dirs[0].capacity = ByteSize::mib(256);
-    s.io_memory = ByteSize::mib(16);
     s.ring_depth = 128;
     let worker = start(&pki, &s);
     let client = connect(&pki.client, worker.shard_addrs()).await;

@@ -4,22 +4,17 @@
 use std::future::Future;
 use std::path::Path;
 
+use cv_worker::rt::{Runtime, RuntimeConfig};
 use cv_worker::store::{BlockStat, BlockStore, DataDir, StoreConfig};
-use glommio::{LocalExecutorBuilder, Placement};
 
-/// Runs `f` on a fresh glommio executor on this thread (no spinning, small I/O memory).
+/// Runs `f` on a fresh shard runtime on this thread.
 pub fn run<F, Fut>(f: F)
 where
     F: FnOnce() -> Fut,
     Fut: Future<Output = ()>,
 {
-    let ex = LocalExecutorBuilder::new(Placement::Unbound)
-        .name("store-test")
-        .io_memory(2 << 20)
-        .ring_depth(64)
-        .make()
-        .expect("glommio executor");
-    ex.run(f());
+    let rt = Runtime::new(RuntimeConfig { ring_entries: 64, ..RuntimeConfig::default() }).expect("shard runtime");
+    rt.block_on(f());
 }
 
 /// A scratch directory on the target's file system (ext4 here; O_DIRECT works).

@@ -203,7 +203,7 @@ fn concurrent_writers_and_readers_on_one_executor() {
         let mut tasks = Vec::new();
         for t in 0..8u64 {
             let store = store.clone();
-            tasks.push(glommio::spawn_local(async move {
+            tasks.push(cv_worker::rt::spawn_local(async move {
                 for i in 0..6u64 {
                     let id = t * 100 + i;
                     let data = pattern(id, 10_000 * (i as usize + 1));

@@ -1,14 +1,14 @@
 //! The device limit on the worker's file system: a file of the data set's
 //! size read with O_DIRECT through io_uring at the same request size and
 //! depth as cv — by fio when it is installed (`scripts/install-bench-deps`),
-//! else by an in-tree reader on glommio's `DmaFile` in its own thread.
+//! else by an in-tree io_uring O_DIRECT reader (`cv_worker::rt`) in its own thread.
 
 use super::pattern::{fill, first_mismatch};
 use super::series::{Series, Source, Workload};
 use super::{ReadBenchError, ReadBenchErrorKind, Result};
 use crate::report::histogram;
-use glommio::io::DmaFile;
-use glommio::{LocalExecutorBuilder, Placement};
+use cv_worker::rt::fs::RingFile;
+use cv_worker::rt::{AlignedBuf, Runtime, RuntimeConfig};
 use hdrhistogram::Histogram;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -57,9 +57,7 @@ pub struct DeviceFile {
 }
 
 impl DeviceFile {
-    /// Writes `len` bytes under `dir` and makes them durable. Real data at
-    /// offset 0 also keeps glommio's IOPOLL probe honest (it reads offset 0
-    /// of the first DMA file; an empty file would wrongly enable IOPOLL).
+    /// Writes `len` bytes under `dir` and makes them durable.
     pub async fn create(dir: &Path, len: u64) -> Result<DeviceFile> {
         let path = dir.join("cv-bench-read-device.dat");
         let p = path.clone();
@@ -102,7 +100,7 @@ impl Drop for DeviceFile {
 pub enum DeviceTool {
     /// fio with this version string.
     Fio(String),
-    /// glommio `DmaFile` reads in a thread of their own.
+    /// io_uring O_DIRECT reads (`cv_worker::rt`) in a thread of their own.
     Uring,
 }
 
@@ -131,7 +129,7 @@ impl DeviceTool {
         match self {
             DeviceTool::Fio(v) => format!("{v}, ioengine=io_uring, direct=1 (O_DIRECT), same block size and depth"),
             DeviceTool::Uring => {
-                "in-tree reader: glommio DmaFile (io_uring, O_DIRECT) in its own thread, same block size and depth"
+                "in-tree reader: io_uring O_DIRECT reads (cv_worker::rt) in their own thread, same block size and depth"
                     .into()
             }
         }
@@ -140,7 +138,7 @@ impl DeviceTool {
     fn label(&self) -> &'static str {
         match self {
             DeviceTool::Fio(_) => "fio io_uring O_DIRECT",
-            DeviceTool::Uring => "glommio DmaFile O_DIRECT",
+            DeviceTool::Uring => "in-tree io_uring O_DIRECT",
         }
     }
 
@@ -269,8 +267,8 @@ pub fn parse_fio(json: &str, label: String, workload: Workload, block: u64, dept
 
 type UringResult = Result<(u64, Histogram<u64>, Duration)>;
 
-/// The in-tree reader: `depth` glommio tasks on one executor in a new
-/// thread, each with one read in flight. Returns (reads, latency histogram, wall time).
+/// The in-tree reader: `depth` tasks on one shard runtime (`cv_worker::rt`, io_uring) in a
+/// new thread, each with one read in flight. Returns (reads, latency histogram, wall time).
 fn uring_reads(
     path: PathBuf,
     len: u64,
@@ -279,11 +277,11 @@ fn uring_reads(
     depth: u32,
     duration: Option<Duration>,
 ) -> UringResult {
-    let handle = LocalExecutorBuilder::new(Placement::Unbound)
-        .name("cv-bench-device")
-        .spawn(move || async move {
+    let run = move || -> UringResult {
+        let rt = Runtime::new(RuntimeConfig::default()).map_err(|e| dev_err(format!("device runtime: {e}")))?;
+        rt.block_on(async move {
             let file = Rc::new(
-                DmaFile::open(&path).await.map_err(|e| dev_err(format!("open {} O_DIRECT: {e}", path.display())))?,
+                RingFile::open_direct(&path).map_err(|e| dev_err(format!("open {} O_DIRECT: {e}", path.display())))?,
             );
             let next = Rc::new(Cell::new(0u64));
             let start = Instant::now();
@@ -291,9 +289,10 @@ fn uring_reads(
             let tasks: Vec<_> = (0..depth)
                 .map(|t| {
                     let (file, next) = (file.clone(), next.clone());
-                    glommio::spawn_local(async move {
+                    cv_worker::rt::spawn_local(async move {
                         let mut rng = SmallRng::seed_from_u64(u64::from(t) + 1);
                         let (mut h, mut ops) = (histogram(), 0u64);
+                        let mut buf = AlignedBuf::with_capacity(block as usize);
                         loop {
                             let off = match workload {
                                 Workload::Sequential => {
@@ -313,12 +312,13 @@ fn uring_reads(
                             };
                             let size = block.min(len - off) as usize;
                             let t0 = Instant::now();
-                            let got =
-                                file.read_at_aligned(off, size).await.map_err(|e| dev_err(format!("read: {e}")))?;
+                            let (got, back) = file.read_at(buf, size, off).await;
+                            buf = back;
+                            let got = got.map_err(|e| dev_err(format!("read: {e}")))?;
                             h.saturating_record(t0.elapsed().as_nanos() as u64);
-                            if got.len() != size
+                            if got != size
                                 || (ops.is_multiple_of(SAMPLE_EVERY)
-                                    && first_mismatch(DEVICE_SEED, off, &got).is_some())
+                                    && first_mismatch(DEVICE_SEED, off, &buf.as_slice()[..size]).is_some())
                             {
                                 return Err(ReadBenchError::new(
                                     ReadBenchErrorKind::WrongBytes,
@@ -343,14 +343,17 @@ fn uring_reads(
                 }
             }
             let elapsed = start.elapsed();
-            let _ = file.close_rc().await;
             match first_err {
                 Some(e) => Err(e),
                 None => Ok((ops, h, elapsed)),
             }
         })
-        .map_err(|e| dev_err(format!("start the device executor: {e}")))?;
-    handle.join().map_err(|e| dev_err(format!("device executor: {e}")))?
+    };
+    let handle = std::thread::Builder::new()
+        .name("cv-bench-device".into())
+        .spawn(run)
+        .map_err(|e| dev_err(format!("start the device thread: {e}")))?;
+    handle.join().map_err(|_| dev_err("device thread panicked"))?
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use std::rc::Rc;
 use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
-use glommio::timer::Timer;
+use crate::rt;
 use quinn_proto::{AcceptError, DatagramEvent, Incoming};
 use tracing::{debug, warn};
 
@@ -24,11 +24,9 @@ use super::udp::OwnedTransmit;
 const RECV_BATCHES_PER_PASS: usize = 8;
 /// Largest UDP payload a GSO send may carry (below the 65,507-byte IPv4 UDP limit).
 const MAX_GSO_BYTES: usize = 64_000;
-/// Deadlines closer than this are not worth a glommio timer (which costs tens of µs to
-/// fire): the driver yields and re-checks instead. Pacing produces such deadlines.
+/// Deadlines closer than this are not worth sleeping for: the driver yields and re-checks
+/// instead. Pacing produces such deadlines.
 const SPIN_BELOW: Duration = Duration::from_micros(50);
-/// Consecutive busy passes served by plain yields before one timer-based yield.
-const YIELDS_BEFORE_REACTOR: u32 = 8;
 /// Stateless responses kept while the socket is full; beyond this they are dropped (the
 /// peer retransmits its Initial).
 const MAX_UNSENT: usize = 1024;
@@ -47,11 +45,11 @@ enum Next {
 
 /// Starts the reader and the driver as detached tasks.
 pub(crate) fn spawn(shared: &Rc<Shared>, readiness: Readiness) {
-    let reader = glommio::spawn_local(read_loop(Rc::downgrade(shared), readiness)).detach();
+    let reader = rt::spawn_local(read_loop(Rc::downgrade(shared), readiness));
     let shared = shared.clone();
-    glommio::spawn_local(async move {
+    rt::spawn_local(async move {
         drive_loop(&shared).await;
-        reader.cancel();
+        drop(reader); // cancels it
         shared.stopped.set(true);
         shared.dirty.borrow_mut().clear();
         let mut wake = Vec::new();
@@ -65,20 +63,19 @@ async fn read_loop(shared: std::rc::Weak<Shared>, readiness: Readiness) {
     loop {
         if let Err(e) = readiness.readable().await {
             warn!(error = %e, "quic: waiting for readability failed");
-            Timer::new(Duration::from_millis(1)).await;
+            rt::sleep(Duration::from_millis(1)).await;
         }
         let Some(shared) = shared.upgrade() else {
             return;
         };
         shared.readable.set(true);
         shared.wake.notify();
-        // Peeking again before the driver drained the socket would spin.
+        // Polling again before the driver drained the socket would spin.
         shared.rearm.wait().await;
     }
 }
 
 async fn drive_loop(shared: &Rc<Shared>) {
-    let mut busy_passes = 0u32;
     loop {
         let next = pass(shared, Instant::now());
         let next = match next {
@@ -87,39 +84,27 @@ async fn drive_loop(shared: &Rc<Shared>) {
         };
         match next {
             Next::Finished => return,
-            Next::Busy if busy_passes < YIELDS_BEFORE_REACTOR => {
-                busy_passes += 1;
-                glommio::executor().yield_now().await;
-            }
-            // Every few busy passes, a timer instead of a yield: only when no task is runnable
-            // does glommio reap its rings (disk completions of this shard) before the
-            // executor's preempt timer ends the time slice.
-            Next::Busy => {
-                busy_passes = 0;
-                Timer::new(Duration::from_micros(1)).await;
-            }
+            // The runtime reaps its ring (disk completions) between batches of tasks, so a
+            // yield lets both the handlers and the disk make progress.
+            Next::Busy => rt::yield_now().await,
             Next::SendBlocked => {
-                busy_passes = 0;
                 let backoff = shared.state.borrow().opts.send_backoff;
-                Timer::new(backoff).await;
+                rt::sleep(backoff).await;
             }
-            Next::Idle(deadline) => {
-                busy_passes = 0;
-                wait(shared, deadline).await;
-            }
+            Next::Idle(deadline) => wait(shared, deadline).await,
         }
     }
 }
 
 /// Waits for a wake-up or the deadline, whichever is first.
 async fn wait(shared: &Shared, deadline: Option<Instant>) {
-    let mut timer = deadline.map(|d| Timer::new(d.saturating_duration_since(Instant::now())));
+    let mut timer = deadline.map(rt::Sleep::until);
     poll_fn(|cx| {
         if shared.wake.poll_wait(cx).is_ready() {
             return Poll::Ready(());
         }
         match timer.as_mut() {
-            Some(t) => Pin::new(t).poll(cx).map(|_| ()),
+            Some(t) => Pin::new(t).poll(cx),
             None => Poll::Pending,
         }
     })

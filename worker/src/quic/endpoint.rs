@@ -103,7 +103,7 @@ impl Drop for Owner {
     }
 }
 
-/// One shard's QUIC server endpoint, driven by tasks on the current glommio executor.
+/// One shard's QUIC server endpoint, driven by tasks on the current shard runtime (`crate::rt`).
 ///
 /// Cheap to clone; not `Send`. Dropping the last clone closes the endpoint.
 #[derive(Debug, Clone)]
@@ -112,16 +112,17 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
-    /// Binds `addr` and starts the driver on the current glommio executor.
+    /// Binds `addr` and starts the driver on the current shard runtime.
     ///
     /// TLS, idle timeout, keep-alive and per-connection stream limits come from
     /// `server_config`; socket buffers and the connection cap from `opts`.
     ///
     /// # Panics
-    /// When called outside a glommio `LocalExecutor` (the driver tasks need one).
+    /// When called outside a shard runtime (the driver tasks need one).
     pub fn bind(addr: SocketAddr, server_config: Arc<ServerConfig>, opts: EndpointOptions) -> Result<Self, QuicError> {
-        let socket = udp::bind(addr, opts.socket_buffer_bytes).map_err(|e| QuicError::io("bind udp socket", e))?;
-        let readiness = Readiness::new(&socket).map_err(|e| QuicError::io("duplicate udp socket", e))?;
+        let socket =
+            Rc::new(udp::bind(addr, opts.socket_buffer_bytes).map_err(|e| QuicError::io("bind udp socket", e))?);
+        let readiness = Readiness::new(socket.clone());
         let mut endpoint_config = EndpointConfig::default();
         endpoint_config
             .max_udp_payload_size(opts.max_udp_payload)

@@ -43,7 +43,7 @@ const MAX_GRO_BYTES: usize = 64 * 1024;
 /// The socket plus quinn-udp's state and receive buffers.
 #[derive(Debug)]
 pub(crate) struct UdpIo {
-    socket: UdpSocket,
+    socket: std::rc::Rc<UdpSocket>,
     state: UdpSocketState,
     recv_buf: Vec<u8>,
     slot: usize,
@@ -51,8 +51,8 @@ pub(crate) struct UdpIo {
 }
 
 impl UdpIo {
-    pub(crate) fn new(socket: UdpSocket, max_udp_payload: usize) -> io::Result<Self> {
-        let state = UdpSocketState::new(UdpSockRef::from(&socket))?;
+    pub(crate) fn new(socket: std::rc::Rc<UdpSocket>, max_udp_payload: usize) -> io::Result<Self> {
+        let state = UdpSocketState::new(UdpSockRef::from(&*socket))?;
         // One slot holds one GRO super-datagram, which the kernel keeps within 64 KiB.
         let slot = (max_udp_payload * state.gro_segments().max(1)).min(MAX_GRO_BYTES).max(max_udp_payload);
         Ok(Self {
@@ -81,7 +81,7 @@ impl UdpIo {
     /// socket is empty. A short batch means the socket was drained: recvmmsg takes all it can.
     pub(crate) fn recv_batch(&mut self, out: &mut Vec<Datagram>) -> io::Result<bool> {
         let mut iovs: Vec<IoSliceMut<'_>> = self.recv_buf.chunks_mut(self.slot).map(IoSliceMut::new).collect();
-        let n = self.state.recv(UdpSockRef::from(&self.socket), &mut iovs, &mut self.metas)?;
+        let n = self.state.recv(UdpSockRef::from(&*self.socket), &mut iovs, &mut self.metas)?;
         let full = n >= iovs.len();
         for (meta, iov) in self.metas.iter().zip(iovs.iter()).take(n) {
             let stride = meta.stride.max(1);
@@ -105,6 +105,6 @@ impl UdpIo {
             segment_size: meta.segment_size,
             src_ip: meta.src_ip,
         };
-        self.state.send(UdpSockRef::from(&self.socket), &tx)
+        self.state.send(UdpSockRef::from(&*self.socket), &tx)
     }
 }

@@ -4,9 +4,9 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::rt::{self, Gate};
 use cv_wire::msg::{Hello, HelloOk, Role};
 use cv_wire::{ErrorCode, Limits, PROTOCOL_VERSION};
-use glommio::sync::Gate;
 
 use super::fill::Fills;
 use super::frame_io::{ReadFail, read_frame, read_head};
@@ -50,7 +50,7 @@ pub(crate) async fn accept_loop(ep: Endpoint, ctx: Rc<ShardCtx>) {
 async fn serve_conn(conn: Connection, ctx: Rc<ShardCtx>) {
     if let Err(why) = hello(&conn, &ctx).await {
         tracing::info!(shard = ctx.index, peer = %conn.remote_address(), %why, "hello refused");
-        let _ = glommio::timer::timeout(LINGER, async { Ok(conn.closed().await) }).await;
+        let _ = rt::timeout(LINGER, conn.closed()).await;
         conn.close(VarInt::from_u32(CODE_HELLO_FAILED), b"hello failed");
         return;
     }

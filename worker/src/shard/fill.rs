@@ -26,10 +26,10 @@ use std::ops::Range;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
+use crate::rt::{self, Gate};
 use bytes::Bytes;
 use cv_wire::ErrorCode;
 use cv_wire::msg::BlockSource;
-use glommio::sync::Gate;
 
 use super::codes::{fetch_code, store_code};
 use super::pieces::Pieces;
@@ -344,7 +344,7 @@ impl Fills {
                 let task = async move {
                     let started = Instant::now();
                     while !fetcher.quiet_for(QUIET) && started.elapsed() < MAX_DEFER {
-                        glommio::timer::sleep(DEFER_POLL).await;
+                        rt::sleep(DEFER_POLL).await;
                     }
                     fills.start_gaps(&gate2, &fetcher, block_id, id);
                 };

@@ -6,14 +6,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cv_wire::Limits;
-use glommio::sync::Gate;
-use glommio::{LocalExecutorBuilder, Placement};
 
 use super::conn::{ShardCtx, accept_loop};
 use super::fill::Fills;
 use super::{ShardCmd, ShardReport};
 use crate::error::{Result, WorkerError, WorkerErrorKind};
 use crate::quic::{Endpoint, EndpointOptions, ServerConfig, VarInt};
+use crate::rt::{self, Gate, Runtime, RuntimeConfig};
 use crate::store::BlockStore;
 use crate::store::StoreConfig;
 use crate::ufs::Fetcher;
@@ -31,9 +30,7 @@ pub(crate) struct ShardSpec {
     pub(crate) bind: SocketAddr,
     pub(crate) server_config: Arc<ServerConfig>,
     pub(crate) endpoint: EndpointOptions,
-    pub(crate) io_memory: usize,
-    pub(crate) ring_depth: usize,
-    pub(crate) preempt_timer: Duration,
+    pub(crate) ring_depth: u32,
     /// Zero: park as soon as there is nothing to run.
     pub(crate) spin_before_park: Duration,
     pub(crate) node: String,
@@ -54,20 +51,11 @@ pub(crate) fn thread_main(
     cmds: flume::Receiver<ShardCmd>,
 ) -> Result<()> {
     let turn = STARTING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    let placement = spec.cpu.map_or(Placement::Unbound, Placement::Fixed);
-    let mut builder = LocalExecutorBuilder::new(placement)
-        .name(&format!("cv-shard-{}", spec.index))
-        .io_memory(spec.io_memory)
-        .ring_depth(spec.ring_depth)
-        .preempt_timer(spec.preempt_timer);
-    if !spec.spin_before_park.is_zero() {
-        builder = builder.spin_before_park(spec.spin_before_park);
-    }
-    let made = builder.make();
-    match made {
-        Ok(ex) => ex.run(shard_main(spec, turn, ready, routes, cmds)),
+    let cfg = RuntimeConfig { cpu: spec.cpu, ring_entries: spec.ring_depth, spin_before_park: spec.spin_before_park };
+    match Runtime::new(cfg) {
+        Ok(rt) => rt.block_on(shard_main(spec, turn, ready, routes, cmds)),
         Err(e) => {
-            let msg = format!("shard {}: glommio executor on cpu {:?}: {e}", spec.index, spec.cpu);
+            let msg = format!("shard {}: runtime (io_uring) on cpu {:?}: {e}", spec.index, spec.cpu);
             let _ = ready.send(Err(WorkerError::new(WorkerErrorKind::Executor, msg)));
             Ok(())
         }
@@ -84,7 +72,6 @@ async fn shard_main(
     cmds: flume::Receiver<ShardCmd>,
 ) -> Result<()> {
     let index = spec.index;
-    // The store opens first: glommio settles per-device I/O modes on the first DmaFile.
     let store = match BlockStore::open(spec.store.clone()).await {
         Ok(s) => s,
         Err(e) => {
@@ -125,14 +112,10 @@ async fn shard_main(
         ctx = Some(c);
     }
     ep.close(VarInt::from_u32(0), b"worker shutting down");
-    if glommio::timer::timeout(DRAIN, gate.close()).await.is_err() {
+    if rt::timeout(DRAIN, gate.close()).await.is_err() {
         tracing::warn!(shard = index, "requests still running after {DRAIN:?}; closing anyway");
     }
-    let _ = glommio::timer::timeout(DRAIN, async {
-        ep.wait_idle().await;
-        Ok(())
-    })
-    .await;
+    let _ = rt::timeout(DRAIN, ep.wait_idle()).await;
     drop(ctx);
     close_store(index, store).await
 }

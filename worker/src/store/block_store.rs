@@ -1,6 +1,6 @@
 //! The block store of one shard: index, space, tiers and eviction over the data files.
 //!
-//! Single-threaded by design (one per glommio executor): state is in a `RefCell` that is
+//! Single-threaded by design (one per shard runtime): state is in a `RefCell` that is
 //! never borrowed across an `.await`; the index log is behind an async lock so that its
 //! record order matches the order in which changes become visible.
 
@@ -9,11 +9,9 @@ use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::rc::Rc;
 
-use glommio::sync::RwLock;
-
 use super::config::StoreConfig;
 use super::dma::{ALIGN, DirectFile, align_down};
-use super::error::{ErrorKind, Result, StoreError, from_glommio};
+use super::error::{ErrorKind, Result, StoreError};
 use super::extent::ExtentAllocator;
 use super::format::{
     ADD_FIXED_LEN, BlockRecord, DATA_HEADER_LEN, DataHeader, FRAME_LEN, INDEX_HEADER_LEN, IndexRecord,
@@ -25,6 +23,7 @@ use super::policy::S3Fifo;
 use super::report::{BlockReport, ReportDeltas};
 use super::stats::{StoreStats, TierStats, Usage};
 use super::writer::BlockWriter;
+use crate::rt::{AsyncMutex, AsyncMutexGuard};
 
 /// What `stat` tells about a committed block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -188,7 +187,7 @@ pub(crate) struct Inner {
     pub(crate) cfg: StoreConfig,
     pub(crate) files: Vec<DirectFile>,
     pub(crate) state: RefCell<State>,
-    log: RwLock<IndexLog>,
+    log: AsyncMutex<IndexLog>,
 }
 
 impl std::fmt::Debug for Inner {
@@ -204,7 +203,7 @@ pub struct BlockStore {
 }
 
 impl BlockStore {
-    /// Opens (or creates) the store described by `cfg`; must run on a glommio executor.
+    /// Opens (or creates) the store described by `cfg`; must run on a shard runtime (`crate::rt`).
     ///
     /// Replays the index log (cutting a torn tail), checks every data file belongs to this
     /// index, and rebuilds free space from the committed blocks.
@@ -297,7 +296,7 @@ impl BlockStore {
             let snapshot = snapshot(&state);
             log.rewrite(&snapshot).await?;
         }
-        Ok(BlockStore { inner: Rc::new(Inner { cfg, files, state: RefCell::new(state), log: RwLock::new(log) }) })
+        Ok(BlockStore { inner: Rc::new(Inner { cfg, files, state: RefCell::new(state), log: AsyncMutex::new(log) }) })
     }
 
     /// The configuration the store was opened with.
@@ -528,7 +527,7 @@ impl BlockStore {
         for f in inner.files {
             f.close().await?;
         }
-        let log = inner.log.into_inner().map_err(|e| from_glommio("index log lock", e))?;
+        let log = inner.log.into_inner();
         log.close().await
     }
 
@@ -536,8 +535,8 @@ impl BlockStore {
         self.inner.state.borrow_mut()
     }
 
-    async fn log(&self) -> Result<glommio::sync::RwLockWriteGuard<'_, IndexLog>> {
-        self.inner.log.write().await.map_err(|e| from_glommio("index log lock", e))
+    async fn log(&self) -> Result<AsyncMutexGuard<'_, IndexLog>> {
+        Ok(self.inner.log.lock().await)
     }
 
     fn high_bytes(&self, st: &State) -> u64 {

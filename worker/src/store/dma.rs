@@ -1,17 +1,19 @@
 //! The one module that owns O_DIRECT: alignment, DMA buffers, and io_uring reads and writes.
 //!
 //! Everything else in the store speaks in byte ranges; this module turns them into
-//! aligned requests on glommio's `DmaFile` and hands back views on the aligned buffers.
+//! aligned requests on the shard runtime's ring and hands back views on the aligned buffers.
 
 use std::ops::Deref;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
-use glommio::io::{DmaBuffer, DmaFile, OpenOptions, ReadResult};
-
-use super::error::{ErrorKind, Result, StoreError, from_glommio};
+use super::error::{ErrorKind, Result, StoreError};
+use crate::rt::AlignedBuf;
+use crate::rt::fs::RingFile;
 
 /// Alignment of every extent, read and write. 4 KiB covers 512 B and 4 KiB logical sectors.
-pub(crate) const ALIGN: u64 = 4096;
+pub(crate) const ALIGN: u64 = crate::rt::BUF_ALIGN as u64;
 
 /// Rounds `v` up to [`ALIGN`].
 pub(crate) fn align_up(v: u64) -> u64 {
@@ -25,40 +27,44 @@ pub(crate) fn align_down(v: u64) -> u64 {
 
 /// Bytes read from disk: a view into the aligned DMA buffer, never copied.
 #[derive(Clone, Debug, Default)]
-pub struct DiskBytes(ReadResult);
+pub struct DiskBytes {
+    buf: Option<Rc<AlignedBuf>>,
+    start: usize,
+    len: usize,
+}
 
 impl DiskBytes {
     /// A sub-range of this view sharing the same buffer; `None` if out of range.
     pub(crate) fn slice(&self, offset: usize, len: usize) -> Option<DiskBytes> {
-        if len == 0 {
-            return (offset <= self.0.len()).then(DiskBytes::default);
+        if offset.checked_add(len)? > self.len {
+            return None;
         }
-        ReadResult::slice(&self.0, offset, len).map(DiskBytes)
+        if len == 0 {
+            return Some(DiskBytes::default());
+        }
+        Some(DiskBytes { buf: self.buf.clone(), start: self.start + offset, len })
     }
 }
 
 impl Deref for DiskBytes {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
-        &self.0
+        match &self.buf {
+            Some(b) => &b.as_slice()[self.start..self.start + self.len],
+            None => &[],
+        }
     }
 }
 
 /// A file opened with O_DIRECT whose reads and writes go through io_uring.
 #[derive(Debug)]
 pub(crate) struct DirectFile {
-    file: DmaFile,
+    file: RingFile,
     path: PathBuf,
 }
 
 impl DirectFile {
     /// Creates (or overwrites) `path` holding `head` at offset 0, durably, then opens it.
-    ///
-    /// Why not create it with O_DIRECT: glommio probes io_uring IOPOLL support once per
-    /// device, with a read at offset 0 of the first DMA file opened, and caches the answer.
-    /// On an empty file that read succeeds without touching the device, IOPOLL is wrongly
-    /// enabled, and every later DMA read fails with EOPNOTSUPP. Real data at offset 0 makes
-    /// the probe honest.
     pub(crate) async fn create_with_head(path: &Path, head: &[u8]) -> Result<Self> {
         use std::io::Write;
         let mut f = std::fs::OpenOptions::new()
@@ -76,31 +82,22 @@ impl DirectFile {
 
     /// Opens an existing `path` read-write with O_DIRECT.
     pub(crate) async fn open(path: &Path) -> Result<Self> {
-        let file = OpenOptions::new()
+        let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
-            .dma_open(path)
-            .await
-            .map_err(|e| from_glommio(format!("open {}", path.display()), e))?;
-        if file.alignment() > ALIGN {
-            return Err(StoreError::new(
-                ErrorKind::Incompatible,
-                format!("{} needs {}-byte alignment, above {ALIGN}", path.display(), file.alignment()),
-            ));
-        }
-        Ok(Self { file, path: path.to_path_buf() })
+            .custom_flags(libc::O_DIRECT)
+            .open(path)
+            .map_err(|e| StoreError::io(format!("open {} with O_DIRECT", path.display()), e))?;
+        Ok(Self { file: RingFile::new(file), path: path.to_path_buf() })
     }
 
     /// Reserves `size` bytes on the file system so block writes never hit ENOSPC.
     pub(crate) async fn preallocate(&self, size: u64) -> Result<()> {
-        self.file
-            .pre_allocate(size, false)
-            .await
-            .map_err(|e| from_glommio(format!("fallocate {}", self.path.display()), e))
+        self.file.allocate(0, size).await.map_err(|e| StoreError::io(format!("fallocate {}", self.path.display()), e))
     }
 
     pub(crate) async fn size(&self) -> Result<u64> {
-        self.file.file_size().await.map_err(|e| from_glommio(format!("stat {}", self.path.display()), e))
+        self.file.size().map_err(|e| StoreError::io(format!("stat {}", self.path.display()), e))
     }
 
     /// Writes a staged buffer at aligned `pos`; a short write is an error.
@@ -108,16 +105,12 @@ impl DirectFile {
         if !pos.is_multiple_of(ALIGN) {
             return Err(StoreError::new(ErrorKind::InvalidArgument, format!("unaligned write at {pos}")));
         }
-        let buf = staged.into_padded();
-        let want = buf.len();
+        let (buf, want) = staged.into_padded();
         if want == 0 {
             return Ok(());
         }
-        let done = self
-            .file
-            .write_at(buf, pos)
-            .await
-            .map_err(|e| from_glommio(format!("write {} at {pos}", self.path.display()), e))?;
+        let (res, _buf) = self.file.write_aligned(buf, want, pos).await;
+        let done = res.map_err(|e| StoreError::io(format!("write {} at {pos}", self.path.display()), e))?;
         if done != want {
             return Err(StoreError::new(
                 ErrorKind::Io,
@@ -135,49 +128,51 @@ impl DirectFile {
         let start = align_down(pos);
         let end = align_up(pos + len as u64);
         let aligned_len = usize::try_from(end - start)
-            .map_err(|_| StoreError::new(ErrorKind::InvalidArgument, format!("read of {len} bytes too large")))?;
-        let res = self
-            .file
-            .read_at_aligned(start, aligned_len)
-            .await
-            .map_err(|e| from_glommio(format!("read {} at {pos}", self.path.display()), e))?;
+            .ok()
+            .filter(|&n| n <= u32::MAX as usize)
+            .ok_or_else(|| StoreError::new(ErrorKind::InvalidArgument, format!("read of {len} bytes too large")))?;
+        let (res, buf) = self.file.read_at(AlignedBuf::with_capacity(aligned_len), aligned_len, start).await;
+        let got = res.map_err(|e| StoreError::io(format!("read {} at {pos}", self.path.display()), e))?;
         let skip = (pos - start) as usize;
-        ReadResult::slice(&res, skip, len).map(DiskBytes).ok_or_else(|| {
+        let whole = DiskBytes { buf: Some(Rc::new(buf)), start: 0, len: got };
+        whole.slice(skip, len).ok_or_else(|| {
             StoreError::new(
                 ErrorKind::Io,
-                format!("short read {}/{aligned_len} from {} at {start}", res.len(), self.path.display()),
+                format!("short read {got}/{aligned_len} from {} at {start}", self.path.display()),
             )
         })
     }
 
     pub(crate) async fn sync(&self) -> Result<()> {
-        self.file.fdatasync().await.map_err(|e| from_glommio(format!("fdatasync {}", self.path.display()), e))
+        self.file.sync(true).await.map_err(|e| StoreError::io(format!("fdatasync {}", self.path.display()), e))
     }
 
     /// A staging buffer of at least `cap` bytes (rounded up to [`ALIGN`]).
     pub(crate) fn staging(&self, cap: usize) -> Staging {
         let cap = align_up(cap as u64) as usize;
-        Staging { buf: self.file.alloc_dma_buffer(cap), fill: 0 }
+        Staging { buf: AlignedBuf::with_capacity(cap), cap, fill: 0 }
     }
 
     pub(crate) async fn close(self) -> Result<()> {
-        let path = self.path;
-        self.file.close().await.map_err(|e| from_glommio(format!("close {}", path.display()), e))
+        // Nothing is buffered: every write went to the device and was synced by its caller.
+        Ok(())
     }
 }
 
 /// An aligned DMA buffer being filled with bytes to write.
 #[derive(Debug)]
 pub(crate) struct Staging {
-    buf: DmaBuffer,
+    buf: AlignedBuf,
+    /// Usable bytes (the buffer itself may be larger: pool classes are powers of two).
+    cap: usize,
     fill: usize,
 }
 
 impl Staging {
     /// Copies as much of `data` as fits; returns how many bytes were taken.
     pub(crate) fn push(&mut self, data: &[u8]) -> usize {
-        let n = data.len().min(self.buf.len() - self.fill);
-        self.buf.as_bytes_mut()[self.fill..self.fill + n].copy_from_slice(&data[..n]);
+        let n = data.len().min(self.cap - self.fill);
+        self.buf.as_mut_slice()[self.fill..self.fill + n].copy_from_slice(&data[..n]);
         self.fill += n;
         n
     }
@@ -187,14 +182,14 @@ impl Staging {
     }
 
     pub(crate) fn is_full(&self) -> bool {
-        self.fill == self.buf.len()
+        self.fill == self.cap
     }
 
-    /// The filled bytes, zero-padded to [`ALIGN`] (pool buffers hold stale bytes).
-    fn into_padded(mut self) -> DmaBuffer {
+    /// The buffer with the filled bytes zero-padded to [`ALIGN`] (pool buffers hold stale
+    /// bytes), and the padded length to write.
+    fn into_padded(mut self) -> (AlignedBuf, usize) {
         let padded = align_up(self.fill as u64) as usize;
-        self.buf.as_bytes_mut()[self.fill..padded].fill(0);
-        self.buf.trim_to_size(padded);
-        self.buf
+        self.buf.as_mut_slice()[self.fill..padded].fill(0);
+        (self.buf, padded)
     }
 }

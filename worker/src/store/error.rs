@@ -62,7 +62,7 @@ impl StoreError {
 
     /// An I/O error with context; `ENOSPC` becomes [`ErrorKind::NoSpace`].
     pub fn io(context: impl Into<String>, err: std::io::Error) -> Self {
-        let kind = if err.raw_os_error() == Some(libc_enospc()) { ErrorKind::NoSpace } else { ErrorKind::Io };
+        let kind = if err.raw_os_error() == Some(libc::ENOSPC) { ErrorKind::NoSpace } else { ErrorKind::Io };
         Self { kind, message: context.into(), source: Some(err) }
     }
 
@@ -84,11 +84,6 @@ impl StoreError {
     }
 }
 
-// ENOSPC is 28 on every Linux architecture.
-fn libc_enospc() -> i32 {
-    28
-}
-
 impl fmt::Display for StoreError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}: {}", self.kind, self.message)?;
@@ -102,15 +97,5 @@ impl fmt::Display for StoreError {
 impl std::error::Error for StoreError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         self.source.as_ref().map(|e| e as &(dyn std::error::Error + 'static))
-    }
-}
-
-/// Converts a glommio error to a store error with context.
-pub(crate) fn from_glommio<T>(context: impl Into<String>, err: glommio::GlommioError<T>) -> StoreError {
-    let context = context.into();
-    match err {
-        glommio::GlommioError::IoError(e) => StoreError::io(context, e),
-        glommio::GlommioError::EnhancedIoError { source, .. } => StoreError::io(context, source),
-        other => StoreError::new(ErrorKind::Io, format!("{context}: {other}")),
     }
 }

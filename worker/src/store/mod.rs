@@ -1,6 +1,6 @@
 //! Per-shard block store: O_DIRECT files through io_uring, chunk checksums, tiers, eviction.
 //!
-//! One [`BlockStore`] lives on one glommio executor (it is `!Send`). Blocks are written in
+//! One [`BlockStore`] lives on one shard runtime (it is `!Send`). Blocks are written in
 //! pieces through a [`BlockWriter`] and become visible only when committed; every chunk read
 //! from disk is checked against its crc32. The block index is an append-only log, so a
 //! restarted store serves its blocks at once. Byte formats: `worker/STORE-FORMAT.md`.

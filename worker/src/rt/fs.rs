@@ -1,0 +1,86 @@
+//! Files whose reads, writes, syncs and preallocation go through the runtime's io_uring.
+//!
+//! Opening, `stat` and truncation stay plain syscalls: they are metadata operations done at
+//! store open and index compaction, not per request.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::AsRawFd;
+
+use super::buf::AlignedBuf;
+use super::ring::Keep;
+use super::with_ring;
+
+/// An open file driven by the current runtime's ring.
+#[derive(Debug)]
+pub struct RingFile {
+    file: File,
+}
+
+impl RingFile {
+    pub fn new(file: File) -> RingFile {
+        RingFile { file }
+    }
+
+    /// Opens `path` read-only with O_DIRECT.
+    pub fn open_direct(path: &std::path::Path) -> io::Result<RingFile> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(path)?;
+        Ok(RingFile { file })
+    }
+
+    pub fn size(&self) -> io::Result<u64> {
+        Ok(self.file.metadata()?.len())
+    }
+
+    pub fn set_len(&self, len: u64) -> io::Result<()> {
+        self.file.set_len(len)
+    }
+
+    /// Reads up to `len` bytes at `pos` into the start of `buf`.
+    pub async fn read_at(&self, buf: AlignedBuf, len: usize, pos: u64) -> (io::Result<usize>, AlignedBuf) {
+        let op = with_ring(|r| r.read(self.file.as_raw_fd(), buf, len, pos));
+        let (res, keep) = op.await;
+        let Keep::Aligned(buf) = keep else { unreachable!("a read returns its buffer") };
+        (res.map(|n| n as usize), buf)
+    }
+
+    /// Writes the first `len` bytes of `buf` at `pos`; returns the bytes written and the buffer.
+    pub async fn write_aligned(&self, buf: AlignedBuf, len: usize, pos: u64) -> (io::Result<usize>, AlignedBuf) {
+        let len = len.min(buf.capacity());
+        let op = with_ring(|r| r.write(self.file.as_raw_fd(), Keep::Aligned(buf), len, pos));
+        let (res, keep) = op.await;
+        let Keep::Aligned(buf) = keep else { unreachable!("a write returns its buffer") };
+        (res.map(|n| n as usize), buf)
+    }
+
+    /// Writes all of `bytes` at `pos` (a short write is continued from where it stopped).
+    pub async fn write_all_at(&self, mut bytes: Vec<u8>, mut pos: u64) -> io::Result<()> {
+        while !bytes.is_empty() {
+            let len = bytes.len();
+            let op = with_ring(|r| r.write(self.file.as_raw_fd(), Keep::Bytes(bytes), len, pos));
+            let (res, keep) = op.await;
+            let Keep::Bytes(back) = keep else { unreachable!("a write returns its buffer") };
+            let n = res? as usize;
+            if n == 0 {
+                return Err(io::Error::new(io::ErrorKind::WriteZero, "write returned 0"));
+            }
+            bytes = back;
+            bytes.drain(..n);
+            pos += n as u64;
+        }
+        Ok(())
+    }
+
+    /// fdatasync (`data_only`) or fsync.
+    pub async fn sync(&self, data_only: bool) -> io::Result<()> {
+        let op = with_ring(|r| r.fsync(self.file.as_raw_fd(), data_only));
+        op.await.0.map(|_| ())
+    }
+
+    /// Reserves `[offset, offset + len)` on the file system (fallocate, mode 0).
+    pub async fn allocate(&self, offset: u64, len: u64) -> io::Result<()> {
+        let op = with_ring(|r| r.fallocate(self.file.as_raw_fd(), offset, len));
+        op.await.0.map(|_| ())
+    }
+}
