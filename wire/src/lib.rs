@@ -2,7 +2,7 @@
 //!
 //! This crate has no async runtime and does no I/O: it turns messages into bytes
 //! and validated bytes back into messages. Transports (tokio/quinn in the client
-//! and master, quinn-proto on glommio in the worker) move the bytes.
+//! and master, quinn-proto on the shard runtime in the worker) move the bytes.
 //!
 //! A frame is a fixed 32-byte [`FrameHeader`], an rkyv-archived body and an
 //! optional raw payload (block bytes, tails) that travels outside rkyv so it can

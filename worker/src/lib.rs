@@ -1,6 +1,6 @@
 //! cv worker: shard-per-core block storage served over QUIC.
 //!
-//! Each shard is one pinned thread running one glommio executor that does both
+//! Each shard is one pinned thread running one executor ([`rt`]) that does both
 //! its network I/O ([`quic`]) and its disk I/O ([`store`]). A small control-plane
 //! thread registers the worker with the master and heartbeats; it reaches the
 //! shards only by messages. A small tokio pool beside the shards fetches blocks the

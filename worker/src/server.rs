@@ -36,12 +36,10 @@ pub struct WorkerHandle {
     routes: Arc<[String]>,
     control: Option<ControlHandle>,
     ufs: Option<UfsPool>,
-    /// Wakes the shards every period (a lost io_uring wake-up; see `shard/nudge.rs`).
-    nudger: Option<shard::Nudger>,
 }
 
 impl WorkerServer {
-    /// Validates `settings`, starts one pinned glommio shard per configured core (each with
+    /// Validates `settings`, starts one pinned shard thread per configured core (each with
     /// its block store under `<dir>/shard-<i>` and its QUIC endpoint on `base_port + i`),
     /// and, when a master is configured, the control-plane thread that registers with it.
     ///
@@ -128,9 +126,7 @@ impl WorkerServer {
             let _ = s.routes.send(routes.clone());
         }
         let shards: Vec<_> = started.into_iter().map(|s| (s.cmds, s.thread)).collect();
-        let threads: Vec<&JoinHandle<Result<()>>> = shards.iter().map(|(_, t)| t).collect();
-        let nudger = Some(shard::Nudger::start(&threads, shard::NUDGE_EVERY));
-        let mut handle = WorkerHandle { shards, addrs, routes, control: None, ufs, nudger };
+        let mut handle = WorkerHandle { shards, addrs, routes, control: None, ufs };
         if let Some(master) = settings.master.clone() {
             let heartbeat = settings.heartbeat_interval.get();
             let spec = ControlSpec {
@@ -192,11 +188,6 @@ impl WorkerHandle {
         for (cmds, _) in &self.shards {
             let _ = cmds.send(ShardCmd::Shutdown);
         }
-        // The nudger keeps waking the shards until all have ended, and stops before any join.
-        while !self.shards.iter().all(|(_, t)| t.is_finished()) {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        drop(self.nudger.take());
         let mut first = Ok(());
         let ufs = self.ufs.take();
         for (i, (_, thread)) in self.shards.drain(..).enumerate() {

@@ -24,17 +24,11 @@ const BLOCK: u64 = 64 << 10;
 const BUCKET: &str = "cvtest";
 const MOUNT: &str = "/m";
 
-/// One rig at a time in this process: two workers whose shards open their stores at the same
-/// moment can leave a shard asleep for good inside glommio's directory fsync (seen here with
-/// 2 concurrent `WorkerServer::start`s in one process within ~5-15 rounds; never with one).
-static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
 /// Master, S3 server and worker, wired together; one client connection per shard.
 ///
 /// Block ids come from the master (a file's blocks, placed on the worker's shards): the master
 /// tells a worker to delete blocks it did not place there, so made-up ids would vanish.
 struct Rig {
-    _turn: tokio::sync::MutexGuard<'static, ()>,
     pki: Pki,
     dir: tempfile::TempDir,
     s3: S3Server,
@@ -66,7 +60,6 @@ async fn rig_on_port(base_port: u16) -> Rig {
 
 /// A rig whose worker has blocks of `block_size` and whose mount has the extra `mount_options`.
 async fn rig_with(base_port: u16, block_size: u64, mount_options: &[(&str, &str)]) -> Rig {
-    let turn = ONE_AT_A_TIME.lock().await;
     let pki = pki();
     let dir = scratch();
     let s3_dir = dir.path().join("s3");
@@ -99,7 +92,7 @@ async fn rig_with(base_port: u16, block_size: u64, mount_options: &[(&str, &str)
     settings.base_port = base_port;
     let worker = start(&pki, &settings);
     let client = connect(&pki.client, worker.shard_addrs()).await;
-    Rig { _turn: turn, pki, dir, s3, master: Some(master), settings, worker: Some(worker), client }
+    Rig { pki, dir, s3, master: Some(master), settings, worker: Some(worker), client }
 }
 
 impl Rig {

@@ -1,4 +1,4 @@
-//! Reading request frames from a glommio QUIC stream: the header first, checked against the
+//! Reading request frames from a shard's QUIC stream: the header first, checked against the
 //! limits before anything is allocated, then the body; the payload is read whole or, for
 //! block writes, streamed by the handler.
 

@@ -1,12 +1,10 @@
-//! Shards: one pinned thread per shard running one glommio executor that owns the shard's
+//! Shards: one pinned thread per shard running one runtime (`crate::rt`) that owns the shard's
 //! block store and QUIC endpoint. Nothing mutable is shared with other threads: the
 //! control plane talks to a shard only through [`ShardCmd`] messages.
 
 mod codes;
 mod conn;
 mod fill;
-mod nudge;
-pub(crate) use nudge::Nudger;
 mod frame_io;
 mod handler;
 mod pieces;
@@ -82,9 +80,6 @@ pub(crate) fn spawn(spec: ShardSpec) -> Result<Starting> {
     Ok(Starting { name, ready: ready_rx, cmds: cmd_tx, routes: routes_tx, thread })
 }
 
-/// How long a starting shard may be silent before its thread is interrupted.
-pub(crate) const NUDGE_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
-
 impl Starting {
     /// What the shard answered, as a started shard or the reason it could not start (its
     /// thread then joined). `None`: it ended without answering.
@@ -108,33 +103,14 @@ impl Starting {
 }
 
 /// Waits until every shard listens or says why it could not start, in the order given.
-/// While any is silent, every shard still starting is nudged each [`NUDGE_EVERY`] (see
-/// `nudge.rs`): the one asleep inside glommio may be a later one, holding the start turn
-/// (`run.rs`) an earlier one waits for.
 pub(crate) fn wait_all(starting: Vec<Starting>) -> Vec<Result<Started>> {
-    let mut answers: Vec<Option<Option<Result<SocketAddr>>>> = starting.iter().map(|_| None).collect();
-    let mut last_nudge = std::time::Instant::now();
-    loop {
-        for (s, a) in starting.iter().zip(answers.iter_mut()).filter(|(_, a)| a.is_none()) {
-            match s.ready.try_recv() {
-                Ok(r) => *a = Some(Some(r)),
-                Err(flume::TryRecvError::Disconnected) => *a = Some(None),
-                Err(flume::TryRecvError::Empty) => {}
-            }
-        }
-        if answers.iter().all(Option::is_some) {
-            break;
-        }
-        if last_nudge.elapsed() >= NUDGE_EVERY {
-            for (s, _) in starting.iter().zip(&answers).filter(|(_, a)| a.is_none()) {
-                nudge::nudge(&s.thread);
-            }
-            last_nudge = std::time::Instant::now();
-        }
-        // Starting takes milliseconds and happens once: a short poll is simpler than a select.
-        std::thread::sleep(std::time::Duration::from_millis(2));
-    }
-    starting.into_iter().zip(answers).map(|(s, a)| s.finish(a.flatten())).collect()
+    starting
+        .into_iter()
+        .map(|s| {
+            let answer = s.ready.recv().ok();
+            s.finish(answer)
+        })
+        .collect()
 }
 
 /// `host:port`, with brackets around an IPv6 literal.

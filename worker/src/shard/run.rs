@@ -39,21 +39,15 @@ pub(crate) struct ShardSpec {
     pub(crate) ufs: Option<Fetcher>,
 }
 
-/// Shards start one at a time in a process (executor, store, endpoint): glommio executors
-/// that start at the same moment sometimes sleep for good in `io_uring_enter` (see
-/// ARCHITECTURE.md, "Not yet"). Held from before the executor is made until the shard listens.
-static STARTING: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 pub(crate) fn thread_main(
     spec: ShardSpec,
     ready: flume::Sender<Result<SocketAddr>>,
     routes: flume::Receiver<Arc<[String]>>,
     cmds: flume::Receiver<ShardCmd>,
 ) -> Result<()> {
-    let turn = STARTING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let cfg = RuntimeConfig { cpu: spec.cpu, ring_entries: spec.ring_depth, spin_before_park: spec.spin_before_park };
     match Runtime::new(cfg) {
-        Ok(rt) => rt.block_on(shard_main(spec, turn, ready, routes, cmds)),
+        Ok(rt) => rt.block_on(shard_main(spec, ready, routes, cmds)),
         Err(e) => {
             let msg = format!("shard {}: runtime (io_uring) on cpu {:?}: {e}", spec.index, spec.cpu);
             let _ = ready.send(Err(WorkerError::new(WorkerErrorKind::Executor, msg)));
@@ -62,11 +56,8 @@ pub(crate) fn thread_main(
     }
 }
 
-// The startup turn is held across the store's open on purpose: only this thread waits on it.
-#[allow(clippy::await_holding_lock)]
 async fn shard_main(
     spec: ShardSpec,
-    turn: std::sync::MutexGuard<'static, ()>,
     ready: flume::Sender<Result<SocketAddr>>,
     routes: flume::Receiver<Arc<[String]>>,
     cmds: flume::Receiver<ShardCmd>,
@@ -89,7 +80,6 @@ async fn shard_main(
             return close_store(index, store).await;
         }
     };
-    drop(turn);
     let gate = Gate::new();
     let mut ctx = None;
     if ready.send(Ok(ep.local_addr())).is_ok()
