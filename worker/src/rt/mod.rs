@@ -396,4 +396,61 @@ mod tests {
             assert!(!flag.get());
         });
     }
+
+    #[test]
+    fn wakes_racing_the_park_are_never_lost() {
+        // The other thread wakes as soon as it can, so some wakes land between the runtime's
+        // last look at its queue and its sleep: each must still end the sleep.
+        let r = rt();
+        let (tx, rx) = flume::unbounded::<u32>();
+        let (back_tx, back_rx) = flume::unbounded::<u32>();
+        let th = std::thread::spawn(move || {
+            for i in 0..5000 {
+                tx.send(i).unwrap();
+                assert_eq!(back_rx.recv_timeout(Duration::from_secs(5)), Ok(i), "runtime stalled");
+            }
+        });
+        r.block_on(async move {
+            for i in 0..5000 {
+                assert_eq!(rx.recv_async().await.unwrap(), i);
+                back_tx.send(i).unwrap();
+            }
+        });
+        th.join().unwrap();
+    }
+
+    #[test]
+    fn a_dropped_poll_is_cancelled_and_the_runtime_ends() {
+        let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let fd = sock.as_raw_fd();
+        let r = rt();
+        r.block_on(async move {
+            // Never readable: the task waits until it is dropped, which cancels its poll.
+            let t = spawn_local(async move { readable(fd).await });
+            sleep(Duration::from_millis(5)).await;
+            drop(t);
+            sleep(Duration::from_millis(5)).await;
+            assert_eq!(local().ring.borrow().in_flight(), 0, "the cancelled poll completed");
+            // And one left waiting when block_on returns is cancelled when the runtime drops.
+            spawn_local(async move { readable(fd).await }).detach();
+            yield_now().await;
+        });
+        let t0 = Instant::now();
+        drop(r);
+        assert!(t0.elapsed() < Duration::from_secs(1));
+        drop(sock);
+    }
+
+    #[test]
+    fn a_readable_socket_completes_its_poll() {
+        let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let addr = sock.local_addr().unwrap();
+        let fd = sock.as_raw_fd();
+        rt().block_on(async move {
+            let waiting = spawn_local(async move { readable(fd).await });
+            sleep(Duration::from_millis(2)).await;
+            std::net::UdpSocket::bind("127.0.0.1:0").unwrap().send_to(b"x", addr).unwrap();
+            timeout(Duration::from_secs(5), waiting).await.expect("poll completed").unwrap();
+        });
+    }
 }

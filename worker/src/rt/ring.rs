@@ -81,6 +81,12 @@ impl Ring {
         Ok(Ring { uring, slots: Vec::new(), free: Vec::new(), in_flight: 0, wake_fired: true, done: Vec::new() })
     }
 
+    /// Operations submitted and not yet completed.
+    #[cfg(test)]
+    pub(crate) fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+
     fn slot(&mut self, keep: Keep) -> usize {
         let s = Slot::Waiting { waker: None, keep };
         match self.free.pop() {
