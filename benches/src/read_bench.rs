@@ -10,6 +10,7 @@
 //! [`device`] the device limit, [`quic`] the transport limit, [`series`] the
 //! result rows and goals; this file the error type and the run order.
 
+pub mod cpu;
 pub mod cv;
 pub mod device;
 pub mod pattern;
@@ -232,16 +233,20 @@ async fn measure(
     let mut series = Vec::new();
     log(&format!("sequential {seq_block} B reads, depth {seq_depth}: device, QUIC, cv"));
     series.push(tool.sequential(&dev_file, seq_block, seq_depth).await?);
-    series.push(quic.sequential(opts.total, seq_block, seq_depth).await?);
+    let cpu = cpu::Snapshot::take();
+    series.push(quic.sequential(opts.total, seq_block, seq_depth).await?.with_cpu(&cpu));
+    let cpu = cpu::Snapshot::take();
     let (s, v) = data.sequential(client, opts.verify_all).await?;
-    series.push(s);
+    series.push(s.with_cpu(&cpu));
     verified += v;
     for &depth in &opts.rand_depths {
         log(&format!("random {} B reads, depth {depth}, {:?} each: device, QUIC, cv", opts.rand_block, opts.duration));
         series.push(tool.random(&dev_file, opts.rand_block, depth, opts.duration).await?);
-        series.push(quic.random(opts.rand_block, depth, opts.duration).await?);
+        let cpu = cpu::Snapshot::take();
+        series.push(quic.random(opts.rand_block, depth, opts.duration).await?.with_cpu(&cpu));
+        let cpu = cpu::Snapshot::take();
         let (s, v) = data.random(opts.rand_block, depth, opts.duration, opts.verify_all).await?;
-        series.push(s);
+        series.push(s.with_cpu(&cpu));
         verified += v;
     }
     quic.shutdown();

@@ -32,6 +32,17 @@ fn check(report: &Value) {
     }
     let sources: Vec<&str> = series.iter().map(|s| s["source"].as_str().unwrap()).collect();
     assert_eq!(sources, ["device", "quic", "cv"].repeat(3));
+    // QUIC and cv series carry CPU per request of both sides (the embedded shards are threads
+    // of this process); fio's is its own process's and is not measured.
+    for s in series {
+        let cpu = &s["cpu"];
+        if s["source"] == "device" {
+            assert!(cpu.is_null(), "{s}");
+        } else {
+            assert!(cpu["server_us"].as_f64().is_some_and(|v| v > 0.0), "{s}");
+            assert!(cpu["client_us"].as_f64().is_some_and(|v| v > 0.0), "{s}");
+        }
+    }
     // The warm pass (every byte) and every measured cv read were compared with the pattern.
     let cv_bytes: u64 = series.iter().filter(|s| s["source"] == "cv").map(|s| s["bytes"].as_u64().unwrap()).sum();
     assert_eq!(report["verified_bytes"].as_u64(), Some((6 << 20) + cv_bytes));

@@ -4,6 +4,7 @@
 //! IOPS are also put against the lower of the two limits, as the sequential
 //! goal is: where bare QUIC cannot reach the device, no QUIC service can.
 
+use super::cpu::{CpuPerOp, Snapshot};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 use std::time::Duration;
@@ -59,6 +60,8 @@ pub struct Series {
     pub p50_us: Option<f64>,
     /// 99th percentile request latency.
     pub p99_us: Option<f64>,
+    /// CPU per request of this process's threads (QUIC and cv series).
+    pub cpu: Option<CpuPerOp>,
 }
 
 impl Series {
@@ -108,6 +111,22 @@ impl Series {
             iops: ops as f64 / secs,
             p50_us: hist.filter(|h| !h.is_empty()).map(|h| q(h, 0.5)),
             p99_us: hist.filter(|h| !h.is_empty()).map(|h| q(h, 0.99)),
+            cpu: None,
+        }
+    }
+
+    /// This series with the CPU used since `since`, per request.
+    pub fn with_cpu(mut self, since: &Snapshot) -> Series {
+        self.cpu = since.per_op(self.ops);
+        self
+    }
+
+    /// "server + client" CPU µs per request, or "-".
+    pub fn cpu_summary(&self) -> String {
+        match self.cpu {
+            Some(CpuPerOp { server_us: Some(s), client_us: c }) => format!("{s:.0} + {c:.0}"),
+            Some(CpuPerOp { server_us: None, client_us: c }) => format!("? + {c:.0}"),
+            None => "-".into(),
         }
     }
 }

@@ -14,6 +14,8 @@ pub const BUF_ALIGN: usize = 4096;
 const KEEP_PER_CLASS: usize = 32;
 /// Largest class kept (bigger buffers are freed).
 const MAX_KEPT: usize = 16 << 20;
+/// Bytes kept by one thread's pool in all (beyond it, freed buffers go back to the allocator).
+const MAX_POOLED: usize = 64 << 20;
 
 /// An owned, zero-initialised, [`BUF_ALIGN`]-aligned buffer of `cap` bytes.
 #[derive(Debug)]
@@ -76,17 +78,21 @@ impl Drop for AlignedBuf {
 #[derive(Default)]
 struct Pool {
     classes: Vec<(usize, Vec<AlignedBuf>)>,
+    /// Bytes held in `classes`.
+    bytes: usize,
 }
 
 impl Pool {
     fn take(&mut self, cap: usize) -> Option<AlignedBuf> {
-        self.classes.iter_mut().find(|(c, _)| *c == cap).and_then(|(_, v)| v.pop())
+        let b = self.classes.iter_mut().find(|(c, _)| *c == cap).and_then(|(_, v)| v.pop())?;
+        self.bytes -= cap;
+        Some(b)
     }
 
     /// Keeps `b`; false (and `b` forgotten without freeing) if it must be freed by the caller.
     fn give(&mut self, b: AlignedBuf) -> bool {
         let cap = b.cap;
-        if cap <= MAX_KEPT {
+        if cap <= MAX_KEPT && self.bytes + cap <= MAX_POOLED {
             let i = match self.classes.iter().position(|(c, _)| *c == cap) {
                 Some(i) => i,
                 None => {
@@ -96,6 +102,7 @@ impl Pool {
             };
             if self.classes[i].1.len() < KEEP_PER_CLASS {
                 self.classes[i].1.push(b);
+                self.bytes += cap;
                 return true;
             }
         }
@@ -140,5 +147,10 @@ mod tests {
         assert_eq!(b.as_slice().as_ptr(), addr, "the freed buffer is reused");
         let big = AlignedBuf::with_capacity(MAX_KEPT * 2);
         assert_eq!(big.capacity(), MAX_KEPT * 2);
+        drop(big);
+        // The pool stops keeping buffers at its byte cap.
+        let many: Vec<_> = (0..8).map(|_| AlignedBuf::with_capacity(MAX_KEPT)).collect();
+        drop(many);
+        assert!(POOL.with(|p| p.borrow().bytes) <= MAX_POOLED);
     }
 }

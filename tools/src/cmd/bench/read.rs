@@ -150,6 +150,15 @@ fn print_table(r: &ReadReport, args: &ReadArgs) {
             cv.percent_of(quic)
         );
     }
+    println!("CPU per request, µs of this process's threads (server + client; on shared cores less noisy than rates):");
+    for w in r.series.chunks(3) {
+        let [_, quic, cv] = w else { continue };
+        let kind = match cv.workload {
+            Workload::Sequential => format!("seq {}", ByteSize(cv.block)),
+            Workload::Random => format!("rand {}", ByteSize(cv.block)),
+        };
+        println!("  {kind:<16} {:>5}  bare QUIC {:<14} cv {}", cv.depth, quic.cpu_summary(), cv.cpu_summary());
+    }
     println!("goals (issue 4):");
     for v in &r.verdicts {
         let shown = if v.target > 1.0 { format!("{:+.0} µs", v.value) } else { format!("{:.0} %", v.value * 100.0) };
