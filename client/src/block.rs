@@ -1,6 +1,6 @@
 //! One block read on one connection: the `ReadBlock` request, and a reply whose payload is
-//! copied from quinn's chunks straight to where the caller wants it, checksummed in the
-//! same pass. Every check of [`cv_net::rpc::read_frame`] is made (header and limits, frame
+//! copied from quinn's chunks straight to where the caller wants it (or kept as those chunks
+//! until it is copied there), checksummed in the same pass. Every check of [`cv_net::rpc::read_frame`] is made (header and limits, frame
 //! crc over header, body and payload — or, for a reply streamed from object storage
 //! (`PAYLOAD_CRC_AFTER`), over header and body with the payload's crc after it — body
 //! validation); a reply that is not a `ReadBlockOk` (an error, another kind) is read and
@@ -8,18 +8,21 @@
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::pool::LIMITS;
+use bytes::{Buf, Bytes};
 use cv_net::rpc::{self, Conn};
 use cv_net::{NetError, NetErrorKind};
 use cv_wire::msg::{ReadBlock, ReadBlockOk};
 use cv_wire::rkyv::util::AlignedVec;
 use cv_wire::{Flags, Frame, FrameCheck, FrameHeader, HEADER_LEN, Kind, Message, TRAILER_LEN, WireError};
+use std::collections::VecDeque;
 
 /// Where a block read's bytes go.
 pub(crate) enum Dst<'a> {
     /// Exactly this many bytes, into the caller's buffer.
     Slice(&'a mut [u8]),
-    /// Appended to a buffer of the reader's own (cleared first).
-    Vec(&'a mut Vec<u8>),
+    /// Kept as quinn delivered them (cleared first): for bytes that are copied out later
+    /// (read-ahead, pieces of a range spanning blocks), so they are copied once, not twice.
+    Received(&'a mut Received),
 }
 
 impl Dst<'_> {
@@ -27,15 +30,81 @@ impl Dst<'_> {
     pub(crate) fn reborrow(&mut self) -> Dst<'_> {
         match self {
             Dst::Slice(s) => Dst::Slice(s),
-            Dst::Vec(v) => Dst::Vec(v),
+            Dst::Received(r) => Dst::Received(r),
         }
     }
 
     fn len(&self, want: usize) -> usize {
         match self {
             Dst::Slice(s) => s.len(),
-            Dst::Vec(_) => want,
+            Dst::Received(_) => want,
         }
+    }
+}
+
+/// A reply's payload as the pieces of received packets it arrived in (shared, not copied).
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Received {
+    chunks: VecDeque<Bytes>,
+    len: usize,
+}
+
+impl Received {
+    /// Bytes not yet taken.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn clear(&mut self) {
+        self.chunks.clear();
+        self.len = 0;
+    }
+
+    fn push(&mut self, b: Bytes) {
+        self.len += b.len();
+        self.chunks.push_back(b);
+    }
+
+    /// Copies all bytes into `out`, which must be exactly [`Self::len`] long.
+    pub(crate) fn copy_to(&self, out: &mut [u8]) {
+        debug_assert_eq!(out.len(), self.len);
+        let mut at = 0;
+        for c in &self.chunks {
+            out[at..at + c.len()].copy_from_slice(c);
+            at += c.len();
+        }
+    }
+
+    /// Moves the first bytes into `out` (as many as fit); returns how many.
+    pub(crate) fn take_into(&mut self, out: &mut [u8]) -> usize {
+        let mut filled = 0;
+        while filled < out.len() {
+            let Some(front) = self.chunks.front_mut() else { break };
+            let n = front.len().min(out.len() - filled);
+            out[filled..filled + n].copy_from_slice(&front[..n]);
+            filled += n;
+            if n == front.len() {
+                self.chunks.pop_front();
+            } else {
+                front.advance(n);
+            }
+        }
+        self.len -= filled;
+        filled
+    }
+}
+
+impl From<Vec<u8>> for Received {
+    fn from(v: Vec<u8>) -> Received {
+        let mut r = Received::default();
+        if !v.is_empty() {
+            r.push(Bytes::from(v));
+        }
+        r
     }
 }
 
@@ -79,23 +148,29 @@ pub(crate) async fn read_block(conn: &Conn, req: &ReadBlock, mut dst: Dst<'_>) -
     }
 
     let mut check = FrameCheck::new(&raw, &header, &body).map_err(wire)?;
-    if let Dst::Vec(v) = &mut dst {
-        v.clear();
-        v.reserve_exact(want);
+    if let Dst::Received(r) = &mut dst {
+        r.clear();
     }
     let mut filled = 0;
     while filled < want {
         let Some(chunk) = recv.read_chunk(want - filled, true).await.map_err(|e| net("read", e))? else {
             return Err(read_exact_err(quinn::ReadExactError::FinishedEarly(filled)));
         };
-        let bytes = &chunk.bytes;
+        let bytes = chunk.bytes;
+        let n = bytes.len();
         match &mut dst {
-            Dst::Slice(s) => s[filled..filled + bytes.len()].copy_from_slice(bytes),
-            Dst::Vec(v) => v.extend_from_slice(bytes),
+            // Checksummed right after the copy, which leaves them in cache.
+            Dst::Slice(s) => {
+                s[filled..filled + n].copy_from_slice(&bytes);
+                check.update(&bytes);
+            }
+            // Checksummed while still in cache from decryption, then kept as they are.
+            Dst::Received(r) => {
+                check.update(&bytes);
+                r.push(bytes);
+            }
         }
-        // The bytes were just touched: checksumming them now reads them from cache.
-        check.update(bytes);
-        filled += bytes.len();
+        filled += n;
     }
     let mut trailer = [0u8; TRAILER_LEN];
     let trailer = &mut trailer[..check.trailer_len()];
@@ -136,9 +211,11 @@ mod tests {
     //! right, with a corrupt payload, too short, with bytes after the frame, or with a
     //! retryable error.
 
+    use super::Received;
     use crate::config::ClientSettings;
     use crate::error::ErrorKind;
     use crate::{Client, File};
+    use bytes::Bytes;
     use cv_net::config::Dur;
     use cv_net::quic::TransportSettings;
     use cv_net::rpc;
@@ -366,6 +443,29 @@ mod tests {
         assert_eq!(trailing.kind(), ErrorKind::Protocol, "{trailing}");
         assert!(trailing.message().contains("1 bytes after the frame"), "{trailing}");
         assert_eq!(server.requests.load(Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn received_bytes_are_taken_in_order_across_chunk_boundaries() {
+        let mut r = Received::default();
+        for piece in [&b"abc"[..], b"", b"defgh", b"ij"] {
+            r.push(Bytes::copy_from_slice(piece));
+        }
+        assert_eq!(r.len(), 10);
+        let mut all = [0u8; 10];
+        r.copy_to(&mut all);
+        assert_eq!(&all, b"abcdefghij");
+        let mut out = [0u8; 4];
+        assert_eq!(r.take_into(&mut out), 4);
+        assert_eq!(&out, b"abcd");
+        assert_eq!(r.take_into(&mut out[..1]), 1);
+        assert_eq!(&out[..1], b"e");
+        assert_eq!(r.take_into(&mut out), 4);
+        assert_eq!(&out, b"fghi");
+        assert_eq!((r.take_into(&mut out), r.len(), r.is_empty()), (1, 0, true));
+        assert_eq!(out[0], b'j');
+        assert_eq!(r.take_into(&mut out), 0);
+        assert_eq!(Received::from(Vec::new()).len(), 0);
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! An open file: its block map and tail, and positioned reads.
 
-use crate::block::Dst;
+use crate::block::{Dst, Received};
 use crate::client::{Client, resolve};
 use crate::error::{Error, ErrorKind, Result};
 use crate::reader::SequentialReader;
@@ -168,10 +168,10 @@ impl File {
 
     /// Reads up to `len` bytes at `offset` into a new buffer (empty at the end). A range
     /// inside one block and outside the tail is the reply's own buffer, not a copy of it.
-    pub(crate) async fn read_owned(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+    pub(crate) async fn read_owned(&self, offset: u64, len: usize) -> Result<Received> {
         let end = offset.saturating_add(len as u64).min(self.len());
         if offset >= end {
-            return Ok(Vec::new());
+            return Ok(Received::default());
         }
         let in_tail = self.inner.tail.as_ref().is_some_and(|(t, _)| end > *t);
         if !in_tail && let Some((loc, at)) = self.one_block(offset, end - offset) {
@@ -180,7 +180,7 @@ impl File {
         let mut buf = vec![0u8; (end - offset) as usize];
         let n = self.read_at(offset, &mut buf).await?;
         buf.truncate(n);
-        Ok(buf)
+        Ok(Received::from(buf))
     }
 
     /// Reads several ranges; adjacent and overlapping ones are coalesced and
@@ -224,7 +224,7 @@ impl File {
         }
         while let Some(res) = set.join_next().await {
             let (span, dst, bytes) = res.map_err(|e| Error::new(ErrorKind::Other, format!("read task: {e}")))??;
-            fetched[span].1[dst..dst + bytes.len()].copy_from_slice(&bytes);
+            bytes.copy_to(&mut fetched[span].1[dst..dst + bytes.len()]);
         }
         Ok(clipped
             .iter()
@@ -283,7 +283,7 @@ impl File {
         }
         while let Some(res) = set.join_next().await {
             let (dst, bytes) = res.map_err(|e| Error::new(ErrorKind::Other, format!("read task: {e}")))??;
-            buf[dst..dst + bytes.len()].copy_from_slice(&bytes);
+            bytes.copy_to(&mut buf[dst..dst + bytes.len()]);
         }
         Ok(())
     }
@@ -304,15 +304,15 @@ pub(crate) async fn fetch(
     client.read_block(addr, &req, dst).await
 }
 
-/// [`fetch`] into a new buffer.
+/// [`fetch`], keeping the reply's bytes as they were received.
 pub(crate) async fn fetch_owned(
     client: &Client,
     loc: &BlockLoc,
     source: Option<BlockSource>,
     offset: u64,
     len: u64,
-) -> Result<Vec<u8>> {
-    let mut bytes = Vec::new();
-    fetch(client, loc, source, offset, len, Dst::Vec(&mut bytes)).await?;
+) -> Result<Received> {
+    let mut bytes = Received::default();
+    fetch(client, loc, source, offset, len, Dst::Received(&mut bytes)).await?;
     Ok(bytes)
 }

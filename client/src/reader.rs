@@ -1,6 +1,7 @@
 //! Sequential reads with read-ahead: up to `prefetch_depth` chunks are in
 //! flight ahead of the reader.
 
+use crate::block::Received;
 use crate::error::{Error, ErrorKind, Result};
 use crate::file::File;
 use std::collections::VecDeque;
@@ -14,9 +15,9 @@ pub struct SequentialReader {
     pos: u64,
     /// Next byte to request.
     next_fetch: u64,
-    inflight: VecDeque<JoinHandle<Result<Vec<u8>>>>,
-    current: Vec<u8>,
-    current_off: usize,
+    inflight: VecDeque<JoinHandle<Result<Received>>>,
+    /// What is left of the chunk being read, as received (copied once, into the caller's buffer).
+    current: Received,
 }
 
 impl SequentialReader {
@@ -27,8 +28,7 @@ impl SequentialReader {
             pos: offset,
             next_fetch: offset,
             inflight: VecDeque::new(),
-            current: Vec::new(),
-            current_off: 0,
+            current: Received::default(),
         }
     }
 
@@ -51,19 +51,16 @@ impl SequentialReader {
 
     /// Fills `buf` with the next bytes; returns how many (0 at the end).
     pub async fn read(&mut self, buf: &mut [u8]) -> Result<usize> {
-        if self.current_off == self.current.len() {
+        if self.current.is_empty() {
             self.refill();
             let Some(next) = self.inflight.pop_front() else { return Ok(0) };
             self.current = next.await.map_err(|e| Error::new(ErrorKind::Other, format!("read-ahead task: {e}")))??;
-            self.current_off = 0;
             self.refill();
             if self.current.is_empty() {
                 return Ok(0);
             }
         }
-        let n = buf.len().min(self.current.len() - self.current_off);
-        buf[..n].copy_from_slice(&self.current[self.current_off..self.current_off + n]);
-        self.current_off += n;
+        let n = self.current.take_into(buf);
         self.pos += n as u64;
         Ok(n)
     }
