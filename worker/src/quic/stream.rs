@@ -210,6 +210,35 @@ impl SendStream {
         Ok(n)
     }
 
+    /// Writes all of `data` without copying it: the stream keeps the buffer until the peer
+    /// has acknowledged its bytes.
+    pub async fn write_all_shared(&mut self, mut data: Bytes) -> Result<(), QuicError> {
+        if self.done {
+            return Err(QuicError::new(ErrorKind::ClosedStream, "write after finish"));
+        }
+        let conn = self.conn.0.clone();
+        while !data.is_empty() {
+            poll_fn(|cx| {
+                let mut st = conn.state.borrow_mut();
+                if let Some(e) = ConnShared::lost_error(&st, "write") {
+                    return Poll::Ready(Err(e));
+                }
+                // Takes what flow control allows and advances `data` past it.
+                match st.inner.send_stream(self.id).write_chunks(std::slice::from_mut(&mut data)) {
+                    Ok(_) => Poll::Ready(Ok(())),
+                    Err(WriteError::Blocked) => {
+                        st.writers.insert(self.id, cx.waker().clone());
+                        Poll::Pending
+                    }
+                    Err(e) => Poll::Ready(Err(self.map_write_error(e))),
+                }
+            })
+            .await?;
+            conn.wake_driver();
+        }
+        Ok(())
+    }
+
     /// Writes all of `data`.
     pub async fn write_all(&mut self, mut data: &[u8]) -> Result<(), QuicError> {
         while !data.is_empty() {

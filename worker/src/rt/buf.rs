@@ -24,6 +24,17 @@ pub struct AlignedBuf {
     cap: usize,
 }
 
+// SAFETY: an `AlignedBuf` is the only owner of its allocation and holds no reference to
+// thread-local state; dropping it on another thread recycles it into that thread's pool or
+// frees it with the layout it was allocated with. Sending it is what a `Vec<u8>` allows.
+unsafe impl Send for AlignedBuf {}
+
+impl AsRef<[u8]> for AlignedBuf {
+    fn as_ref(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
 impl AlignedBuf {
     /// A buffer of at least `len` bytes (rounded up to a power of two, at least [`BUF_ALIGN`]).
     pub fn with_capacity(len: usize) -> AlignedBuf {

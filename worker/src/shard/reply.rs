@@ -92,13 +92,15 @@ impl Reply {
         };
         send.write_all(frame.head()).await?;
         match &mut self.payload {
+            // The DMA buffers themselves go to the stream (no copy); quinn-proto keeps them
+            // until the client acknowledges their bytes.
             Payload::Block(bytes) => {
-                for part in bytes.parts() {
-                    send.write_all(part).await?;
+                for part in bytes.shared_parts() {
+                    send.write_all_shared(part).await?;
                 }
             }
             Payload::Owned(bytes) => send.write_all(bytes).await?,
-            Payload::Shared(bytes) => send.write_all(bytes).await?,
+            Payload::Shared(bytes) => send.write_all_shared(bytes.clone()).await?,
             Payload::Streamed(first, rest) => {
                 let mut crc = crc32fast::Hasher::new();
                 crc.update(first);
@@ -107,7 +109,7 @@ impl Reply {
                     match piece {
                         Ok(b) => {
                             crc.update(&b);
-                            send.write_all(&b).await?;
+                            send.write_all_shared(b).await?;
                         }
                         // Never a wrong trailer: the reader sees the reset and retries.
                         Err(e) => {

@@ -6,7 +6,8 @@
 use std::ops::Deref;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::rc::Rc;
+
+use bytes::Bytes;
 
 use super::error::{ErrorKind, Result, StoreError};
 use crate::rt::AlignedBuf;
@@ -25,34 +26,34 @@ pub(crate) fn align_down(v: u64) -> u64 {
     v - v % ALIGN
 }
 
-/// Bytes read from disk: a view into the aligned DMA buffer, never copied.
-#[derive(Clone, Debug, Default)]
-pub struct DiskBytes {
-    buf: Option<Rc<AlignedBuf>>,
-    start: usize,
-    len: usize,
+/// Bytes read from disk: a view into the aligned DMA buffer, never copied. A `Bytes` over
+/// it, so the reply can hand the very buffer to the QUIC stream.
+#[derive(Clone, Default)]
+pub struct DiskBytes(Bytes);
+
+impl std::fmt::Debug for DiskBytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "DiskBytes({} bytes)", self.0.len())
+    }
 }
 
 impl DiskBytes {
     /// A sub-range of this view sharing the same buffer; `None` if out of range.
     pub(crate) fn slice(&self, offset: usize, len: usize) -> Option<DiskBytes> {
-        if offset.checked_add(len)? > self.len {
-            return None;
-        }
-        if len == 0 {
-            return Some(DiskBytes::default());
-        }
-        Some(DiskBytes { buf: self.buf.clone(), start: self.start + offset, len })
+        let end = offset.checked_add(len)?;
+        (end <= self.0.len()).then(|| DiskBytes(self.0.slice(offset..end)))
+    }
+
+    /// The bytes as a shared buffer (no copy).
+    pub(crate) fn bytes(&self) -> &Bytes {
+        &self.0
     }
 }
 
 impl Deref for DiskBytes {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
-        match &self.buf {
-            Some(b) => &b.as_slice()[self.start..self.start + self.len],
-            None => &[],
-        }
+        &self.0
     }
 }
 
@@ -134,7 +135,7 @@ impl DirectFile {
         let (res, buf) = self.file.read_at(AlignedBuf::with_capacity(aligned_len), aligned_len, start).await;
         let got = res.map_err(|e| StoreError::io(format!("read {} at {pos}", self.path.display()), e))?;
         let skip = (pos - start) as usize;
-        let whole = DiskBytes { buf: Some(Rc::new(buf)), start: 0, len: got };
+        let whole = DiskBytes(Bytes::from_owner(buf).slice(..got));
         whole.slice(skip, len).ok_or_else(|| {
             StoreError::new(
                 ErrorKind::Io,

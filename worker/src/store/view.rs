@@ -70,6 +70,15 @@ impl BlockBytes {
         self.parts.iter().map(Part::bytes)
     }
 
+    /// The pieces as shared buffers: a disk piece is its DMA buffer itself, a memory-tier
+    /// piece is copied (its chunk is shared within the shard only).
+    pub(crate) fn shared_parts(&self) -> impl Iterator<Item = bytes::Bytes> + '_ {
+        self.parts.iter().map(|p| match p {
+            Part::Disk { bytes, .. } => bytes.bytes().clone(),
+            Part::Mem { .. } => bytes::Bytes::copy_from_slice(p.bytes()),
+        })
+    }
+
     /// The crc32 of all bytes: disk pieces contribute the checksum taken while their chunks
     /// were verified (no second pass over them); memory-tier pieces are checksummed now.
     pub fn crc32(&self) -> u32 {
