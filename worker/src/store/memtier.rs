@@ -5,7 +5,8 @@
 //! scan therefore costs no copies and evicts nothing. Residents are ordered by S3-FIFO.
 
 use std::collections::HashMap;
-use std::rc::Rc;
+
+use bytes::Bytes;
 
 use super::policy::S3Fifo;
 use super::stats::TierStats;
@@ -16,7 +17,7 @@ pub(crate) type ChunkKey = (u64, u32);
 
 #[derive(Debug)]
 pub(crate) struct MemTier {
-    chunks: HashMap<ChunkKey, Rc<[u8]>>,
+    chunks: HashMap<ChunkKey, Bytes>,
     policy: S3Fifo<ChunkKey>,
     capacity: u64,
     stats: TierStats,
@@ -34,7 +35,7 @@ impl MemTier {
     }
 
     /// The chunk if resident; counts a hit or a miss.
-    pub(crate) fn get(&mut self, key: ChunkKey) -> Option<Rc<[u8]>> {
+    pub(crate) fn get(&mut self, key: ChunkKey) -> Option<Bytes> {
         if self.capacity == 0 {
             return None;
         }
@@ -70,7 +71,8 @@ impl MemTier {
             self.stats.bytes_used -= vw;
         }
         self.policy.insert(key, w);
-        self.chunks.insert(key, Rc::from(bytes));
+        // A copy, not a slice of the disk read's buffer: a slice would keep the whole read alive.
+        self.chunks.insert(key, Bytes::copy_from_slice(bytes));
         self.stats.bytes_used += w;
     }
 

@@ -1,8 +1,6 @@
 //! The read path: memory tier first, then one aligned disk read per run of missing chunks,
 //! every chunk from disk checked against its crc32 before any byte of it is returned.
 
-use std::rc::Rc;
-
 use super::block_store::{BlockStore, Entry, not_found};
 use super::error::{ErrorKind, Result, StoreError};
 use super::view::BlockBytes;
@@ -26,7 +24,7 @@ impl BlockStore {
         }
         let cs = u64::from(e.chunk_size);
         let (first, last) = ((offset / cs) as u32, ((end - 1) / cs) as u32);
-        let cached: Vec<Option<Rc<[u8]>>> = {
+        let cached: Vec<Option<bytes::Bytes>> = {
             let mut st = self.state();
             (first..=last).map(|c| st.mem.get((e.seq, c))).collect()
         };

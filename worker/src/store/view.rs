@@ -1,6 +1,6 @@
 //! Bytes returned by a read: views on DMA buffers and memory-tier chunks, not copies.
 
-use std::rc::Rc;
+use bytes::Bytes;
 
 use super::dma::DiskBytes;
 
@@ -10,7 +10,7 @@ enum Part {
     /// chunks were verified).
     Disk { bytes: DiskBytes, crc: u32 },
     /// Bytes of a memory-tier chunk; their crc32 is computed when asked for.
-    Mem { chunk: Rc<[u8]>, start: usize, end: usize },
+    Mem { chunk: Bytes, start: usize, end: usize },
 }
 
 impl Part {
@@ -48,7 +48,7 @@ impl BlockBytes {
         }
     }
 
-    pub(crate) fn push_mem(&mut self, chunk: Rc<[u8]>, start: usize, end: usize) {
+    pub(crate) fn push_mem(&mut self, chunk: Bytes, start: usize, end: usize) {
         if end > start {
             self.len += end - start;
             self.parts.push(Part::Mem { chunk, start, end });
@@ -70,12 +70,12 @@ impl BlockBytes {
         self.parts.iter().map(Part::bytes)
     }
 
-    /// The pieces as shared buffers: a disk piece is its DMA buffer itself, a memory-tier
-    /// piece is copied (its chunk is shared within the shard only).
-    pub(crate) fn shared_parts(&self) -> impl Iterator<Item = bytes::Bytes> + '_ {
+    /// The pieces as shared buffers, no copy: a disk piece is its DMA buffer, a memory-tier
+    /// piece its chunk.
+    pub(crate) fn shared_parts(&self) -> impl Iterator<Item = Bytes> + '_ {
         self.parts.iter().map(|p| match p {
             Part::Disk { bytes, .. } => bytes.bytes().clone(),
-            Part::Mem { .. } => bytes::Bytes::copy_from_slice(p.bytes()),
+            Part::Mem { chunk, start, end } => chunk.slice(*start..*end),
         })
     }
 
