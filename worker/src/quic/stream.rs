@@ -187,6 +187,24 @@ impl SendStream {
 
     /// Writes some of `data` once flow control allows; returns how much was taken.
     pub async fn write(&mut self, data: &[u8]) -> Result<usize, QuicError> {
+        self.write_with(|s| s.write(data)).await
+    }
+
+    /// Writes all of `data` without copying it: the stream keeps the buffer until the peer
+    /// has acknowledged its bytes.
+    pub async fn write_all_shared(&mut self, mut data: Bytes) -> Result<(), QuicError> {
+        while !data.is_empty() {
+            // Takes what flow control allows and advances `data` past it.
+            self.write_with(|s| s.write_chunks(std::slice::from_mut(&mut data)).map(|w| w.bytes)).await?;
+        }
+        Ok(())
+    }
+
+    /// Runs `write` on the stream once flow control lets it take something.
+    async fn write_with(
+        &mut self,
+        mut write: impl FnMut(&mut quinn_proto::SendStream<'_>) -> Result<usize, WriteError>,
+    ) -> Result<usize, QuicError> {
         if self.done {
             return Err(QuicError::new(ErrorKind::ClosedStream, "write after finish"));
         }
@@ -196,7 +214,7 @@ impl SendStream {
             if let Some(e) = ConnShared::lost_error(&st, "write") {
                 return Poll::Ready(Err(e));
             }
-            match st.inner.send_stream(self.id).write(data) {
+            match write(&mut st.inner.send_stream(self.id)) {
                 Ok(n) => Poll::Ready(Ok(n)),
                 Err(WriteError::Blocked) => {
                     st.writers.insert(self.id, cx.waker().clone());
@@ -208,35 +226,6 @@ impl SendStream {
         .await?;
         conn.wake_driver();
         Ok(n)
-    }
-
-    /// Writes all of `data` without copying it: the stream keeps the buffer until the peer
-    /// has acknowledged its bytes.
-    pub async fn write_all_shared(&mut self, mut data: Bytes) -> Result<(), QuicError> {
-        if self.done {
-            return Err(QuicError::new(ErrorKind::ClosedStream, "write after finish"));
-        }
-        let conn = self.conn.0.clone();
-        while !data.is_empty() {
-            poll_fn(|cx| {
-                let mut st = conn.state.borrow_mut();
-                if let Some(e) = ConnShared::lost_error(&st, "write") {
-                    return Poll::Ready(Err(e));
-                }
-                // Takes what flow control allows and advances `data` past it.
-                match st.inner.send_stream(self.id).write_chunks(std::slice::from_mut(&mut data)) {
-                    Ok(_) => Poll::Ready(Ok(())),
-                    Err(WriteError::Blocked) => {
-                        st.writers.insert(self.id, cx.waker().clone());
-                        Poll::Pending
-                    }
-                    Err(e) => Poll::Ready(Err(self.map_write_error(e))),
-                }
-            })
-            .await?;
-            conn.wake_driver();
-        }
-        Ok(())
     }
 
     /// Writes all of `data`.
