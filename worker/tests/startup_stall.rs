@@ -1,6 +1,6 @@
 //! Two 2-shard workers started and stopped at the same moment in one process, many rounds:
-//! every round must come up and go down (shards used to stay asleep in io_uring while opening
-//! or closing their stores; see shard/nudge.rs).
+//! every round must come up and go down. (On glommio, shards sometimes stayed asleep in
+//! io_uring while opening or closing their stores; see worker/ARCHITECTURE.md, "Shard runtime".)
 
 #[path = "server_common.rs"]
 mod common;
