@@ -228,3 +228,20 @@ fn concurrent_writers_and_readers_on_one_executor() {
         }
     });
 }
+
+#[test]
+fn the_data_file_system_asks_for_no_more_than_the_stores_o_direct_alignment() {
+    // ext4, xfs and btrfs report it (Linux 6.1+; ext4 here says 512/512); the store opens
+    // files only when it is within 4 KiB.
+    let dir = scratch();
+    let path = dir.path().join("f");
+    std::fs::write(&path, [0u8; 4096]).unwrap();
+    let f = cv_worker::rt::fs::RingFile::open_direct(&path).unwrap();
+    if let Some((mem, offset)) = f.direct_io_alignment().unwrap() {
+        assert!(mem.is_power_of_two() && offset.is_power_of_two(), "{mem} {offset}");
+        assert!(
+            mem as usize <= cv_worker::rt::BUF_ALIGN && offset as usize <= cv_worker::rt::BUF_ALIGN,
+            "{mem} {offset}"
+        );
+    }
+}

@@ -29,6 +29,11 @@ impl RingFile {
         Ok(RingFile { file })
     }
 
+    /// The (memory, offset) alignment O_DIRECT needs on this file, if the file system says.
+    pub fn direct_io_alignment(&self) -> io::Result<Option<(u32, u32)>> {
+        super::sys::direct_io_alignment(&self.file)
+    }
+
     pub fn size(&self) -> io::Result<u64> {
         Ok(self.file.metadata()?.len())
     }

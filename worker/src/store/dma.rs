@@ -89,7 +89,22 @@ impl DirectFile {
             .custom_flags(libc::O_DIRECT)
             .open(path)
             .map_err(|e| StoreError::io(format!("open {} with O_DIRECT", path.display()), e))?;
-        Ok(Self { file: RingFile::new(file), path: path.to_path_buf() })
+        let file = RingFile::new(file);
+        // A file system that needs more than ALIGN would refuse every read with EINVAL; say so
+        // now, by name. One that does not report its alignment gets ALIGN, which covers 512 B
+        // and 4 KiB sectors.
+        if let Ok(Some((mem, offset))) = file.direct_io_alignment()
+            && (u64::from(mem) > ALIGN || u64::from(offset) > ALIGN)
+        {
+            return Err(StoreError::new(
+                ErrorKind::Incompatible,
+                format!(
+                    "{} needs {offset}-byte O_DIRECT offsets and {mem}-byte buffers, above {ALIGN}",
+                    path.display()
+                ),
+            ));
+        }
+        Ok(Self { file, path: path.to_path_buf() })
     }
 
     /// Reserves `size` bytes on the file system so block writes never hit ENOSPC.
