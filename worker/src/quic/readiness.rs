@@ -2,26 +2,21 @@
 
 use std::io;
 use std::net::UdpSocket as StdUdpSocket;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::AsRawFd;
 use std::rc::Rc;
 
-/// Waits until the socket has a datagram queued, without consuming it.
+/// Waits until the socket has a datagram queued, without consuming it. Holding the socket
+/// keeps its fd open while a poll may refer to it.
 #[derive(Debug)]
-pub(crate) struct Readiness {
-    /// Keeps the socket open while a poll may reference its fd.
-    socket: Rc<StdUdpSocket>,
-    fd: RawFd,
-}
+pub(crate) struct Readiness(Rc<StdUdpSocket>);
 
 impl Readiness {
     pub(crate) fn new(socket: Rc<StdUdpSocket>) -> Self {
-        let fd = socket.as_raw_fd();
-        Self { socket, fd }
+        Self(socket)
     }
 
     /// Completes when at least one datagram is queued on the socket.
     pub(crate) async fn readable(&self) -> io::Result<()> {
-        debug_assert_eq!(self.socket.as_raw_fd(), self.fd);
-        crate::rt::readable(self.fd).await
+        crate::rt::readable(self.0.as_raw_fd()).await
     }
 }

@@ -8,16 +8,9 @@ use std::task::{Poll, Waker};
 use super::{Task, spawn_local};
 
 /// `spawn` on a gate that is closing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("gate closed")]
 pub struct GateClosed;
-
-impl std::fmt::Display for GateClosed {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("gate closed")
-    }
-}
-
-impl std::error::Error for GateClosed {}
 
 #[derive(Debug, Default)]
 struct Inner {

@@ -186,7 +186,7 @@ impl Runtime {
             if !q.is_empty() || main.woken.load(Ordering::SeqCst) {
                 continue;
             }
-            if !self.local.spin_before_park.is_zero() && self.spin(&main) {
+            if !self.local.spin_before_park.is_zero() && self.spin(&main, &mut wake) {
                 continue;
             }
             self.park(&main, &mut wake);
@@ -205,11 +205,10 @@ impl Runtime {
     }
 
     /// Polls for work for up to `spin_before_park`; true if some arrived.
-    fn spin(&self, main: &MainWaker) -> bool {
+    fn spin(&self, main: &MainWaker, wake: &mut Vec<std::task::Waker>) -> bool {
         let until = Instant::now() + self.local.spin_before_park;
-        let mut wake = Vec::new();
         while Instant::now() < until {
-            self.collect(&mut wake);
+            self.collect(wake);
             if !self.local.queue.is_empty() || main.woken.load(Ordering::SeqCst) {
                 return true;
             }
@@ -240,19 +239,13 @@ impl Drop for Runtime {
     fn drop(&mut self) {
         let _enter = Enter::new(&self.local);
         // Drop queued tasks (their futures drop here, on their thread), then whatever the
-        // timers and the ring still hold (which may queue tasks again).
-        while let Some(r) = self.local.queue.pop() {
-            drop(r);
-        }
-        let wakers = self.local.timers.borrow_mut().clear();
-        drop(wakers);
-        while let Some(r) = self.local.queue.pop() {
-            drop(r);
-        }
+        // timers and the ring still hold; each step may queue tasks again.
+        let drop_queued = || while self.local.queue.pop().is_some() {};
+        drop_queued();
+        drop(self.local.timers.borrow_mut().clear());
+        drop_queued();
         self.local.ring.borrow_mut().drain();
-        while let Some(r) = self.local.queue.pop() {
-            drop(r);
-        }
+        drop_queued();
     }
 }
 

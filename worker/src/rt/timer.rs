@@ -97,16 +97,9 @@ impl Drop for Sleep {
 }
 
 /// The error of [`timeout`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("deadline elapsed")]
 pub struct Elapsed;
-
-impl std::fmt::Display for Elapsed {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("deadline elapsed")
-    }
-}
-
-impl std::error::Error for Elapsed {}
 
 /// Runs `fut` for at most `d`.
 pub async fn timeout<F: Future>(d: Duration, fut: F) -> Result<F::Output, Elapsed> {

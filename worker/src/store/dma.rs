@@ -168,11 +168,6 @@ impl DirectFile {
         let cap = align_up(cap as u64) as usize;
         Staging { buf: AlignedBuf::with_capacity(cap), cap, fill: 0 }
     }
-
-    pub(crate) async fn close(self) -> Result<()> {
-        // Nothing is buffered: every write went to the device and was synced by its caller.
-        Ok(())
-    }
 }
 
 /// An aligned DMA buffer being filled with bytes to write.

@@ -126,11 +126,6 @@ impl IndexLog {
         sync_parent(path).await?;
         Ok(IndexLog { path: path.to_path_buf(), file, len: n as u64, store_id })
     }
-
-    pub(crate) async fn close(self) -> Result<()> {
-        // Every append was synced before it returned; closing has nothing left to flush.
-        Ok(())
-    }
 }
 
 /// fsyncs the directory holding `path`, so a create or rename survives a crash.
