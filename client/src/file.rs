@@ -166,8 +166,8 @@ impl File {
         Ok(n)
     }
 
-    /// Reads up to `len` bytes at `offset` into a new buffer (empty at the end). A range
-    /// inside one block and outside the tail is the reply's own buffer, not a copy of it.
+    /// Reads up to `len` bytes at `offset` (empty at the end). A range inside one block and
+    /// outside the tail is kept as the reply's received pieces, not copied.
     pub(crate) async fn read_owned(&self, offset: u64, len: usize) -> Result<Received> {
         let end = offset.saturating_add(len as u64).min(self.len());
         if offset >= end {

@@ -236,7 +236,7 @@ fn the_data_file_system_asks_for_no_more_than_the_stores_o_direct_alignment() {
     let dir = scratch();
     let path = dir.path().join("f");
     std::fs::write(&path, [0u8; 4096]).unwrap();
-    let f = cv_worker::rt::fs::RingFile::open_direct(&path).unwrap();
+    let f = cv_worker::rt::fs::RingFile::open_direct(&path, false).unwrap();
     if let Some((mem, offset)) = f.direct_io_alignment().unwrap() {
         assert!(mem.is_power_of_two() && offset.is_power_of_two(), "{mem} {offset}");
         assert!(

@@ -281,7 +281,8 @@ fn uring_reads(
         let rt = Runtime::new(RuntimeConfig::default()).map_err(|e| dev_err(format!("device runtime: {e}")))?;
         rt.block_on(async move {
             let file = Rc::new(
-                RingFile::open_direct(&path).map_err(|e| dev_err(format!("open {} O_DIRECT: {e}", path.display())))?,
+                RingFile::open_direct(&path, false)
+                    .map_err(|e| dev_err(format!("open {} O_DIRECT: {e}", path.display())))?,
             );
             let next = Rc::new(Cell::new(0u64));
             let start = Instant::now();

@@ -22,10 +22,10 @@ impl RingFile {
         RingFile { file }
     }
 
-    /// Opens `path` read-only with O_DIRECT.
-    pub fn open_direct(path: &std::path::Path) -> io::Result<RingFile> {
+    /// Opens an existing `path` with O_DIRECT, for reading and, if `write`, writing.
+    pub fn open_direct(path: &std::path::Path, write: bool) -> io::Result<RingFile> {
         use std::os::unix::fs::OpenOptionsExt;
-        let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(path)?;
+        let file = std::fs::OpenOptions::new().read(true).write(write).custom_flags(libc::O_DIRECT).open(path)?;
         Ok(RingFile { file })
     }
 

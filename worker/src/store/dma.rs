@@ -4,7 +4,6 @@
 //! aligned requests on the shard runtime's ring and hands back views on the aligned buffers.
 
 use std::ops::Deref;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
@@ -83,13 +82,8 @@ impl DirectFile {
 
     /// Opens an existing `path` read-write with O_DIRECT.
     pub(crate) async fn open(path: &Path) -> Result<Self> {
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .custom_flags(libc::O_DIRECT)
-            .open(path)
+        let file = RingFile::open_direct(path, true)
             .map_err(|e| StoreError::io(format!("open {} with O_DIRECT", path.display()), e))?;
-        let file = RingFile::new(file);
         // A file system that needs more than ALIGN would refuse every read with EINVAL; say so
         // now, by name. One that does not report its alignment gets ALIGN, which covers 512 B
         // and 4 KiB sectors.
