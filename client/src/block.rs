@@ -13,7 +13,9 @@ use cv_net::rpc::{self, Conn};
 use cv_net::{NetError, NetErrorKind};
 use cv_wire::msg::{ReadBlock, ReadBlockOk};
 use cv_wire::rkyv::util::AlignedVec;
-use cv_wire::{Flags, Frame, FrameCheck, FrameHeader, HEADER_LEN, Kind, Message, TRAILER_LEN, WireError};
+use cv_wire::{
+    Flags, Frame, FrameCheck, FrameHeader, HEADER_LEN, Kind, Message, TRAILER_LEN, WireError, WireErrorKind,
+};
 use std::collections::VecDeque;
 
 /// Where a block read's bytes go.
@@ -125,6 +127,16 @@ fn wire(e: WireError) -> Error {
     Error::from(NetError::from(e))
 }
 
+/// A block reply whose bytes fail their checksum. QUIC's AEAD rules out damage in transit,
+/// so the worker sent bytes that are not what was stored: `Corrupt` (retryable), and the
+/// retry asks the worker to check the block itself (`ReadBlock.verify`), which drops it.
+fn bad_bytes(block_id: u64, e: WireError) -> Error {
+    if e.kind() == WireErrorKind::Checksum {
+        return Error::new(ErrorKind::Corrupt, format!("block {block_id}: {e}"));
+    }
+    wire(e)
+}
+
 /// Sends `req` on `conn` and puts the `req.len` bytes of its reply into `dst`. A reply
 /// of another length is a protocol error (the caller asked for bytes inside the block).
 pub(crate) async fn read_block(conn: &Conn, req: &ReadBlock, mut dst: Dst<'_>) -> Result<()> {
@@ -175,7 +187,7 @@ pub(crate) async fn read_block(conn: &Conn, req: &ReadBlock, mut dst: Dst<'_>) -
     let mut trailer = [0u8; TRAILER_LEN];
     let trailer = &mut trailer[..check.trailer_len()];
     recv.read_exact(trailer).await.map_err(read_exact_err)?;
-    check.finish(trailer).map_err(wire)?;
+    check.finish(trailer).map_err(|e| bad_bytes(req.block_id, e))?;
     let ok = ReadBlockOk::access(&body).map_err(wire)?;
     ReadBlockOk::check(ok, &LIMITS).map_err(wire)?;
     rpc::end_read(recv)?;
@@ -249,6 +261,8 @@ mod tests {
     struct Server {
         addr: SocketAddr,
         requests: Arc<AtomicUsize>,
+        /// `ReadBlock.verify` of each request, in arrival order.
+        verifies: Arc<Mutex<Vec<bool>>>,
         script: Arc<Mutex<VecDeque<Answer>>>,
         ca: ClusterCa,
     }
@@ -264,10 +278,13 @@ mod tests {
         let ep = rpc::server_endpoint("127.0.0.1:0".parse().unwrap(), &identity(&ca, Usage::Node), &Default::default())
             .unwrap();
         let (requests, script) = (Arc::new(AtomicUsize::new(0)), Arc::new(Mutex::new(VecDeque::new())));
-        let server = Server { addr: ep.local_addr().unwrap(), requests: requests.clone(), script: script.clone(), ca };
+        let verifies = Arc::new(Mutex::new(Vec::new()));
+        let addr = ep.local_addr().unwrap();
+        let server =
+            Server { addr, requests: requests.clone(), verifies: verifies.clone(), script: script.clone(), ca };
         tokio::spawn(async move {
             while let Some(incoming) = ep.accept().await {
-                let (requests, script) = (requests.clone(), script.clone());
+                let (requests, script, verifies) = (requests.clone(), script.clone(), verifies.clone());
                 tokio::spawn(async move {
                     let conn = incoming.await.unwrap();
                     rpc::accept_hello(&conn, Role::Worker, "shard", &Limits::DEFAULT).await.unwrap();
@@ -275,6 +292,7 @@ mod tests {
                         let frame = rpc::read_frame(&mut recv, &Limits::DEFAULT).await.unwrap();
                         let req: ReadBlock = frame.decode_body().unwrap();
                         requests.fetch_add(1, Ordering::SeqCst);
+                        verifies.lock().unwrap().push(req.verify);
                         let answer = script.lock().unwrap().pop_front().unwrap_or(Answer::Right);
                         let id = frame.header().request_id;
                         let mut payload: Vec<u8> =
@@ -377,15 +395,21 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_corrupt_payload_is_refused_and_not_retried() {
+    async fn a_corrupt_payload_is_read_again_with_the_worker_checking() {
         let server = start().await;
         let (_client, file) = open(&server).await;
         server.script.lock().unwrap().push_back(Answer::CorruptPayload);
         let mut buf = vec![0u8; 1000];
+        assert_eq!(file.read_at(500, &mut buf).await.unwrap(), 1000);
+        assert!(buf == expected(500, 1000));
+        assert_eq!(*server.verifies.lock().unwrap(), [false, true], "the retry asks the worker to verify");
+        // Bytes that keep failing: `Corrupt` (retryable: the caller may refetch) once the
+        // retries are spent, never the bytes.
+        server.script.lock().unwrap().extend([Answer::CorruptPayload; 4]);
         let err = file.read_at(500, &mut buf).await.unwrap_err();
-        assert_eq!(err.kind(), ErrorKind::Protocol, "{err}");
-        assert!(!err.retryable() && err.message().contains("Checksum"), "{err}");
-        assert_eq!(server.requests.load(Ordering::SeqCst), 1);
+        assert_eq!((err.kind(), err.retryable()), (ErrorKind::Corrupt, true), "{err}");
+        assert!(err.message().contains("block 10") && err.message().contains("crc32"), "{err}");
+        assert_eq!(*server.verifies.lock().unwrap(), [false, true, false, true, true, true]);
         // The next reply is right again, and so is the read.
         assert_eq!(file.read_at(500, &mut buf).await.unwrap(), 1000);
         assert!(buf == expected(500, 1000));
@@ -395,21 +419,17 @@ mod tests {
     async fn a_streamed_reply_is_checked_against_its_trailer() {
         let server = start().await;
         let (_client, file) = open(&server).await;
-        server.script.lock().unwrap().extend([Answer::Streamed, Answer::StreamedBadTrailer]);
         let mut buf = vec![0u8; 3000];
-        assert_eq!(
-            file.read_at(BLOCK - 1000, &mut buf).await.unwrap_err().kind(),
-            ErrorKind::Protocol,
-            "one of the two block replies has a bad trailer"
-        );
         server.script.lock().unwrap().extend([Answer::Streamed, Answer::Streamed]);
         assert_eq!(file.read_at(BLOCK - 1000, &mut buf).await.unwrap(), 3000);
         assert!(buf == expected(BLOCK - 1000, 3000));
-        server.script.lock().unwrap().push_back(Answer::StreamedBadTrailer);
+        // A bad trailer is bad bytes like any other: read again, then refused as `Corrupt`.
+        server.script.lock().unwrap().extend([Answer::StreamedBadTrailer; 4]);
         let err = file.read_at(7, &mut buf).await.unwrap_err();
-        assert_eq!(err.kind(), ErrorKind::Protocol, "{err}");
-        assert!(!err.retryable() && err.message().contains("trailer says"), "{err}");
-        server.script.lock().unwrap().push_back(Answer::Streamed);
+        assert_eq!((err.kind(), err.retryable()), (ErrorKind::Corrupt, true), "{err}");
+        assert!(err.message().contains("trailer says"), "{err}");
+        assert_eq!(server.requests.load(Ordering::SeqCst), 2 + 4);
+        server.script.lock().unwrap().extend([Answer::StreamedBadTrailer, Answer::Streamed]);
         assert_eq!(file.read_at(7, &mut buf).await.unwrap(), 3000);
         assert!(buf == expected(7, 3000));
     }

@@ -82,9 +82,15 @@ impl Client {
 
     /// Reads `req.len` bytes of a block from the shard at `addr` into `dst`, with the
     /// deadline and retries of [`Client::call`]. On error `dst` holds unspecified bytes.
+    ///
+    /// After a `Corrupt` answer (bytes failing their checksum here, or the worker's own
+    /// finding) the retries ask the worker to check every chunk (`verify`): a corrupt block is
+    /// then dropped there and, if it has a source, fetched again.
     pub(crate) async fn read_block(&self, addr: SocketAddr, req: &ReadBlock, mut dst: Dst<'_>) -> Result<()> {
         let mut attempts = Attempts::new(&self.inner.settings, "read block");
+        let mut verified: Option<ReadBlock> = None;
         loop {
+            let req = verified.as_ref().unwrap_or(req);
             let attempt = async {
                 let conn = self.inner.pool.get(addr).await?;
                 let res = crate::block::read_block(&conn, req, dst.reborrow()).await;
@@ -95,7 +101,12 @@ impl Client {
             };
             match attempts.run(attempt).await {
                 Ok(()) => return Ok(()),
-                Err(e) => attempts.retry(e).await?,
+                Err(e) => {
+                    if e.kind() == ErrorKind::Corrupt && !req.verify {
+                        verified = Some(ReadBlock { verify: true, ..req.clone() });
+                    }
+                    attempts.retry(e).await?
+                }
             }
         }
     }

@@ -101,7 +101,8 @@ impl File {
             let source = self.inner.source(&loc);
             set.spawn(async move {
                 let addr = resolve(&loc.addr).await?;
-                let req = ReadBlock { block_id: loc.block_id, offset: 0, len: 0, source, fill_only: true };
+                let req =
+                    ReadBlock { block_id: loc.block_id, offset: 0, len: 0, source, fill_only: true, verify: false };
                 client.call(addr, "load block", &req, &[]).await?;
                 Ok::<u64, Error>(loc.len)
             });
@@ -300,7 +301,7 @@ pub(crate) async fn fetch(
     dst: Dst<'_>,
 ) -> Result<()> {
     let addr = resolve(&loc.addr).await?;
-    let req = ReadBlock { block_id: loc.block_id, offset, len, source, fill_only: false };
+    let req = ReadBlock { block_id: loc.block_id, offset, len, source, fill_only: false, verify: false };
     client.read_block(addr, &req, dst).await
 }
 

@@ -2,6 +2,7 @@
 //! (s3s in-process over HTTP on loopback), requests counted at the server.
 
 use cv_client::{Client, ErrorKind, MountMode};
+use cv_net::config::ByteSize;
 use cv_testkit::{Op, S3Server};
 use cv_tools::cluster::{ClusterOptions, LocalCluster};
 use std::io::{BufRead, BufReader};
@@ -452,4 +453,74 @@ async fn a_delete_through_cv_reaches_the_store_even_across_a_crash() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     up.kill();
+}
+
+/// Flips the byte `at` bytes into the first copy of `block` found in a shard data file under
+/// `dir`; false if no copy was found.
+fn flip_on_disk(dir: &Path, block: &[u8], at: usize) -> bool {
+    use std::os::unix::fs::FileExt;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().map(Result::unwrap) {
+            let path = e.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.file_name().is_some_and(|n| n == "blocks.data") {
+                let bytes = std::fs::read(&path).unwrap();
+                if let Some(start) = bytes.windows(256).position(|w| w == &block[..256]) {
+                    let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+                    f.write_all_at(&[bytes[start + at] ^ 0x10], (start + at) as u64).unwrap();
+                    f.sync_all().unwrap();
+                    return true;
+                }
+            }
+        }
+    }
+    false
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_byte_flipped_on_a_workers_disk_is_never_served() {
+    let (_store, s3) = lake();
+    let data = pattern(1 << 20, 7);
+    s3.put_object("lake", "t/flip", &data).unwrap();
+    // No memory tier: every read of the block reads the disk (a small one, to search).
+    let dir = tempfile::tempdir().unwrap();
+    let opts = ClusterOptions {
+        memory_tier: ByteSize(0),
+        capacity: ByteSize::mib(64),
+        ..ClusterOptions::ephemeral(dir.path())
+    };
+    let cluster = LocalCluster::start(&opts).await.unwrap();
+    let client = cluster.client().await.unwrap();
+    client.mount("s3://lake/t", "/lake", MountMode::Cache, s3_options(&s3)).await.unwrap();
+    assert_eq!(read_all(&client, "/lake/flip").await, data);
+    assert_eq!(block_gets(&s3, "/t/flip"), 1);
+
+    // A whole chunk holding the flip goes out unchecked with its stored crc; the client's check
+    // fails, its retry has the worker check the block, which drops it, and the next attempt
+    // fetches it from the store again: the caller gets the right bytes. (Until the block is
+    // committed, which may follow its bytes on disk, reads are still served from the fill.)
+    assert!(flip_on_disk(dir.path(), &data, 300_000), "the cached block is on a shard's disk");
+    let f = client.open("/lake/flip").await.unwrap();
+    let mut buf = vec![0u8; 64 << 10];
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while block_gets(&s3, "/t/flip") == 1 {
+        assert!(Instant::now() < deadline, "the corrupt block was never dropped and fetched again");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert_eq!(f.read_at(256 << 10, &mut buf).await.unwrap(), buf.len());
+        assert!(buf == data[256 << 10..320 << 10], "wrong bytes served");
+    }
+    assert_eq!(read_all(&client, "/lake/flip").await, data);
+
+    // A file written to cv alone has nowhere to be fetched from: an error, never the bytes.
+    let plain = pattern(1 << 20, 9);
+    let mut w = client.create("/plain", true).await.unwrap();
+    w.write(&plain).await.unwrap();
+    w.close().await.unwrap();
+    assert!(flip_on_disk(dir.path(), &plain, 200_000));
+    let f = client.open("/plain").await.unwrap();
+    let err = f.read_at(192 << 10, &mut buf).await.unwrap_err();
+    assert!(matches!(err.kind(), ErrorKind::Corrupt | ErrorKind::NotFound), "{err}");
+    cluster.shutdown().await.unwrap();
 }

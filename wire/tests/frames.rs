@@ -131,7 +131,7 @@ fn every_message_round_trips() {
             },
             &[],
         ),
-        round_trip(ReadBlock { block_id: 1, offset: 0, len: 4096, source: None, fill_only: false }, &[]),
+        round_trip(ReadBlock { block_id: 1, offset: 0, len: 4096, source: None, fill_only: false, verify: true }, &[]),
         round_trip(
             ReadBlock {
                 block_id: 1,
@@ -139,6 +139,7 @@ fn every_message_round_trips() {
                 len: 0,
                 source: Some(BlockSource { object: ufs_ref(), offset: 1 << 26, len: 1 << 26 }),
                 fill_only: true,
+                verify: false,
             },
             &[],
         ),

@@ -133,13 +133,16 @@ async fn a_flipped_byte_on_disk_gives_corrupt_never_wrong_bytes() {
     write(s1, id, &data).await.unwrap();
     let other = block_id(4, 1);
     write(s1, other, &pattern(other, 5000)).await.unwrap();
+    let twin = block_id(5, 1);
+    let twin_data = pattern(twin, 300_000);
+    write(s1, twin, &twin_data).await.unwrap();
 
-    // Find the block's bytes in shard 1's data file and flip one in its third chunk.
+    // Find each block's bytes in shard 1's data file and flip one in its third chunk.
     let path = dir.path().join("shard-1").join("blocks.data");
     let file = std::fs::read(&path).unwrap();
-    let at = file.windows(64).position(|w| w == &data[..64]).expect("block bytes on disk");
-    let victim = at + 150_000;
-    {
+    for d in [&data, &twin_data] {
+        let at = file.windows(64).position(|w| w == &d[..64]).expect("block bytes on disk");
+        let victim = at + 150_000;
         use std::os::unix::fs::FileExt;
         let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
         f.write_all_at(&[file[victim] ^ 0x20], victim as u64).unwrap();
@@ -147,9 +150,21 @@ async fn a_flipped_byte_on_disk_gives_corrupt_never_wrong_bytes() {
     }
     // Chunks before the flip still verify; the chunk holding it never comes back.
     assert_eq!(read(s1, id, 0, 65_536).await.unwrap().1, data[..65_536]);
+    // Read whole, a chunk goes with its stored crc for the reader to check: the frame check
+    // refuses it (this raw client calls that Malformed; the SDK asks again with `verify`).
+    for b in [id, twin] {
+        let e = read(s1, b, 131_072, 65_536).await.unwrap_err();
+        assert_eq!(e.code(), Some(ErrorCode::Malformed), "{e}");
+        assert!(e.to_string().contains("crc32"), "{e}");
+    }
+    // Asked for part of the chunk, or asked to verify, the shard checks it and drops the block.
     let e = read(s1, id, 140_000, 20_000).await.unwrap_err();
-    assert_eq!(e.code(), Some(ErrorCode::Corrupt));
-    assert!(e.retryable(), "corrupt must tell the caller to refetch");
+    let twin_e = read_checked(s1, twin, 131_072, 65_536, true).await.unwrap_err();
+    for e in [e, twin_e] {
+        assert_eq!(e.code(), Some(ErrorCode::Corrupt));
+        assert!(e.retryable(), "corrupt must tell the caller to refetch");
+    }
+    assert_eq!(code(read(s1, twin, 0, 10).await), ErrorCode::NotFound);
     // The block was dropped, so the caller refetches it; the neighbour is unharmed.
     assert_eq!(code(read(s1, id, 0, 10).await), ErrorCode::NotFound);
     assert_eq!(read(s1, other, 0, 5000).await.unwrap().1, pattern(other, 5000));

@@ -99,7 +99,18 @@ pub async fn write(conn: &Conn, block_id: u64, data: &[u8]) -> Result<WriteBlock
 }
 
 pub async fn read(conn: &Conn, block_id: u64, offset: u64, len: u64) -> Result<(u64, Vec<u8>), NetError> {
-    let reply = conn.call(&ReadBlock { block_id, offset, len, source: None, fill_only: false }, &[]).await?;
+    read_checked(conn, block_id, offset, len, false).await
+}
+
+/// [`read`], asking the shard to check every chunk itself (`ReadBlock.verify`).
+pub async fn read_checked(
+    conn: &Conn,
+    block_id: u64,
+    offset: u64,
+    len: u64,
+    verify: bool,
+) -> Result<(u64, Vec<u8>), NetError> {
+    let reply = conn.call(&ReadBlock { block_id, offset, len, source: None, fill_only: false, verify }, &[]).await?;
     let ok: ReadBlockOk = reply.decode_body()?;
     Ok((ok.block_len, reply.into_payload()))
 }

@@ -165,7 +165,7 @@ async fn read_src(
     source: &BlockSource,
     fill_only: bool,
 ) -> Result<(u64, Vec<u8>), NetError> {
-    let req = ReadBlock { block_id: block, offset, len, source: Some(source.clone()), fill_only };
+    let req = ReadBlock { block_id: block, offset, len, source: Some(source.clone()), fill_only, verify: false };
     let reply = conn.call(&req, &[]).await?;
     let ok: ReadBlockOk = reply.decode_body()?;
     Ok((ok.block_len, reply.into_payload()))
@@ -424,7 +424,7 @@ async fn missing_objects_are_stale_and_bad_sources_are_refused() {
     assert_eq!(code(read_src(other, id, 0, 1, &ok, false).await), ErrorCode::WrongShard);
     assert_eq!(r.s3.requests().len(), before);
     // Without a source a missing block stays NotFound, even with fill_only.
-    let req = ReadBlock { block_id: id, offset: 0, len: 1, source: None, fill_only: true };
+    let req = ReadBlock { block_id: id, offset: 0, len: 1, source: None, fill_only: true, verify: false };
     assert_eq!(code(r.conn(id).call(&req, &[]).await), ErrorCode::NotFound);
     r.stop().await;
 }
@@ -517,7 +517,8 @@ async fn a_cold_read_is_forwarded_while_the_store_still_delivers() {
     r.s3.set_fault(Fault::StallBody { after: 300 << 10, stall: STALL });
 
     let src = BlockSource { object: obj, offset: 0, len: BIG };
-    let req = ReadBlock { block_id: id, offset: 0, len: BIG, source: Some(src.clone()), fill_only: false };
+    let req =
+        ReadBlock { block_id: id, offset: 0, len: BIG, source: Some(src.clone()), fill_only: false, verify: false };
     let frame = cv_wire::encode(&req, 1, &[]).unwrap();
     let (mut send, mut recv) = r.conn(id).quinn().open_bi().await.unwrap();
     cv_net::rpc::write_frame(&mut send, &frame, &[]).await.unwrap();

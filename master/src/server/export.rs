@@ -224,7 +224,9 @@ impl Exporter {
             let mut off = 0;
             while off < b.len {
                 let len = READ_PIECE.min(b.len - off);
-                let req = ReadBlock { block_id: b.block_id, offset: off, len, source: None, fill_only: false };
+                // Checked on the worker as well: the export is the copy that outlives the cache.
+                let req =
+                    ReadBlock { block_id: b.block_id, offset: off, len, source: None, fill_only: false, verify: true };
                 let bytes = self.read(addr, &req).await?;
                 if bytes.len() as u64 != len {
                     let msg = format!("block {} gave {} bytes of {len}", b.block_id, bytes.len());

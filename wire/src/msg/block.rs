@@ -22,6 +22,10 @@ pub struct ReadBlock {
     /// Only make sure the block is cached (fetching it if needed); the reply
     /// carries no bytes. Used by `cvctl load`.
     pub fill_only: bool,
+    /// Check every chunk against its stored crc32 on the worker before sending. Without it a
+    /// chunk sent whole goes with its stored checksum unchecked and the reader's frame check
+    /// is its verification; a reader whose check failed asks again with `verify` (since v4).
+    pub verify: bool,
 }
 
 /// Where a block of a cached object comes from.

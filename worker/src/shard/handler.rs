@@ -16,7 +16,7 @@ use super::fill::FillError;
 use super::frame_io::{Head, ReadFail, read_payload};
 use super::reply::Reply;
 use crate::quic::{RecvStream, VarInt};
-use crate::store::{ErrorKind, StoreError};
+use crate::store::{ErrorKind, StoreError, Verify};
 
 /// Answers one request whose header and body have been read.
 pub(crate) async fn dispatch(ctx: &ShardCtx, head: Head, recv: &mut RecvStream) -> Reply {
@@ -130,7 +130,10 @@ async fn read_block(ctx: &ShardCtx, frame: &Frame) -> Result<Reply, Refusal> {
             return Ok(Reply::ok(request_id, &ReadBlockOk { block_len }));
         }
         let n = clamp(block_id, block_len, offset, len)?;
-        match ctx.store.read(block_id, offset, n).await {
+        // The reader checks chunks sent whole against their stored crcs (the frame crc) and
+        // asks again with `verify` if that fails: checking them here too would hash them twice.
+        let verify = if req.verify { Verify::Here } else { Verify::ByReader };
+        match ctx.store.read_verified(block_id, offset, n, verify).await {
             Ok(bytes) => return Ok(Reply::with_block(request_id, &ReadBlockOk { block_len }, bytes)),
             Err(e) => {
                 if e.kind() == ErrorKind::Corrupt {

@@ -52,14 +52,19 @@ impl MemTier {
         }
     }
 
-    /// A verified chunk just read from disk: admitted if seen recently, else remembered.
-    pub(crate) fn offer(&mut self, key: ChunkKey, bytes: &[u8]) {
+    /// A chunk just read from disk: admitted if seen recently, else remembered. `unchecked`
+    /// is the stored crc32 of a chunk not yet checked against it: it is checked before the
+    /// chunk is admitted (so only on admission), and a mismatch is not admitted.
+    pub(crate) fn offer(&mut self, key: ChunkKey, bytes: &[u8], unchecked: Option<u32>) {
         let w = bytes.len() as u64;
         if w == 0 || w > self.capacity || self.chunks.contains_key(&key) {
             return;
         }
         if !self.policy.remembers(&key) {
             self.policy.remember(key);
+            return;
+        }
+        if unchecked.is_some_and(|crc| crc32fast::hash(bytes) != crc) {
             return;
         }
         while self.policy.weight() + w > self.capacity {
@@ -79,11 +84,16 @@ impl MemTier {
     /// Drops every chunk of block incarnation `seq`.
     pub(crate) fn remove_block(&mut self, seq: u64, chunks: u32) {
         for i in 0..chunks {
-            if self.chunks.remove(&(seq, i)).is_some()
-                && let Some(w) = self.policy.remove(&(seq, i))
-            {
-                self.stats.bytes_used -= w;
-            }
+            self.remove((seq, i));
+        }
+    }
+
+    /// Drops one chunk, if resident.
+    pub(crate) fn remove(&mut self, key: ChunkKey) {
+        if self.chunks.remove(&key).is_some()
+            && let Some(w) = self.policy.remove(&key)
+        {
+            self.stats.bytes_used -= w;
         }
     }
 
@@ -101,13 +111,13 @@ mod tests {
         let mut m = MemTier::new(3 * 4096, 4096);
         let c = vec![7u8; 4096];
         assert!(m.get((1, 0)).is_none());
-        m.offer((1, 0), &c);
+        m.offer((1, 0), &c, None);
         assert!(m.get((1, 0)).is_none(), "first touch only remembers");
-        m.offer((1, 0), &c);
+        m.offer((1, 0), &c, None);
         assert_eq!(m.get((1, 0)).as_deref(), Some(&c[..]));
         for i in 1..6 {
-            m.offer((2, i), &c);
-            m.offer((2, i), &c);
+            m.offer((2, i), &c, None);
+            m.offer((2, i), &c, None);
         }
         let s = m.stats();
         assert!(s.bytes_used <= 3 * 4096);

@@ -2,7 +2,7 @@
 //!
 //! One [`BlockStore`] lives on one shard runtime (it is `!Send`). Blocks are written in
 //! pieces through a [`BlockWriter`] and become visible only when committed; every chunk read
-//! from disk is checked against its crc32. The block index is an append-only log, so a
+//! is checked against its crc32, by the store or by the reader ([`Verify`]). The block index is an append-only log, so a
 //! restarted store serves its blocks at once. Byte formats: `worker/STORE-FORMAT.md`.
 //!
 //! Layout: [`dma`] is the only O_DIRECT code; [`format`] the byte formats; `journal` the
@@ -27,6 +27,7 @@ pub use block_store::{BlockStat, BlockStore};
 pub use config::{DataDir, StoreConfig, Watermarks};
 pub use dma::DiskBytes;
 pub use error::{ErrorKind, Result, StoreError};
+pub use read::Verify;
 pub use report::BlockReport;
 pub use stats::{StoreStats, TierStats, Usage};
 pub use view::BlockBytes;

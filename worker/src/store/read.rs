@@ -1,16 +1,37 @@
-//! The read path: memory tier first, then one aligned disk read per run of missing chunks,
-//! every chunk from disk checked against its crc32 before any byte of it is returned.
+//! The read path: memory tier first, then one aligned disk read per run of missing chunks.
+//!
+//! Every chunk read is checked against its stored crc32, here or by the reader: with
+//! [`Verify::Here`] before any byte of it is returned; with [`Verify::ByReader`] a chunk
+//! returned whole carries its stored crc32 unchecked, and the reader's check of the bytes
+//! against it (the frame crc) is the verification, so the bytes are not hashed twice. A
+//! reader whose check fails reads again with `Here`, which drops the block on a mismatch.
 
 use super::block_store::{BlockStore, Entry, not_found};
 use super::error::{ErrorKind, Result, StoreError};
 use super::view::BlockBytes;
 
+/// Who checks the chunks of a read against their stored crc32s.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verify {
+    /// The store, before returning them: memory-tier chunks too (a copy failing its check is
+    /// dropped and the chunk read from disk).
+    Here,
+    /// The reader, against [`BlockBytes::crc32`]: chunks returned whole are not hashed here.
+    /// Partial chunks are still checked here (their stored crc does not cover the range).
+    ByReader,
+}
+
 impl BlockStore {
-    /// Reads `len` bytes at `offset` of block `block_id`.
+    /// Reads `len` bytes at `offset` of block `block_id`, every chunk checked here.
     ///
     /// `NotFound` if the block is absent; `Corrupt` if a chunk fails its checksum, in which
     /// case the block is dropped from the store (fetch it again and rewrite it).
     pub async fn read(&self, block_id: u64, offset: u64, len: u64) -> Result<BlockBytes> {
+        self.read_verified(block_id, offset, len, Verify::Here).await
+    }
+
+    /// [`BlockStore::read`], with the chunks checked as `verify` says.
+    pub async fn read_verified(&self, block_id: u64, offset: u64, len: u64, verify: Verify) -> Result<BlockBytes> {
         let e = self.lookup(block_id)?;
         let end = offset.checked_add(len).filter(|&end| end <= e.len).ok_or_else(|| {
             StoreError::new(
@@ -26,7 +47,16 @@ impl BlockStore {
         let (first, last) = ((offset / cs) as u32, ((end - 1) / cs) as u32);
         let cached: Vec<Option<bytes::Bytes>> = {
             let mut st = self.state();
-            (first..=last).map(|c| st.mem.get((e.seq, c))).collect()
+            let mut get = |c: u32| {
+                let chunk = st.mem.get((e.seq, c))?;
+                if verify == Verify::Here && Some(crc32fast::hash(&chunk)) != e.crcs.get(c as usize).copied() {
+                    tracing::warn!(block = block_id, chunk = c, "memory-tier copy failed its checksum; dropped");
+                    st.mem.remove((e.seq, c));
+                    return None;
+                }
+                Some(chunk)
+            };
+            (first..=last).map(&mut get).collect()
         };
         let mut c = first;
         while c <= last {
@@ -35,7 +65,10 @@ impl BlockStore {
                 let base = u64::from(c) * cs;
                 let lo = offset.max(base) - base;
                 let hi = end.min(base + chunk.len() as u64) - base;
-                out.push_mem(chunk.clone(), lo as usize, hi as usize);
+                // Admitted only after its check, so the stored crc is the chunk's.
+                let whole = lo == 0 && hi == chunk.len() as u64;
+                let crc = e.crcs.get(c as usize).copied().filter(|_| whole);
+                out.push_mem(chunk.clone(), lo as usize, hi as usize, crc);
                 c += 1;
                 continue;
             }
@@ -43,7 +76,7 @@ impl BlockStore {
             while run_end < last && cached[(run_end + 1 - first) as usize].is_none() {
                 run_end += 1;
             }
-            let (bytes, crc) = self.read_run(block_id, &e, c, run_end, offset, end).await?;
+            let (bytes, crc) = self.read_run(block_id, &e, c, run_end, offset, end, verify).await?;
             out.push_disk(bytes, crc);
             c = run_end + 1;
         }
@@ -65,10 +98,12 @@ impl BlockStore {
         }
     }
 
-    /// Reads whole chunks `first..=last` in one aligned read, verifies each, offers them to
-    /// the memory tier, and returns the part of them inside `[offset, end)` with its crc32:
-    /// whole chunks contribute the checksum just verified, only partial edge chunks are
-    /// checksummed again (over the bytes returned).
+    /// Reads whole chunks `first..=last` in one aligned read, verifies them (all with
+    /// `Verify::Here`, only the partial edge chunks with `ByReader`), offers them to the
+    /// memory tier, and returns the part of them inside `[offset, end)` with its crc32: whole
+    /// chunks contribute their stored checksum, partial edge chunks are checksummed again
+    /// (over the bytes returned).
+    #[allow(clippy::too_many_arguments)]
     async fn read_run(
         &self,
         block_id: u64,
@@ -77,6 +112,7 @@ impl BlockStore {
         last: u32,
         offset: u64,
         end: u64,
+        verify: Verify,
     ) -> Result<(super::dma::DiskBytes, u32)> {
         let cs = u64::from(e.chunk_size);
         let start = u64::from(first) * cs;
@@ -89,16 +125,22 @@ impl BlockStore {
         // The range to return, relative to `bytes`.
         let (lo, hi) = ((offset.max(start) - start) as usize, (end.min(stop) - start) as usize);
         let mut out_crc = crc32fast::Hasher::new();
+        // Chunks checked here; the others are checked before the memory tier admits them.
+        let mut checked = Vec::with_capacity((last - first + 1) as usize);
         for c in first..=last {
             let c_lo = (u64::from(c) * cs - start) as usize;
             let c_hi = ((u64::from(c) + 1) * cs).min(e.len) as usize - start as usize;
-            let got = crc32fast::hash(&bytes[c_lo..c_hi]);
-            if Some(got) != e.crcs.get(c as usize).copied() {
+            let stored = e.crcs.get(c as usize).copied();
+            let (s_lo, s_hi) = (c_lo.max(lo), c_hi.min(hi));
+            let whole = (s_lo, s_hi) == (c_lo, c_hi);
+            let check = verify == Verify::Here || !whole;
+            if check && Some(crc32fast::hash(&bytes[c_lo..c_hi])) != stored {
                 return Err(self.drop_corrupt(block_id, e, c).await);
             }
-            let (s_lo, s_hi) = (c_lo.max(lo), c_hi.min(hi));
-            if (s_lo, s_hi) == (c_lo, c_hi) {
-                out_crc.combine(&crc32fast::Hasher::new_with_initial_len(got, (c_hi - c_lo) as u64));
+            checked.push(check);
+            if whole {
+                let crc = stored.unwrap_or_default();
+                out_crc.combine(&crc32fast::Hasher::new_with_initial_len(crc, (c_hi - c_lo) as u64));
             } else if s_hi > s_lo {
                 out_crc.update(&bytes[s_lo..s_hi]);
             }
@@ -107,10 +149,11 @@ impl BlockStore {
             let mut st = self.state();
             // Only while this incarnation is still the live one.
             if st.blocks.get(&block_id).is_some_and(|cur| cur.seq == e.seq) {
-                for c in first..=last {
+                for (c, checked) in (first..=last).zip(checked) {
                     let lo = (u64::from(c) * cs - start) as usize;
                     let hi = ((u64::from(c) + 1) * cs).min(e.len) as usize - start as usize;
-                    st.mem.offer((e.seq, c), &bytes[lo..hi]);
+                    let unchecked = if checked { None } else { e.crcs.get(c as usize).copied() };
+                    st.mem.offer((e.seq, c), &bytes[lo..hi], unchecked);
                 }
             }
         }

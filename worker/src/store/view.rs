@@ -6,25 +6,27 @@ use super::dma::DiskBytes;
 
 #[derive(Debug, Clone)]
 enum Part {
-    /// Bytes of one disk read, with their crc32 (computed over this very buffer while the
-    /// chunks were verified).
+    /// Bytes of one disk read, with the crc32 they should have (stored chunk crcs combined,
+    /// partial edge chunks hashed).
     Disk { bytes: DiskBytes, crc: u32 },
-    /// Bytes of a memory-tier chunk; their crc32 is computed when asked for.
-    Mem { chunk: Bytes, start: usize, end: usize },
+    /// Bytes of a memory-tier chunk, with the stored crc32 when they are the whole chunk
+    /// (else it is computed when asked for).
+    Mem { chunk: Bytes, start: usize, end: usize, crc: Option<u32> },
 }
 
 impl Part {
     fn bytes(&self) -> &[u8] {
         match self {
             Part::Disk { bytes, .. } => bytes,
-            Part::Mem { chunk, start, end } => &chunk[*start..*end],
+            Part::Mem { chunk, start, end, .. } => &chunk[*start..*end],
         }
     }
 
     fn crc32(&self) -> u32 {
         match self {
             Part::Disk { crc, .. } => *crc,
-            Part::Mem { .. } => crc32fast::hash(self.bytes()),
+            Part::Mem { crc: Some(crc), .. } => *crc,
+            Part::Mem { crc: None, .. } => crc32fast::hash(self.bytes()),
         }
     }
 }
@@ -40,7 +42,8 @@ pub struct BlockBytes {
 }
 
 impl BlockBytes {
-    /// Appends disk bytes; `crc` must be the crc32 of exactly `d`.
+    /// Appends disk bytes; `crc` must be the crc32 `d` should have (computed over it, or
+    /// combined from stored chunk crcs for the reader to check).
     pub(crate) fn push_disk(&mut self, d: DiskBytes, crc: u32) {
         if !d.is_empty() {
             self.len += d.len();
@@ -48,10 +51,12 @@ impl BlockBytes {
         }
     }
 
-    pub(crate) fn push_mem(&mut self, chunk: Bytes, start: usize, end: usize) {
+    /// Appends part of a memory-tier chunk; `crc`, if given, must be the crc32 the bytes
+    /// should have (the stored one: a mismatch is caught by whoever checks [`Self::crc32`]).
+    pub(crate) fn push_mem(&mut self, chunk: Bytes, start: usize, end: usize, crc: Option<u32>) {
         if end > start {
             self.len += end - start;
-            self.parts.push(Part::Mem { chunk, start, end });
+            self.parts.push(Part::Mem { chunk, start, end, crc });
         }
     }
 
@@ -75,12 +80,13 @@ impl BlockBytes {
     pub(crate) fn shared_parts(&self) -> impl Iterator<Item = Bytes> + '_ {
         self.parts.iter().map(|p| match p {
             Part::Disk { bytes, .. } => bytes.bytes().clone(),
-            Part::Mem { chunk, start, end } => chunk.slice(*start..*end),
+            Part::Mem { chunk, start, end, .. } => chunk.slice(*start..*end),
         })
     }
 
-    /// The crc32 of all bytes: disk pieces contribute the checksum taken while their chunks
-    /// were verified (no second pass over them); memory-tier pieces are checksummed now.
+    /// The crc32 the bytes should have: whole chunks contribute their stored checksums (no
+    /// pass over them), partial memory-tier pieces are checksummed now. With
+    /// `Verify::ByReader` this is what the reader checks the bytes against.
     pub fn crc32(&self) -> u32 {
         let mut crc = crc32fast::Hasher::new();
         for p in &self.parts {
