@@ -75,6 +75,7 @@ impl FuseBenchOptions {
             device_dir: self.device_dir.clone(),
             device: self.device,
             quic_endpoints: 1,
+            rounds: 1,
         }
     }
 }

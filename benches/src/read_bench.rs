@@ -131,6 +131,8 @@ pub struct ReadBenchOptions {
     pub device: DeviceChoice,
     /// Bare QUIC server endpoints, one per worker shard (cv's topology).
     pub quic_endpoints: usize,
+    /// Times every series is measured (see [`series`]: goals are judged on the median round).
+    pub rounds: u32,
 }
 
 impl ReadBenchOptions {
@@ -159,6 +161,9 @@ impl ReadBenchOptions {
         if self.duration.is_zero() || self.quic_endpoints == 0 {
             return bad("duration and QUIC endpoints must be > 0".into());
         }
+        if !(1..=20).contains(&self.rounds) {
+            return bad(format!("rounds must be 1..=20, not {}", self.rounds));
+        }
         Ok(())
     }
 }
@@ -178,9 +183,9 @@ pub struct ReadReport {
     pub dataset_bytes: u64,
     /// Bytes compared against the written pattern (warm pass + measured reads).
     pub verified_bytes: u64,
-    /// Every measured series, grouped by workload: device, QUIC, cv.
+    /// Every measured series, grouped by round, then by workload: device, QUIC, cv.
     pub series: Vec<Series>,
-    /// The goals against this run's limits.
+    /// The goals against this run's limits (the median round's value of each).
     pub verdicts: Vec<Verdict>,
 }
 
@@ -212,8 +217,8 @@ pub async fn run(client: &Client, opts: &ReadBenchOptions, log: &dyn Fn(&str)) -
     })
 }
 
-/// Warm pass, then every series in order: for each workload the device,
-/// QUIC and cv back to back. Returns the series and the bytes checked.
+/// Warm pass, then every series in order, `rounds` times: for each workload the
+/// device, QUIC and cv back to back. Returns the series and the bytes checked.
 async fn measure(
     client: &Client,
     opts: &ReadBenchOptions,
@@ -231,23 +236,27 @@ async fn measure(
     let quic = quic::QuicBaseline::start(opts.quic_endpoints).await?;
 
     let mut series = Vec::new();
-    log(&format!("sequential {seq_block} B reads, depth {seq_depth}: device, QUIC, cv"));
-    series.push(tool.sequential(&dev_file, seq_block, seq_depth).await?);
-    let cpu = cpu::Snapshot::take();
-    series.push(quic.sequential(opts.total, seq_block, seq_depth).await?.with_cpu(&cpu));
-    let cpu = cpu::Snapshot::take();
-    let (s, v) = data.sequential(client, opts.verify_all).await?;
-    series.push(s.with_cpu(&cpu));
-    verified += v;
-    for &depth in &opts.rand_depths {
-        log(&format!("random {} B reads, depth {depth}, {:?} each: device, QUIC, cv", opts.rand_block, opts.duration));
-        series.push(tool.random(&dev_file, opts.rand_block, depth, opts.duration).await?);
+    for r in 0..opts.rounds {
+        let round = if opts.rounds > 1 { format!("round {}/{}: ", r + 1, opts.rounds) } else { String::new() };
+        log(&format!("{round}sequential {seq_block} B reads, depth {seq_depth}: device, QUIC, cv"));
+        series.push(tool.sequential(&dev_file, seq_block, seq_depth).await?.in_round(r));
         let cpu = cpu::Snapshot::take();
-        series.push(quic.random(opts.rand_block, depth, opts.duration).await?.with_cpu(&cpu));
+        series.push(quic.sequential(opts.total, seq_block, seq_depth).await?.with_cpu(&cpu).in_round(r));
         let cpu = cpu::Snapshot::take();
-        let (s, v) = data.random(opts.rand_block, depth, opts.duration, opts.verify_all).await?;
-        series.push(s.with_cpu(&cpu));
+        let (s, v) = data.sequential(client, opts.verify_all).await?;
+        series.push(s.with_cpu(&cpu).in_round(r));
         verified += v;
+        for &depth in &opts.rand_depths {
+            let (block, secs) = (opts.rand_block, opts.duration);
+            log(&format!("{round}random {block} B reads, depth {depth}, {secs:?} each: device, QUIC, cv"));
+            series.push(tool.random(&dev_file, block, depth, secs).await?.in_round(r));
+            let cpu = cpu::Snapshot::take();
+            series.push(quic.random(block, depth, secs).await?.with_cpu(&cpu).in_round(r));
+            let cpu = cpu::Snapshot::take();
+            let (s, v) = data.random(block, depth, secs, opts.verify_all).await?;
+            series.push(s.with_cpu(&cpu).in_round(r));
+            verified += v;
+        }
     }
     quic.shutdown();
     dev_file.remove();

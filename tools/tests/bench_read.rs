@@ -5,23 +5,27 @@
 use serde_json::Value;
 use std::process::Command;
 
-fn bench_read(device: &str) -> Value {
+fn bench_read(device: &str, rounds: u32) -> Value {
     let out = Command::new(env!("CARGO_BIN_EXE_cvctl"))
         .args(["bench", "read", "--size", "6MiB", "--file-size", "2MiB", "--rand-depths", "1,4"])
         .args(["--duration", "300ms", "--verify-all", "--json", "--device", device])
+        .args(["--rounds", &rounds.to_string()])
         .output()
         .expect("run cvctl");
     assert!(out.status.success(), "cvctl bench read failed: {}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).expect("JSON report")
 }
 
-fn check(report: &Value) {
+fn check(report: &Value, rounds: usize) {
     assert_eq!(report["files"], 3);
     assert_eq!(report["dataset_bytes"], 6 << 20);
     assert_eq!(report["memory_tier_bytes"], 0, "the embedded default measures the disk tier");
     let series = report["series"].as_array().expect("series");
-    // Sequential plus two random depths, each from device, QUIC and cv.
-    assert_eq!(series.len(), 9, "{series:?}");
+    // Each round: sequential plus two random depths, each from device, QUIC and cv.
+    assert_eq!(series.len(), 9 * rounds, "{series:?}");
+    for (i, s) in series.iter().enumerate() {
+        assert_eq!(s["round"].as_u64(), Some((i / 9) as u64), "{s}");
+    }
     for s in series {
         assert!(s["ops"].as_u64().unwrap() > 0, "a series did nothing: {s}");
         assert_eq!(s["bytes"].as_u64(), Some(s["ops"].as_u64().unwrap() * s["block"].as_u64().unwrap()), "{s}");
@@ -31,7 +35,7 @@ fn check(report: &Value) {
         }
     }
     let sources: Vec<&str> = series.iter().map(|s| s["source"].as_str().unwrap()).collect();
-    assert_eq!(sources, ["device", "quic", "cv"].repeat(3));
+    assert_eq!(sources, ["device", "quic", "cv"].repeat(3 * rounds));
     // QUIC and cv series carry CPU per request of both sides (the embedded shards are threads
     // of this process); fio's is its own process's and is not measured.
     for s in series {
@@ -46,14 +50,19 @@ fn check(report: &Value) {
     // The warm pass (every byte) and every measured cv read were compared with the pattern.
     let cv_bytes: u64 = series.iter().filter(|s| s["source"] == "cv").map(|s| s["bytes"].as_u64().unwrap()).sum();
     assert_eq!(report["verified_bytes"].as_u64(), Some((6 << 20) + cv_bytes));
-    assert!(!report["verdicts"].as_array().unwrap().is_empty());
+    // One verdict per goal, with its value in every round.
+    let verdicts = report["verdicts"].as_array().unwrap();
+    assert!(!verdicts.is_empty());
+    for v in verdicts {
+        assert_eq!(v["rounds"].as_array().map(Vec::len), Some(rounds), "{v}");
+    }
 }
 
 #[test]
 fn bench_read_moves_the_right_bytes_with_the_in_tree_device_reader() {
-    let report = bench_read("uring");
+    let report = bench_read("uring", 2);
     assert!(report["device_tool"].as_str().unwrap().contains("in-tree reader"), "{report}");
-    check(&report);
+    check(&report, 2);
 }
 
 #[test]
@@ -62,9 +71,9 @@ fn bench_read_with_fio_when_installed() {
     if !fio {
         eprintln!("fio is not installed (scripts/install-bench-deps); the auto run uses the in-tree reader");
     }
-    let report = bench_read("auto");
+    let report = bench_read("auto", 1);
     assert_eq!(report["device_tool"].as_str().unwrap().starts_with("fio"), fio, "{report}");
-    check(&report);
+    check(&report, 1);
 }
 
 #[test]
@@ -73,6 +82,7 @@ fn bench_read_refuses_bad_sizes_before_starting_a_cluster() {
         ("--file-size", "3000000", "multiple of 1 MiB"),
         ("--seq-depth", "0", "prefetch_depth"),
         ("--rand-depths", "0", "depths"),
+        ("--rounds", "0", "rounds must be"),
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_cvctl")).args(["bench", "read", flag, value]).output().expect("run");
         let err = String::from_utf8_lossy(&out.stderr);
