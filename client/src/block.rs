@@ -81,6 +81,23 @@ impl Received {
         }
     }
 
+    /// Appends `len` bytes starting `from` bytes in to `out`; the range must be inside.
+    pub(crate) fn extend_range(&self, mut from: usize, mut len: usize, out: &mut Vec<u8>) {
+        debug_assert!(from + len <= self.len);
+        for c in &self.chunks {
+            if len == 0 {
+                break;
+            }
+            if from >= c.len() {
+                from -= c.len();
+                continue;
+            }
+            let n = (c.len() - from).min(len);
+            out.extend_from_slice(&c[from..from + n]);
+            (from, len) = (0, len - n);
+        }
+    }
+
     /// Moves the first bytes into `out` (as many as fit); returns how many.
     pub(crate) fn take_into(&mut self, out: &mut [u8]) -> usize {
         let mut filled = 0;
@@ -475,6 +492,13 @@ mod tests {
         let mut all = [0u8; 10];
         r.copy_to(&mut all);
         assert_eq!(&all, b"abcdefghij");
+        // Any range, across chunk boundaries and empty chunks, without taking it.
+        for (from, len) in [(0, 10), (2, 2), (3, 5), (8, 2), (9, 0), (4, 1)] {
+            let mut out = b"x".to_vec();
+            r.extend_range(from, len, &mut out);
+            assert_eq!(out[1..], all[from..from + len], "{from}+{len}");
+        }
+        assert_eq!(r.len(), 10);
         let mut out = [0u8; 4];
         assert_eq!(r.take_into(&mut out), 4);
         assert_eq!(&out, b"abcd");

@@ -199,43 +199,42 @@ impl File {
                 _ => merged.push((s, e)),
             }
         }
-        let mut fetched: Vec<(u64, Vec<u8>)> = Vec::with_capacity(merged.len());
-        let mut all = Vec::new();
-        for (s, e) in &merged {
-            let mut buf = vec![0u8; (e - s) as usize];
-            if let Some((tail_off, tail)) = &self.inner.tail
-                && *s >= *tail_off
-            {
-                buf.copy_from_slice(&tail[(s - tail_off) as usize..(e - tail_off) as usize]);
-            } else {
-                all.push((fetched.len(), self.pieces(*s, e - s, 0)));
-            }
-            fetched.push((*s, buf));
-        }
-        // One parallel fan-out over every piece of every span.
+        // Bytes from the tail on are copied from it; the rest of every span is fetched, all
+        // pieces of all spans in one parallel fan-out, and kept as received.
+        let tail_off = self.inner.tail.as_ref().map_or(len, |(o, _)| *o);
         let mut set = JoinSet::new();
-        for (span, pieces) in all {
-            for p in pieces {
+        for &(s, e) in merged.iter().filter(|(s, _)| *s < tail_off) {
+            for p in self.pieces(s, e.min(tail_off) - s, 0) {
                 let client = self.inner.client.clone();
                 let src = self.inner.source(&p.loc);
-                set.spawn(
-                    async move { fetch_owned(&client, &p.loc, src, p.offset, p.len).await.map(|b| (span, p.dst, b)) },
-                );
+                let at = s + p.dst as u64;
+                set.spawn(async move { fetch_owned(&client, &p.loc, src, p.offset, p.len).await.map(|b| (at, b)) });
             }
         }
+        let mut fetched: Vec<(u64, Received)> = Vec::with_capacity(set.len());
         while let Some(res) = set.join_next().await {
-            let (span, dst, bytes) = res.map_err(|e| Error::new(ErrorKind::Other, format!("read task: {e}")))??;
-            bytes.copy_to(&mut fetched[span].1[dst..dst + bytes.len()]);
+            fetched.push(res.map_err(|e| Error::new(ErrorKind::Other, format!("read task: {e}")))??);
         }
+        fetched.sort_unstable_by_key(|(at, _)| *at);
+        // Each range is copied once, from the received pieces and the tail.
         Ok(clipped
             .iter()
             .map(|&(s, e)| {
-                if e <= s {
-                    return Vec::new();
+                let mut out = Vec::with_capacity(e.saturating_sub(s) as usize);
+                let mut at = s;
+                let mut i = fetched.partition_point(|(o, _)| *o <= at).saturating_sub(1);
+                while at < e.min(tail_off) {
+                    let (o, b) = &fetched[i];
+                    let n = (o + b.len() as u64).min(e.min(tail_off)) - at;
+                    b.extend_range((at - o) as usize, n as usize, &mut out);
+                    (at, i) = (at + n, i + 1);
                 }
-                let i = fetched.partition_point(|(o, _)| *o <= s) - 1;
-                let (o, b) = &fetched[i];
-                b[(s - o) as usize..(e - o) as usize].to_vec()
+                if let Some((t, tail)) = &self.inner.tail
+                    && e > at
+                {
+                    out.extend_from_slice(&tail[(at - t) as usize..(e - t) as usize]);
+                }
+                out
             })
             .collect())
     }

@@ -55,8 +55,18 @@ async fn edge_sizes_round_trip_through_every_read_path() {
         let mut past = [0u8; 4];
         assert_eq!(f.read_at(len as u64, &mut past).await.unwrap(), 0);
 
-        // read_vectored: overlapping, adjacent and past-the-end ranges.
-        let ranges = [(0u64, 10usize), (5, 10), (15, 1), (len as u64 / 3, 70_000), (len as u64, 5)];
+        // read_vectored: overlapping, adjacent and past-the-end ranges, and ranges across a
+        // block boundary and into the tail (served from memory after `open`).
+        let ranges = [
+            (0u64, 10usize),
+            (5, 10),
+            (15, 1),
+            (len as u64 / 3, 70_000),
+            (len as u64, 5),
+            (BLOCK as u64 - 3, 7),
+            (len.saturating_sub(100_000) as u64, 99_990),
+            (len.saturating_sub(30) as u64, 30),
+        ];
         let got = f.read_vectored(&ranges).await.unwrap();
         for ((off, l), bytes) in ranges.iter().zip(&got) {
             let s = (*off as usize).min(len);
