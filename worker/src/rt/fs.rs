@@ -17,6 +17,14 @@ pub struct RingFile {
     file: File,
 }
 
+impl Drop for RingFile {
+    /// Operations on this file may still be queued, unsubmitted: submit them while the fd is
+    /// still this file's (the kernel then holds its own reference).
+    fn drop(&mut self) {
+        let _ = super::try_with_ring(|r| r.flush());
+    }
+}
+
 impl RingFile {
     pub fn new(file: File) -> RingFile {
         RingFile { file }

@@ -193,9 +193,14 @@ impl Runtime {
         }
     }
 
-    /// Completions and due timers: wakes their tasks.
+    /// Submits the turn's file operations, then collects completions and due timers: wakes
+    /// their tasks.
     fn collect(&self, wake: &mut Vec<std::task::Waker>) {
-        let fired = self.local.ring.borrow_mut().reap(wake);
+        let fired = {
+            let mut ring = self.local.ring.borrow_mut();
+            ring.flush();
+            ring.reap(wake)
+        };
         if fired {
             // Reset the counter so that the next poll waits for a new write.
             let _ = (&self.local.queue.efd).read(&mut [0u8; 8]);
@@ -432,6 +437,46 @@ mod tests {
         drop(r);
         assert!(t0.elapsed() < Duration::from_secs(1));
         drop(sock);
+    }
+
+    #[test]
+    fn file_ops_made_in_one_turn_are_submitted_together() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let data: Vec<u8> = (0..16 * 4096u32).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&path, &data).unwrap();
+        rt().block_on(async move {
+            let file = Rc::new(fs::RingFile::new(std::fs::File::open(&path).unwrap()));
+            let before = local().ring.borrow().submits;
+            let reads: Vec<_> = (0..16u64)
+                .map(|i| {
+                    let f = file.clone();
+                    spawn_local(async move {
+                        let (n, buf) = f.read_at(buf::AlignedBuf::with_capacity(4096), 4096, i * 4096).await;
+                        (n.unwrap(), buf.as_ref()[..4096].to_vec())
+                    })
+                })
+                .collect();
+            for (i, t) in reads.into_iter().enumerate() {
+                let (n, got) = t.await;
+                assert_eq!((n, &got[..]), (4096, &data[i * 4096..(i + 1) * 4096]));
+            }
+            let submits = local().ring.borrow().submits - before;
+            assert!(submits <= 2, "16 reads made in one turn took {submits} submits");
+            // A file dropped while its read is still queued: submitted first, then closed.
+            let f = fs::RingFile::new(std::fs::File::open(&path).unwrap());
+            let mut read = Box::pin(f.read_at(buf::AlignedBuf::with_capacity(4096), 4096, 4096));
+            assert!(futures_poll_once(read.as_mut()).is_pending());
+            drop(read);
+            drop(f);
+            sleep(Duration::from_millis(5)).await;
+            assert_eq!(local().ring.borrow().in_flight(), 0, "the read completed (or was cancelled) after all");
+        });
+    }
+
+    /// Polls `fut` once with a waker that does nothing.
+    fn futures_poll_once<F: Future>(fut: std::pin::Pin<&mut F>) -> Poll<F::Output> {
+        fut.poll(&mut Context::from_waker(std::task::Waker::noop()))
     }
 
     #[test]

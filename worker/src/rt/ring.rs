@@ -3,8 +3,12 @@
 //! Every buffer, path or fd an operation refers to is owned by its slot from submission until
 //! the completion arrives, even if the awaiting future is dropped first (the slot is then
 //! *abandoned* and freed by its completion). That is what makes the `unsafe` pushes sound.
-//! Operations are submitted as they are made, so the kernel holds its own reference to the
-//! file before the caller can close it.
+//! File operations (reads, writes, syncs, preallocation) are queued as they are made and
+//! submitted together when the runtime finishes its turn ([`Ring::flush`]): a burst of
+//! requests costs one `io_uring_enter`, and the block layer gets them as one plug (one
+//! doorbell to the virtual disk instead of one each). A `RingFile` flushes before its fd
+//! closes, so the kernel always takes its own reference to the file before the caller can
+//! close it. Polls, wake-up arming and cancellations are submitted at once.
 #![allow(unsafe_code)]
 
 use std::future::Future;
@@ -60,6 +64,9 @@ pub(crate) struct Ring {
     wake_fired: bool,
     /// Completions copied out of the queue (reused: no allocation per reap).
     done: Vec<(u64, i32)>,
+    /// `io_uring_enter` calls that submitted (tests count them).
+    #[cfg(test)]
+    pub(crate) submits: usize,
 }
 
 impl std::fmt::Debug for Ring {
@@ -78,7 +85,16 @@ impl Ring {
             .setup_taskrun_flag()
             .build(entries)
             .or_else(|_| IoUring::new(entries))?;
-        Ok(Ring { uring, slots: Vec::new(), free: Vec::new(), in_flight: 0, wake_fired: true, done: Vec::new() })
+        Ok(Ring {
+            uring,
+            slots: Vec::new(),
+            free: Vec::new(),
+            in_flight: 0,
+            wake_fired: true,
+            done: Vec::new(),
+            #[cfg(test)]
+            submits: 0,
+        })
     }
 
     /// Operations submitted and not yet completed.
@@ -101,12 +117,13 @@ impl Ring {
         }
     }
 
-    /// Pushes `entry` and submits it now.
+    /// Pushes `entry`; submits it now if `now`, else at the next [`Ring::flush`] (or sooner,
+    /// when the submission queue is full).
     ///
     /// SAFETY (for callers): every pointer in `entry` must stay valid until the completion
     /// arrives: it must point into `keep` of the slot `entry` was tagged with, or into memory
-    /// that lives as long as the ring.
-    unsafe fn push(&mut self, entry: squeue::Entry) -> io::Result<()> {
+    /// that lives as long as the ring. An fd in it must stay open until it is submitted.
+    unsafe fn push(&mut self, entry: squeue::Entry, now: bool) -> io::Result<()> {
         loop {
             // SAFETY: forwarded from the caller's contract.
             let pushed = unsafe { self.uring.submission().push(&entry) };
@@ -114,19 +131,40 @@ impl Ring {
                 break;
             }
             // The submission queue is full: hand it to the kernel, then retry.
-            self.uring.submit()?;
+            self.submit()?;
         }
-        self.uring.submit()?;
+        if now {
+            self.submit()?;
+        }
         Ok(())
     }
 
-    fn start(&mut self, keep: Keep, build: impl FnOnce(&mut Keep) -> squeue::Entry) -> Op {
+    fn submit(&mut self) -> io::Result<usize> {
+        #[cfg(test)]
+        {
+            self.submits += 1;
+        }
+        self.uring.submit()
+    }
+
+    /// Submits every queued entry (the runtime calls this at the end of each turn).
+    pub(crate) fn flush(&mut self) {
+        if !self.uring.submission().is_empty()
+            && let Err(e) = self.submit()
+        {
+            // They stay queued: the next flush or wait submits them.
+            tracing::warn!(error = %e, "io_uring submit failed");
+        }
+    }
+
+    fn start(&mut self, keep: Keep, now: bool, build: impl FnOnce(&mut Keep) -> squeue::Entry) -> Op {
         let id = self.slot(keep);
         let Slot::Waiting { keep, .. } = &mut self.slots[id] else { unreachable!("fresh slot") };
         let entry = build(keep).user_data(id as u64);
         // SAFETY: `build` made `entry` point only into `keep`, which the slot owns until the
-        // completion frees it (see `complete`), or into nothing at all.
-        match unsafe { self.push(entry) } {
+        // completion frees it (see `complete`), or into nothing at all; file ops' fds belong
+        // to `RingFile`s, which flush before closing them.
+        match unsafe { self.push(entry, now) } {
             Ok(()) => {
                 self.in_flight += 1;
                 Op { id: Some(id) }
@@ -140,7 +178,7 @@ impl Ring {
 
     pub(crate) fn read(&mut self, fd: RawFd, buf: AlignedBuf, len: usize, pos: u64) -> Op {
         let len = len.min(buf.capacity());
-        self.start(Keep::Aligned(buf), |keep| {
+        self.start(Keep::Aligned(buf), false, |keep| {
             let Keep::Aligned(b) = keep else { unreachable!() };
             opcode::Read::new(types::Fd(fd), b.as_mut_ptr(), len as u32).offset(pos).build()
         })
@@ -148,7 +186,7 @@ impl Ring {
 
     /// Writes `len` bytes from the start of `buf` at `pos`.
     pub(crate) fn write(&mut self, fd: RawFd, buf: Keep, len: usize, pos: u64) -> Op {
-        self.start(buf, |keep| {
+        self.start(buf, false, |keep| {
             let ptr = match keep {
                 Keep::Aligned(b) => b.as_mut_ptr().cast_const(),
                 Keep::Bytes(v) => v.as_ptr(),
@@ -160,16 +198,16 @@ impl Ring {
 
     pub(crate) fn fsync(&mut self, fd: RawFd, data_only: bool) -> Op {
         let flags = if data_only { types::FsyncFlags::DATASYNC } else { types::FsyncFlags::empty() };
-        self.start(Keep::Nothing, |_| opcode::Fsync::new(types::Fd(fd)).flags(flags).build())
+        self.start(Keep::Nothing, false, |_| opcode::Fsync::new(types::Fd(fd)).flags(flags).build())
     }
 
     pub(crate) fn fallocate(&mut self, fd: RawFd, offset: u64, len: u64) -> Op {
-        self.start(Keep::Nothing, |_| opcode::Fallocate::new(types::Fd(fd), len).offset(offset).build())
+        self.start(Keep::Nothing, false, |_| opcode::Fallocate::new(types::Fd(fd), len).offset(offset).build())
     }
 
     /// Completes when `fd` is readable (one shot).
     pub(crate) fn poll_readable(&mut self, fd: RawFd) -> Op {
-        self.start(Keep::Nothing, |_| opcode::PollAdd::new(types::Fd(fd), libc::POLLIN as u32).build())
+        self.start(Keep::Nothing, true, |_| opcode::PollAdd::new(types::Fd(fd), libc::POLLIN as u32).build())
     }
 
     /// Arms the poll on the wake-up eventfd if its last one fired.
@@ -180,7 +218,7 @@ impl Ring {
         let entry = opcode::PollAdd::new(types::Fd(efd), libc::POLLIN as u32).build().user_data(WAKE_POLL);
         // SAFETY: the entry holds no pointer; the eventfd lives as long as the runtime, which
         // drains the ring before closing it.
-        unsafe { self.push(entry)? };
+        unsafe { self.push(entry, true)? };
         self.wake_fired = false;
         Ok(())
     }
@@ -188,7 +226,7 @@ impl Ring {
     fn cancel(&mut self, id: usize) {
         let entry = opcode::AsyncCancel::new(id as u64).build().user_data(IGNORED);
         // SAFETY: a cancellation holds no pointer.
-        if let Err(e) = unsafe { self.push(entry) } {
+        if let Err(e) = unsafe { self.push(entry, true) } {
             tracing::debug!(error = %e, "io_uring cancel not submitted");
         }
     }
@@ -198,7 +236,7 @@ impl Ring {
     pub(crate) fn reap(&mut self, wake: &mut Vec<Waker>) -> bool {
         // With TASKRUN_FLAG set, completions may wait in the kernel until we enter it.
         if self.uring.submission().taskrun() {
-            let _ = self.uring.submit();
+            let _ = self.submit();
         }
         let mut woke = false;
         let mut done = std::mem::take(&mut self.done);
