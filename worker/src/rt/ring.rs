@@ -5,8 +5,8 @@
 //! *abandoned* and freed by its completion). That is what makes the `unsafe` pushes sound.
 //! File operations (reads, writes, syncs, preallocation) are queued as they are made and
 //! submitted together when the runtime finishes its turn ([`Ring::flush`]): a burst of
-//! requests costs one `io_uring_enter`, and the block layer gets them as one plug (one
-//! doorbell to the virtual disk instead of one each). A `RingFile` flushes before its fd
+//! requests costs one `io_uring_enter`, and the block layer gets them in one submission (one
+//! plug). A `RingFile` flushes before its fd
 //! closes, so the kernel always takes its own reference to the file before the caller can
 //! close it. Polls, wake-up arming and cancellations are submitted at once.
 #![allow(unsafe_code)]
