@@ -68,7 +68,7 @@ impl BlockStore {
                 // Admitted only after its check, so the stored crc is the chunk's.
                 let whole = lo == 0 && hi == chunk.len() as u64;
                 let crc = e.crcs.get(c as usize).copied().filter(|_| whole);
-                out.push_mem(chunk.clone(), lo as usize, hi as usize, crc);
+                out.push_mem(chunk.slice(lo as usize..hi as usize), crc);
                 c += 1;
                 continue;
             }
@@ -124,36 +124,37 @@ impl BlockStore {
         let bytes = file.read(e.offset + start, (stop - start) as usize).await?;
         // The range to return, relative to `bytes`.
         let (lo, hi) = ((offset.max(start) - start) as usize, (end.min(stop) - start) as usize);
+        // Chunk `c`'s bytes in `bytes`, and whether they are checked here: all with `Here`,
+        // else only chunks not returned whole (the others are checked by the reader, and by
+        // the memory tier before it admits them).
+        let chunk = |c: u32| {
+            let (c_lo, c_hi) =
+                ((u64::from(c) * cs - start) as usize, (((u64::from(c) + 1) * cs).min(e.len) - start) as usize);
+            let whole = lo <= c_lo && c_hi <= hi;
+            (c_lo, c_hi, whole, verify == Verify::Here || !whole)
+        };
         let mut out_crc = crc32fast::Hasher::new();
-        // Chunks checked here; the others are checked before the memory tier admits them.
-        let mut checked = Vec::with_capacity((last - first + 1) as usize);
         for c in first..=last {
-            let c_lo = (u64::from(c) * cs - start) as usize;
-            let c_hi = ((u64::from(c) + 1) * cs).min(e.len) as usize - start as usize;
+            let (c_lo, c_hi, whole, checked_here) = chunk(c);
             let stored = e.crcs.get(c as usize).copied();
-            let (s_lo, s_hi) = (c_lo.max(lo), c_hi.min(hi));
-            let whole = (s_lo, s_hi) == (c_lo, c_hi);
-            let check = verify == Verify::Here || !whole;
-            if check && Some(crc32fast::hash(&bytes[c_lo..c_hi])) != stored {
+            if checked_here && Some(crc32fast::hash(&bytes[c_lo..c_hi])) != stored {
                 return Err(self.drop_corrupt(block_id, e, c).await);
             }
-            checked.push(check);
             if whole {
                 let crc = stored.unwrap_or_default();
                 out_crc.combine(&crc32fast::Hasher::new_with_initial_len(crc, (c_hi - c_lo) as u64));
-            } else if s_hi > s_lo {
-                out_crc.update(&bytes[s_lo..s_hi]);
+            } else if c_hi.min(hi) > c_lo.max(lo) {
+                out_crc.update(&bytes[c_lo.max(lo)..c_hi.min(hi)]);
             }
         }
         {
             let mut st = self.state();
             // Only while this incarnation is still the live one.
             if st.blocks.get(&block_id).is_some_and(|cur| cur.seq == e.seq) {
-                for (c, checked) in (first..=last).zip(checked) {
-                    let lo = (u64::from(c) * cs - start) as usize;
-                    let hi = ((u64::from(c) + 1) * cs).min(e.len) as usize - start as usize;
-                    let unchecked = if checked { None } else { e.crcs.get(c as usize).copied() };
-                    st.mem.offer((e.seq, c), &bytes[lo..hi], unchecked);
+                for c in first..=last {
+                    let (c_lo, c_hi, _, checked_here) = chunk(c);
+                    let unchecked = if checked_here { None } else { e.crcs.get(c as usize).copied() };
+                    st.mem.offer((e.seq, c), &bytes[c_lo..c_hi], unchecked);
                 }
             }
         }

@@ -9,16 +9,16 @@ enum Part {
     /// Bytes of one disk read, with the crc32 they should have (stored chunk crcs combined,
     /// partial edge chunks hashed).
     Disk { bytes: DiskBytes, crc: u32 },
-    /// Bytes of a memory-tier chunk, with the stored crc32 when they are the whole chunk
-    /// (else it is computed when asked for).
-    Mem { chunk: Bytes, start: usize, end: usize, crc: Option<u32> },
+    /// Bytes of a memory-tier chunk (a slice sharing it), with the stored crc32 when they are
+    /// the whole chunk (else it is computed when asked for).
+    Mem { bytes: Bytes, crc: Option<u32> },
 }
 
 impl Part {
     fn bytes(&self) -> &[u8] {
         match self {
             Part::Disk { bytes, .. } => bytes,
-            Part::Mem { chunk, start, end, .. } => &chunk[*start..*end],
+            Part::Mem { bytes, .. } => bytes,
         }
     }
 
@@ -53,10 +53,10 @@ impl BlockBytes {
 
     /// Appends part of a memory-tier chunk; `crc`, if given, must be the crc32 the bytes
     /// should have (the stored one: a mismatch is caught by whoever checks [`Self::crc32`]).
-    pub(crate) fn push_mem(&mut self, chunk: Bytes, start: usize, end: usize, crc: Option<u32>) {
-        if end > start {
-            self.len += end - start;
-            self.parts.push(Part::Mem { chunk, start, end, crc });
+    pub(crate) fn push_mem(&mut self, bytes: Bytes, crc: Option<u32>) {
+        if !bytes.is_empty() {
+            self.len += bytes.len();
+            self.parts.push(Part::Mem { bytes, crc });
         }
     }
 
@@ -80,7 +80,7 @@ impl BlockBytes {
     pub(crate) fn shared_parts(&self) -> impl Iterator<Item = Bytes> + '_ {
         self.parts.iter().map(|p| match p {
             Part::Disk { bytes, .. } => bytes.bytes().clone(),
-            Part::Mem { chunk, start, end, .. } => chunk.slice(*start..*end),
+            Part::Mem { bytes, .. } => bytes.clone(),
         })
     }
 
