@@ -175,22 +175,22 @@ impl Verdict {
     }
 }
 
-fn find(series: &[Series], source: Source, workload: Workload, depth: u32) -> Option<&Series> {
-    series.iter().find(|s| s.source == source && s.workload == workload && s.depth == depth)
+/// The series of `source` measured in the same round and workload as `cv`.
+fn find<'a>(series: &'a [Series], source: Source, cv: &Series) -> Option<&'a Series> {
+    series
+        .iter()
+        .find(|s| s.source == source && s.workload == cv.workload && s.depth == cv.depth && s.round == cv.round)
 }
 
 /// The goals for every workload that has all three sources, per round, judged on the
 /// median of the rounds.
 pub fn verdicts(series: &[Series]) -> Vec<Verdict> {
-    let rounds = series.iter().map(|s| s.round + 1).max().unwrap_or(0);
     let mut out: Vec<Verdict> = Vec::new();
-    for r in 0..rounds {
-        let round: Vec<Series> = series.iter().filter(|s| s.round == r).cloned().collect();
-        for v in round_verdicts(&round) {
-            match out.iter_mut().find(|o| o.goal == v.goal) {
-                Some(o) => o.rounds.push(v.value),
-                None => out.push(v),
-            }
+    // Series come in round order, so each goal's values do too.
+    for v in per_round(series) {
+        match out.iter_mut().find(|o| o.goal == v.goal) {
+            Some(o) => o.rounds.push(v.value),
+            None => out.push(v),
         }
     }
     for v in &mut out {
@@ -200,12 +200,12 @@ pub fn verdicts(series: &[Series]) -> Vec<Verdict> {
     out
 }
 
-/// The goals of one round's series.
-fn round_verdicts(series: &[Series]) -> Vec<Verdict> {
+/// Every goal of every round, each from the device and QUIC series of the cv series' round.
+fn per_round(series: &[Series]) -> Vec<Verdict> {
     let mut out = Vec::new();
     for cv in series.iter().filter(|s| s.source == Source::Cv) {
-        let dev = find(series, Source::Device, cv.workload, cv.depth);
-        let quic = find(series, Source::Quic, cv.workload, cv.depth);
+        let dev = find(series, Source::Device, cv);
+        let quic = find(series, Source::Quic, cv);
         let (Some(dev), Some(quic)) = (dev, quic) else { continue };
         match cv.workload {
             Workload::Sequential => {
