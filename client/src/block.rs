@@ -1,6 +1,7 @@
 //! One block read on one connection: the `ReadBlock` request, and a reply whose payload is
 //! copied from quinn's chunks straight to where the caller wants it (or kept as those chunks
-//! until it is copied there), checksummed in the same pass. Every check of [`cv_net::rpc::read_frame`] is made (header and limits, frame
+//! until it is copied there), checksummed in the same pass. Every check of
+//! [`cv_net::rpc::read_frame`] is made (header and limits, frame
 //! crc over header, body and payload — or, for a reply streamed from object storage
 //! (`PAYLOAD_CRC_AFTER`), over header and body with the payload's crc after it — body
 //! validation); a reply that is not a `ReadBlockOk` (an error, another kind) is read and

@@ -2,8 +2,9 @@
 //!
 //! One [`BlockStore`] lives on one shard runtime (it is `!Send`). Blocks are written in
 //! pieces through a [`BlockWriter`] and become visible only when committed; every chunk read
-//! is checked against its crc32, by the store or by the reader ([`Verify`]). The block index is an append-only log, so a
-//! restarted store serves its blocks at once. Byte formats: `worker/STORE-FORMAT.md`.
+//! is checked against its crc32, by the store or by the reader ([`Verify`]). The block index
+//! is an append-only log, so a restarted store serves its blocks at once. Byte formats:
+//! `worker/STORE-FORMAT.md`.
 //!
 //! Layout: [`dma`] is the only O_DIRECT code; [`format`] the byte formats; `journal` the
 //! index log file; `extent` free space; [`policy`] S3-FIFO; `memtier` hot chunks in RAM.
