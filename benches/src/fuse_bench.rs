@@ -76,6 +76,7 @@ impl FuseBenchOptions {
             device: self.device,
             quic_endpoints: 1,
             rounds: 1,
+            timeline: None,
         }
     }
 }

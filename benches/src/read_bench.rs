@@ -8,7 +8,8 @@
 //!
 //! Layout: [`pattern`] the verifiable bytes, [`cv`] the cv series,
 //! [`device`] the device limit, [`quic`] the transport limit, [`series`] the
-//! result rows and goals; this file the error type and the run order.
+//! result rows and goals, [`timeline`] where cv's requests spend their time
+//! (`--timeline`); this file the error type and the run order.
 
 pub mod cpu;
 pub mod cv;
@@ -16,6 +17,7 @@ pub mod device;
 pub mod pattern;
 pub mod quic;
 pub mod series;
+pub mod timeline;
 
 use cv_client::Client;
 use serde::Serialize;
@@ -133,6 +135,9 @@ pub struct ReadBenchOptions {
     pub quic_endpoints: usize,
     /// Times every series is measured (see [`series`]: goals are judged on the median round).
     pub rounds: u32,
+    /// Collects the cv series' request marks (its layer installed in the global subscriber)
+    /// and attaches their stages to the series.
+    pub timeline: Option<timeline::Timeline>,
 }
 
 impl ReadBenchOptions {
@@ -243,8 +248,9 @@ async fn measure(
         let cpu = cpu::Snapshot::take();
         series.push(quic.sequential(opts.total, seq_block, seq_depth).await?.with_cpu(&cpu).in_round(r));
         let cpu = cpu::Snapshot::take();
+        arm(opts);
         let (s, v) = data.sequential(client, opts.verify_all).await?;
-        series.push(s.with_cpu(&cpu).in_round(r));
+        series.push(s.with_cpu(&cpu).with_stages(stages(opts)).in_round(r));
         verified += v;
         for &depth in &opts.rand_depths {
             let (block, secs) = (opts.rand_block, opts.duration);
@@ -253,12 +259,23 @@ async fn measure(
             let cpu = cpu::Snapshot::take();
             series.push(quic.random(block, depth, secs).await?.with_cpu(&cpu).in_round(r));
             let cpu = cpu::Snapshot::take();
+            arm(opts);
             let (s, v) = data.random(block, depth, secs, opts.verify_all).await?;
-            series.push(s.with_cpu(&cpu).in_round(r));
+            series.push(s.with_cpu(&cpu).with_stages(stages(opts)).in_round(r));
             verified += v;
         }
     }
     quic.shutdown();
     dev_file.remove();
     Ok((series, verified))
+}
+
+fn arm(opts: &ReadBenchOptions) {
+    if let Some(t) = &opts.timeline {
+        t.arm();
+    }
+}
+
+fn stages(opts: &ReadBenchOptions) -> Option<timeline::Stages> {
+    opts.timeline.as_ref().and_then(timeline::Timeline::take)
 }

@@ -1,6 +1,7 @@
 //! Transport pieces shared by the client, the master and the worker:
 //! mutual-TLS identities under a cluster CA ([`tls`]), QUIC transport settings
-//! ([`quic`]), typed configuration values ([`config`]), and — behind the
+//! ([`quic`]), typed configuration values ([`config`]), per-request timeline marks
+//! ([`timeline`]), and — behind the
 //! `tokio` feature — request/response helpers over quinn streams ([`rpc`]).
 //!
 //! No async runtime is needed for anything but [`rpc`].
@@ -8,6 +9,7 @@
 pub mod config;
 mod error;
 pub mod quic;
+pub mod timeline;
 pub mod tls;
 
 #[cfg(feature = "tokio")]

@@ -13,8 +13,8 @@ struct Cli {
 }
 
 fn main() -> ExitCode {
-    cv_tools::logging::init("warn");
     let cli = Cli::parse();
+    cv_tools::logging::init("warn", cli.command.wants_timeline());
     match cli.command.run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -5,11 +5,12 @@
 use serde_json::Value;
 use std::process::Command;
 
-fn bench_read(device: &str, rounds: u32) -> Value {
+fn bench_read(device: &str, rounds: u32, extra: &[&str]) -> Value {
     let out = Command::new(env!("CARGO_BIN_EXE_cvctl"))
         .args(["bench", "read", "--size", "6MiB", "--file-size", "2MiB", "--rand-depths", "1,4"])
         .args(["--duration", "300ms", "--verify-all", "--json", "--device", device])
         .args(["--rounds", &rounds.to_string()])
+        .args(extra)
         .output()
         .expect("run cvctl");
     assert!(out.status.success(), "cvctl bench read failed: {}", String::from_utf8_lossy(&out.stderr));
@@ -60,7 +61,7 @@ fn check(report: &Value, rounds: usize) {
 
 #[test]
 fn bench_read_moves_the_right_bytes_with_the_in_tree_device_reader() {
-    let report = bench_read("uring", 2);
+    let report = bench_read("uring", 2, &[]);
     assert!(report["device_tool"].as_str().unwrap().contains("in-tree reader"), "{report}");
     check(&report, 2);
 }
@@ -71,9 +72,44 @@ fn bench_read_with_fio_when_installed() {
     if !fio {
         eprintln!("fio is not installed (scripts/install-bench-deps); the auto run uses the in-tree reader");
     }
-    let report = bench_read("auto", 1);
+    let report = bench_read("auto", 1, &[]);
     assert_eq!(report["device_tool"].as_str().unwrap().starts_with("fio"), fio, "{report}");
     check(&report, 1);
+}
+
+#[test]
+fn bench_read_timeline_splits_every_cv_request_into_stages() {
+    let report = bench_read("uring", 1, &["--timeline"]);
+    check(&report, 1);
+    let series = report["series"].as_array().expect("series");
+    for s in series {
+        if s["source"] != "cv" {
+            assert!(s.get("stages").is_none(), "only cv requests carry marks: {s}");
+            continue;
+        }
+        let st = &s["stages"];
+        let requests = st["requests"].as_u64().unwrap_or(0);
+        if s["workload"] == "random" {
+            // Random offsets stay below the files' tails and inside one block: one request each.
+            assert_eq!(Some(requests), s["ops"].as_u64(), "{s}");
+        } else {
+            assert!(requests > 0, "{s}");
+        }
+        let mean = |k: &str| st[k]["mean_us"].as_f64().unwrap_or(f64::NAN);
+        let parts = mean("to_shard") + mean("at_shard") + mean("to_first_byte") + mean("transfer");
+        assert!((parts - mean("total")).abs() <= 0.01 * mean("total"), "stages add up to the request: {st}");
+        assert!(mean("at_shard") > 0.0 && mean("transfer") >= 0.0, "{st}");
+    }
+}
+
+#[test]
+fn bench_read_timeline_needs_the_embedded_cluster() {
+    let out = Command::new(env!("CARGO_BIN_EXE_cvctl"))
+        .args(["bench", "read", "--timeline", "--master", "127.0.0.1:9", "--config", "/nonexistent"])
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("--timeline needs the embedded cluster"), "{err}");
 }
 
 #[test]

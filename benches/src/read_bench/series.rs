@@ -69,6 +69,9 @@ pub struct Series {
     pub cpu: Option<CpuPerOp>,
     /// The round of the run this series was measured in, from 0.
     pub round: u32,
+    /// Where cv's requests spent their time (cv series of a `--timeline` run).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stages: Option<super::timeline::Stages>,
 }
 
 impl Series {
@@ -120,12 +123,19 @@ impl Series {
             p99_us: hist.filter(|h| !h.is_empty()).map(|h| q(h, 0.99)),
             cpu: None,
             round: 0,
+            stages: None,
         }
     }
 
     /// This series, as measured in `round`.
     pub fn in_round(mut self, round: u32) -> Series {
         self.round = round;
+        self
+    }
+
+    /// This series with its requests' stages.
+    pub fn with_stages(mut self, stages: Option<super::timeline::Stages>) -> Series {
+        self.stages = stages;
         self
     }
 

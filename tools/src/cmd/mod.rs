@@ -48,6 +48,12 @@ pub enum Command {
 pub type CmdResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
 
 impl Command {
+    /// Whether the subcommand collects request timelines (`bench read --timeline`), which the
+    /// global subscriber must be installed for.
+    pub fn wants_timeline(&self) -> bool {
+        matches!(self, Command::Bench(b) if b.wants_timeline())
+    }
+
     /// Runs the subcommand.
     pub fn run(self) -> CmdResult {
         match self {

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::rt::{self, Gate};
+use cv_net::timeline;
 use cv_wire::msg::{Hello, HelloOk, Role};
 use cv_wire::{ErrorCode, Limits, PROTOCOL_VERSION};
 
@@ -24,6 +25,8 @@ const CODE_HELLO_FAILED: u32 = 1;
 #[derive(Debug)]
 pub(crate) struct ShardCtx {
     pub(crate) index: u16,
+    /// The UDP port this shard serves on (names requests in timeline marks).
+    pub(crate) port: u16,
     pub(crate) store: BlockStore,
     /// `host:port` of every shard of this worker, by shard index (for redirects).
     pub(crate) routes: Arc<[String]>,
@@ -109,8 +112,13 @@ async fn hello(conn: &Connection, ctx: &ShardCtx) -> Result<(), String> {
 /// One request: read its frame, answer it. A malformed frame gets an error reply; only a
 /// vanished stream or connection ends the task without one.
 async fn serve_stream(mut send: SendStream, mut recv: RecvStream, ctx: Rc<ShardCtx>) {
+    let mut id = None;
     let reply = match read_head(&mut recv, &ctx.limits).await {
-        Ok(head) => handler::dispatch(&ctx, head, &mut recv).await,
+        Ok(head) => {
+            id = Some(head.header.request_id);
+            cv_net::timeline_mark!(timeline::ARRIVED, ctx.port, head.header.request_id);
+            handler::dispatch(&ctx, head, &mut recv).await
+        }
         Err(ReadFail::Gone(e)) => {
             tracing::debug!(shard = ctx.index, error = %e, "request stream gone");
             return;
@@ -121,6 +129,9 @@ async fn serve_stream(mut send: SendStream, mut recv: RecvStream, ctx: Rc<ShardC
             Reply::error(0, bad.code(), &bad.to_string(), None)
         }
     };
+    if let Some(id) = id {
+        cv_net::timeline_mark!(timeline::READY, ctx.port, id);
+    }
     if let Err(e) = reply.send(&mut send).await {
         tracing::debug!(shard = ctx.index, error = %e, "reply not delivered");
     }

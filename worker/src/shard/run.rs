@@ -88,6 +88,7 @@ async fn shard_main(
         tracing::info!(shard = index, addr = %ep.local_addr(), "shard serving");
         let c = Rc::new(ShardCtx {
             index,
+            port: ep.local_addr().port(),
             store: store.clone(),
             routes,
             node: spec.node,

@@ -143,6 +143,11 @@ pub enum Bench {
 }
 
 impl Bench {
+    /// Whether this is `bench read --timeline`.
+    pub fn wants_timeline(&self) -> bool {
+        matches!(self, Bench::Read(a) if a.timeline)
+    }
+
     /// Runs the benchmark.
     pub fn run(self) -> CmdResult {
         match self {

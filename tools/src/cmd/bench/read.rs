@@ -7,7 +7,7 @@ use crate::cluster::{ClusterOptions, LocalCluster};
 use crate::cmd::CmdResult;
 use crate::connect::runtime;
 use clap::Args;
-use cv_benches::read_bench::{self, ReadBenchOptions, ReadReport, Series, Verdict, Workload};
+use cv_benches::read_bench::{self, ReadBenchOptions, ReadReport, Series, Source, Verdict, Workload};
 use cv_client::ClientSettings;
 use cv_net::config::{ByteSize, Dur};
 use std::path::PathBuf;
@@ -37,6 +37,11 @@ pub struct ReadArgs {
     /// goal is judged on its median round (3 or more for claims on a shared machine).
     #[arg(long, default_value_t = 1)]
     rounds: u32,
+    /// Also show where cv's requests spend their time: to the shard, at the shard (the disk
+    /// read), back to the first byte, the rest of the transfer (medians and means, from
+    /// marks the client and the shards record; embedded cluster only).
+    #[arg(long)]
+    pub(crate) timeline: bool,
     /// Work directory (default: a temporary one, removed at the end).
     #[arg(long)]
     dir: Option<PathBuf>,
@@ -63,7 +68,16 @@ impl ReadArgs {
             device: self.reads.device,
             quic_endpoints: usize::from(self.reads.shards.max(1)),
             rounds: self.rounds,
+            timeline: None,
         };
+        if self.timeline {
+            if self.target.master.is_some() {
+                return Err(
+                    "--timeline needs the embedded cluster: a worker in another process records its marks there".into(),
+                );
+            }
+            opts.timeline = Some(crate::logging::timeline().ok_or("the timeline collector was not installed")?);
+        }
         // Fail on bad sizes before a cluster is started and data written.
         opts.validate(self.reads.seq_block.bytes())?;
         self.reads.tune(ClientSettings::default()).validate("bench")?;
@@ -168,6 +182,9 @@ fn print_table(r: &ReadReport, args: &ReadArgs) {
         let kind = row_name(cv, rounds);
         println!("  {kind:<16} {:>5}  bare QUIC {:<14} cv {}", cv.depth, quic.cpu_summary(), cv.cpu_summary());
     }
+    if r.series.iter().any(|s| s.stages.is_some()) {
+        print_stages(r, rounds);
+    }
     if rounds > 1 {
         println!("goals (issue 4), each judged on its median round (the rounds in brackets):");
     } else {
@@ -186,4 +203,28 @@ fn print_table(r: &ReadReport, args: &ReadArgs) {
         "{} bytes checked against what was written. The machine's cores are shared: ratios from one run, not absolutes.",
         r.verified_bytes
     );
+}
+
+/// The timeline of each cv series: median and mean µs per stage.
+fn print_stages(r: &ReadReport, rounds: u32) {
+    println!("where cv's block requests spent their time, µs median / mean (--timeline):");
+    println!(
+        "  {:<16} {:>5}  {:>8}  {:>13}  {:>17}  {:>13}  {:>13}  {:>13}",
+        "", "depth", "requests", "to shard", "at shard (disk)", "to 1st byte", "transfer", "total"
+    );
+    let cell = |s: &cv_benches::read_bench::timeline::Spread| format!("{:.0} / {:.0}", s.p50_us, s.mean_us);
+    for cv in r.series.iter().filter(|s| s.source == Source::Cv) {
+        let Some(st) = &cv.stages else { continue };
+        println!(
+            "  {:<16} {:>5}  {:>8}  {:>13}  {:>17}  {:>13}  {:>13}  {:>13}",
+            row_name(cv, rounds),
+            cv.depth,
+            st.requests,
+            cell(&st.to_shard),
+            cell(&st.at_shard),
+            cell(&st.to_first_byte),
+            cell(&st.transfer),
+            cell(&st.total)
+        );
+    }
 }
