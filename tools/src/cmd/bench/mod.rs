@@ -41,7 +41,7 @@ struct ReadSeries {
     #[arg(long, default_value = "1MiB")]
     seq_block: ByteSize,
     /// Sequential requests in flight (the client's read-ahead, prefetch_depth; fio's depth).
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = ClientSettings::default().prefetch_depth)]
     seq_depth: u32,
     /// Random request size.
     #[arg(long, default_value = "64KiB")]
