@@ -160,14 +160,16 @@ fn bad_bytes(block_id: u64, e: WireError) -> Error {
 pub(crate) async fn read_block(conn: &Conn, req: &ReadBlock, mut dst: Dst<'_>) -> Result<()> {
     let want = usize::try_from(req.len).map_err(|_| Error::new(ErrorKind::InvalidArgument, "read over usize"))?;
     debug_assert_eq!(dst.len(want), want);
-    let (id, port) = (conn.next_request_id(), conn.quinn().remote_address().port());
+    let id = conn.next_request_id();
+    // Evaluated only when a mark is recorded: the address takes the connection's lock.
+    let port = || conn.quinn().remote_address().port();
     let frame = cv_wire::encode(req, id, &[]).map_err(wire)?;
-    cv_net::timeline_mark!(timeline::ISSUE, port, id);
+    cv_net::timeline_mark!(timeline::ISSUE, port(), id);
     let (mut send, mut recv) = conn.quinn().open_bi().await.map_err(|e| net("open stream", e))?;
     rpc::write_frame(&mut send, &frame, &[]).await?;
 
     let (raw, header, body) = rpc::read_head(&mut recv, &LIMITS).await?;
-    cv_net::timeline_mark!(timeline::FIRST, port, id);
+    cv_net::timeline_mark!(timeline::FIRST, port(), id);
     let known = [Flags::default(), Flags(Flags::PAYLOAD_CRC_AFTER)];
     if header.kind != Kind::ReadBlockOk || !known.contains(&header.flags) {
         return Err(other_reply(&mut recv, raw, header, body).await);
@@ -212,7 +214,7 @@ pub(crate) async fn read_block(conn: &Conn, req: &ReadBlock, mut dst: Dst<'_>) -
     let ok = ReadBlockOk::access(&body).map_err(wire)?;
     ReadBlockOk::check(ok, &LIMITS).map_err(wire)?;
     rpc::end_read(recv)?;
-    cv_net::timeline_mark!(timeline::DONE, port, id);
+    cv_net::timeline_mark!(timeline::DONE, port(), id);
     Ok(())
 }
 

@@ -20,7 +20,8 @@ pub const FIRST: &str = "first";
 /// Client: the whole reply has arrived and passed its check.
 pub const DONE: &str = "done";
 
-/// Records the mark `stage` of request `req` on the shard at `port`.
+/// Records the mark `stage` of request `req` on the shard at `port`. The arguments are
+/// evaluated only when a subscriber records the mark.
 #[macro_export]
 macro_rules! timeline_mark {
     ($stage:expr, $port:expr, $req:expr) => {
