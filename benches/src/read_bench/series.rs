@@ -176,12 +176,18 @@ pub struct Verdict {
 impl Verdict {
     /// A goal met when `value` is at least `target`.
     fn at_least(goal: String, value: f64, target: f64) -> Self {
-        Verdict { goal, value, rounds: vec![value], target, ceiling: false, met: value >= target }
+        Verdict { goal, value, rounds: vec![value], target, ceiling: false, met: false }.judged()
     }
 
     /// A goal met when `value` is at most `target`.
     fn at_most(goal: String, value: f64, target: f64) -> Self {
-        Verdict { goal, value, rounds: vec![value], target, ceiling: true, met: value <= target }
+        Verdict { goal, value, rounds: vec![value], target, ceiling: true, met: false }.judged()
+    }
+
+    /// This verdict with `met` set from `value`.
+    fn judged(mut self) -> Self {
+        self.met = if self.ceiling { self.value <= self.target } else { self.value >= self.target };
+        self
     }
 }
 
@@ -203,11 +209,7 @@ pub fn verdicts(series: &[Series]) -> Vec<Verdict> {
             None => out.push(v),
         }
     }
-    for v in &mut out {
-        v.value = median(&v.rounds);
-        v.met = if v.ceiling { v.value <= v.target } else { v.value >= v.target };
-    }
-    out
+    out.into_iter().map(|v| Verdict { value: median(&v.rounds), ..v }.judged()).collect()
 }
 
 /// Every goal of every round, each from the device and QUIC series of the cv series' round.

@@ -112,12 +112,13 @@ async fn hello(conn: &Connection, ctx: &ShardCtx) -> Result<(), String> {
 /// One request: read its frame, answer it. A malformed frame gets an error reply; only a
 /// vanished stream or connection ends the task without one.
 async fn serve_stream(mut send: SendStream, mut recv: RecvStream, ctx: Rc<ShardCtx>) {
-    let mut id = None;
     let reply = match read_head(&mut recv, &ctx.limits).await {
         Ok(head) => {
-            id = Some(head.header.request_id);
-            cv_net::timeline_mark!(timeline::ARRIVED, ctx.port, head.header.request_id);
-            handler::dispatch(&ctx, head, &mut recv).await
+            let id = head.header.request_id;
+            cv_net::timeline_mark!(timeline::ARRIVED, ctx.port, id);
+            let reply = handler::dispatch(&ctx, head, &mut recv).await;
+            cv_net::timeline_mark!(timeline::READY, ctx.port, id);
+            reply
         }
         Err(ReadFail::Gone(e)) => {
             tracing::debug!(shard = ctx.index, error = %e, "request stream gone");
@@ -129,9 +130,6 @@ async fn serve_stream(mut send: SendStream, mut recv: RecvStream, ctx: Rc<ShardC
             Reply::error(0, bad.code(), &bad.to_string(), None)
         }
     };
-    if let Some(id) = id {
-        cv_net::timeline_mark!(timeline::READY, ctx.port, id);
-    }
     if let Err(e) = reply.send(&mut send).await {
         tracing::debug!(shard = ctx.index, error = %e, "reply not delivered");
     }
