@@ -26,7 +26,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use device::DeviceChoice;
-pub use series::{Series, Source, Verdict, Workload, verdicts};
+pub use series::{SerialBound, Series, Source, Verdict, Workload, serial_bounds, verdicts};
 
 /// What went wrong in the read benchmark.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -192,6 +192,8 @@ pub struct ReadReport {
     pub series: Vec<Series>,
     /// The goals against this run's limits (the median round's value of each).
     pub verdicts: Vec<Verdict>,
+    /// Not goals: where depth-1 reads stand against a disk read and a QUIC request in series.
+    pub serial_bounds: Vec<SerialBound>,
 }
 
 /// Writes the data set through `client`, warms it, then measures every
@@ -218,6 +220,7 @@ pub async fn run(client: &Client, opts: &ReadBenchOptions, log: &dyn Fn(&str)) -
         dataset_bytes: opts.total,
         verified_bytes: verified,
         verdicts: verdicts(&series),
+        serial_bounds: serial_bounds(&series),
         series,
     })
 }

@@ -57,6 +57,11 @@ fn check(report: &Value, rounds: usize) {
     for v in verdicts {
         assert_eq!(v["rounds"].as_array().map(Vec::len), Some(rounds), "{v}");
     }
+    // Depth 1 also stands against a disk read and a QUIC request in series (depth 4 does not).
+    let bounds = report["serial_bounds"].as_array().unwrap();
+    assert_eq!(bounds.len(), 1, "{bounds:?}");
+    assert_eq!(bounds[0]["rounds"].as_array().map(Vec::len), Some(rounds));
+    assert!(bounds[0]["bound_us"].as_f64().is_some_and(|us| us > 0.0), "{bounds:?}");
 }
 
 #[test]

@@ -240,6 +240,53 @@ fn per_round(series: &[Series]) -> Vec<Verdict> {
     out
 }
 
+/// Not a goal: what a server that reads the disk only once a request has arrived can reach
+/// at depth 1, where nothing overlaps. Its read costs at least the device's read and a QUIC
+/// request without a disk, one after the other; the medians of the two add up to the bound.
+#[derive(Clone, Debug, Serialize)]
+pub struct SerialBound {
+    /// Bytes per request.
+    pub block: u64,
+    /// The device's p50 plus bare QUIC's p50, µs (the median of the rounds).
+    pub bound_us: f64,
+    /// The requests per second that latency allows (1 s / `bound_us`).
+    pub bound_iops: f64,
+    /// cv's IOPS over the same round's bound; the median of `rounds`.
+    pub value: f64,
+    /// `value` in each round, in round order.
+    pub rounds: Vec<f64>,
+}
+
+/// The serial bound of every depth-1 random workload with all three sources, judged like the
+/// goals on the median of the rounds.
+pub fn serial_bounds(series: &[Series]) -> Vec<SerialBound> {
+    let mut out: Vec<(SerialBound, Vec<f64>)> = Vec::new();
+    for cv in series.iter().filter(|s| s.source == Source::Cv && s.workload == Workload::Random && s.depth == 1) {
+        let (Some(dev), Some(quic)) = (find(series, Source::Device, cv), find(series, Source::Quic, cv)) else {
+            continue;
+        };
+        let (Some(d), Some(q)) = (dev.p50_us, quic.p50_us) else { continue };
+        let bound_us = d + q;
+        let value = cv.iops * bound_us / 1e6;
+        match out.iter_mut().find(|(b, _)| b.block == cv.block) {
+            Some((b, us)) => {
+                b.rounds.push(value);
+                us.push(bound_us);
+            }
+            None => out.push((
+                SerialBound { block: cv.block, bound_us, bound_iops: 0.0, value, rounds: vec![value] },
+                vec![bound_us],
+            )),
+        }
+    }
+    out.into_iter()
+        .map(|(b, us)| {
+            let bound_us = median(&us);
+            SerialBound { bound_us, bound_iops: 1e6 / bound_us.max(1e-9), value: median(&b.rounds), ..b }
+        })
+        .collect()
+}
+
 /// The median of `v` (the mean of the middle two for an even count); 0 for none.
 pub fn median(v: &[f64]) -> f64 {
     let mut s = v.to_vec();
@@ -305,6 +352,26 @@ mod tests {
         assert_eq!(v.len(), 3, "{v:?}");
         assert!(!v[0].met && v[1].goal.contains("lower of device and QUIC") && v[1].met, "{v:?}");
         assert!((v[1].value - 0.85).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_serial_bound_adds_the_device_and_quic_medians_at_depth_1_only() {
+        let mut s = Vec::new();
+        for (r, dev_p50, quic_p50, cv_ops) in [(0, 100, 100, 4_000), (1, 80, 120, 2_000), (2, 150, 150, 3_000)] {
+            s.push(row(Source::Device, Workload::Random, 1, 9_000, Some(dev_p50)).in_round(r));
+            s.push(row(Source::Quic, Workload::Random, 1, 8_000, Some(quic_p50)).in_round(r));
+            s.push(row(Source::Cv, Workload::Random, 1, cv_ops, Some(300)).in_round(r));
+        }
+        for (source, ops) in [(Source::Device, 30_000), (Source::Quic, 30_000), (Source::Cv, 20_000)] {
+            s.push(row(source, Workload::Random, 32, ops, Some(500)));
+        }
+        let b = serial_bounds(&s);
+        assert_eq!(b.len(), 1, "depth 32 overlaps reads: no serial bound: {b:?}");
+        // Bounds 200, 200, 300 µs: 5000, 5000, 3333 IOPS; cv 4000, 2000, 3000 of them.
+        assert!((b[0].bound_us - 200.0).abs() < 1.0 && (b[0].bound_iops - 5000.0).abs() < 25.0, "{b:?}");
+        assert_eq!(b[0].rounds.len(), 3);
+        assert!((b[0].rounds[0] - 0.8).abs() < 0.01 && (b[0].rounds[2] - 0.9).abs() < 0.01, "{b:?}");
+        assert!((b[0].value - 0.8).abs() < 0.01, "the median round: {b:?}");
     }
 
     #[test]

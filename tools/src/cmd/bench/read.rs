@@ -199,6 +199,18 @@ fn print_table(r: &ReadReport, args: &ReadArgs) {
         }
         println!("  {:<6} {:<66} {shown}", if v.met { "met" } else { "MISSED" }, v.goal);
     }
+    for b in &r.serial_bounds {
+        let each: Vec<String> = b.rounds.iter().map(|x| format!("{:.0} %", x * 100.0)).collect();
+        println!(
+            "not a goal: a depth-1 {} read that reads the disk after the request arrives takes at least the \
+             device's p50 plus bare QUIC's, {:.0} µs ({:.0} IOPS); cv reached {:.0} % of that ({})",
+            ByteSize(b.block),
+            b.bound_us,
+            b.bound_iops,
+            b.value * 100.0,
+            each.join(", ")
+        );
+    }
     println!(
         "{} bytes checked against what was written. The machine's cores are shared: ratios from one run, not absolutes.",
         r.verified_bytes
