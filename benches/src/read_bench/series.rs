@@ -260,29 +260,25 @@ pub struct SerialBound {
 /// The serial bound of every depth-1 random workload with all three sources, judged like the
 /// goals on the median of the rounds.
 pub fn serial_bounds(series: &[Series]) -> Vec<SerialBound> {
-    let mut out: Vec<(SerialBound, Vec<f64>)> = Vec::new();
+    // Per block size, each round's (bound in µs, cv's IOPS over the bound's), in round order.
+    let mut per_block: Vec<(u64, Vec<(f64, f64)>)> = Vec::new();
     for cv in series.iter().filter(|s| s.source == Source::Cv && s.workload == Workload::Random && s.depth == 1) {
         let (Some(dev), Some(quic)) = (find(series, Source::Device, cv), find(series, Source::Quic, cv)) else {
             continue;
         };
         let (Some(d), Some(q)) = (dev.p50_us, quic.p50_us) else { continue };
-        let bound_us = d + q;
-        let value = cv.iops * bound_us / 1e6;
-        match out.iter_mut().find(|(b, _)| b.block == cv.block) {
-            Some((b, us)) => {
-                b.rounds.push(value);
-                us.push(bound_us);
-            }
-            None => out.push((
-                SerialBound { block: cv.block, bound_us, bound_iops: 0.0, value, rounds: vec![value] },
-                vec![bound_us],
-            )),
+        let round = (d + q, cv.iops * (d + q) / 1e6);
+        match per_block.iter_mut().find(|(block, _)| *block == cv.block) {
+            Some((_, rounds)) => rounds.push(round),
+            None => per_block.push((cv.block, vec![round])),
         }
     }
-    out.into_iter()
-        .map(|(b, us)| {
-            let bound_us = median(&us);
-            SerialBound { bound_us, bound_iops: 1e6 / bound_us.max(1e-9), value: median(&b.rounds), ..b }
+    per_block
+        .into_iter()
+        .map(|(block, r)| {
+            let bound_us = median(&r.iter().map(|x| x.0).collect::<Vec<_>>());
+            let rounds: Vec<f64> = r.iter().map(|x| x.1).collect();
+            SerialBound { block, bound_us, bound_iops: 1e6 / bound_us.max(1e-9), value: median(&rounds), rounds }
         })
         .collect()
 }
