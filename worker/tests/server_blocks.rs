@@ -55,7 +55,7 @@ async fn blocks_round_trip_on_their_shards_and_survive_restart() {
         .unwrap()
         .decode_body()
         .unwrap();
-    assert_eq!((stat.len, stat.pinned), (data.len() as u64, false));
+    assert_eq!((stat.len, stat.pinned, stat.in_memory), (data.len() as u64, false, false), "memory tier off");
     let reply = client.shards[0].call(&Ping { nonce: 77 }, &[b"echo me"]).await.unwrap();
     assert_eq!(reply.decode_body::<Pong>().unwrap().nonce, 77);
     assert_eq!(reply.payload(), b"echo me");

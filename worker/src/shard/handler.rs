@@ -204,8 +204,7 @@ fn stat_block(ctx: &ShardCtx, frame: &Frame) -> Result<Reply, Refusal> {
     let block_id = frame.access::<StatBlock>()?.block_id.to_native();
     owned(ctx, block_id)?;
     let s = ctx.store.stat(block_id)?;
-    // The store does not expose memory-tier residency per block; report it as not resident.
-    let ok = StatBlockOk { len: s.len, pinned: s.pinned, in_memory: false };
+    let ok = StatBlockOk { len: s.len, pinned: s.pinned, in_memory: s.in_memory };
     Ok(Reply::ok(frame.header().request_id, &ok))
 }
 

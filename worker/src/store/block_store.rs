@@ -40,6 +40,8 @@ pub struct BlockStat {
     pub dir: u16,
     /// Byte offset of its data in that directory's data file.
     pub disk_offset: u64,
+    /// Whether some of its chunks are in the memory tier.
+    pub in_memory: bool,
 }
 
 /// A committed block in memory.
@@ -70,7 +72,7 @@ impl Entry {
         }
     }
 
-    fn stat(&self, block_id: u64) -> BlockStat {
+    fn stat(&self, block_id: u64, mem: &MemTier) -> BlockStat {
         BlockStat {
             block_id,
             len: self.len,
@@ -78,6 +80,7 @@ impl Entry {
             chunk_size: self.chunk_size,
             dir: self.dir,
             disk_offset: self.offset,
+            in_memory: mem.holds_any(self.seq, self.crcs.len() as u32),
         }
     }
 
@@ -407,8 +410,9 @@ impl BlockStore {
     pub(crate) async fn publish(&self, block_id: u64, entry: Entry) -> Result<BlockStat> {
         let mut log = self.log().await?;
         log.append(&[IndexRecord::Add(entry.record(block_id))]).await?;
-        let stat = entry.stat(block_id);
         let mut st = self.state();
+        // A fresh incarnation: none of its chunks can be in memory yet.
+        let stat = entry.stat(block_id, &st.mem);
         if let Some(old) = st.blocks.get(&block_id).cloned() {
             // The durable ADD supersedes it: its extent is free.
             st.free(old.dir, old.offset, old.alloc_len);
@@ -460,7 +464,8 @@ impl BlockStore {
 
     /// Size and placement of a committed block.
     pub fn stat(&self, block_id: u64) -> Result<BlockStat> {
-        self.state().blocks.get(&block_id).map(|e| e.stat(block_id)).ok_or_else(|| not_found(block_id))
+        let st = self.state();
+        st.blocks.get(&block_id).map(|e| e.stat(block_id, &st.mem)).ok_or_else(|| not_found(block_id))
     }
 
     /// Pins (never evicted) or unpins a committed block; durable when this returns.

@@ -81,6 +81,12 @@ impl MemTier {
         self.stats.bytes_used += w;
     }
 
+    /// Whether any of the `chunks` chunks of block incarnation `seq` is resident (no hit or
+    /// miss counted: a stat is not a read).
+    pub(crate) fn holds_any(&self, seq: u64, chunks: u32) -> bool {
+        !self.chunks.is_empty() && (0..chunks).any(|i| self.chunks.contains_key(&(seq, i)))
+    }
+
     /// Drops every chunk of block incarnation `seq`.
     pub(crate) fn remove_block(&mut self, seq: u64, chunks: u32) {
         for i in 0..chunks {
