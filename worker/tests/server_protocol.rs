@@ -90,6 +90,48 @@ async fn malformed_frames_get_errors_and_the_shard_survives() {
 }
 
 #[tokio::test(flavor = "current_thread")]
+async fn unfinished_requests_cannot_hold_more_than_their_connections_budget() {
+    let pki = pki();
+    let dir = scratch();
+    let worker = start(&pki, &settings(dir.path()));
+    let client = connect(&pki.client, worker.shard_addrs()).await;
+    let s0 = &client.shards[0];
+    // A ping announcing the largest payload the limits allow; only its header and body are sent.
+    let mut big = cv_wire::encode(&Ping { nonce: 3 }, 3, &[]).unwrap().head().to_vec();
+    big[16..20].copy_from_slice(&Limits::DEFAULT.max_payload.to_le_bytes());
+
+    // One such request, left unfinished, holds most of the connection's budget...
+    let (mut stalled, _stalled_recv) = s0.quinn().open_bi().await.unwrap();
+    stalled.write_all(&big).await.unwrap();
+    still_serves(s0).await;
+    // ...so a second one is refused at once, before anything is allocated, and may be retried.
+    let busy = raw_call(s0, &big).await;
+    assert_eq!(busy, ErrorCode::Unavailable);
+    assert!(busy.retryable());
+    // Small requests still fit, and another connection has a budget of its own: its big
+    // request is read (and then found cut short: the payload never came).
+    still_serves(s0).await;
+    let other = connect(&pki.client, worker.shard_addrs()).await;
+    assert_eq!(raw_call(&other.shards[0], &big).await, ErrorCode::Malformed);
+
+    // The stalled request goes away: its bytes come back to the connection.
+    stalled.reset(0u32.into()).unwrap();
+    let start = std::time::Instant::now();
+    loop {
+        match raw_call(s0, &big).await {
+            ErrorCode::Malformed => break,
+            ErrorCode::Unavailable if start.elapsed() < std::time::Duration::from_secs(10) => {
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+            other => panic!("expected the budget back, got {other:?}"),
+        }
+    }
+    other.endpoint.close(0u32.into(), b"done");
+    client.endpoint.close(0u32.into(), b"done");
+    worker.shutdown().unwrap();
+}
+
+#[tokio::test(flavor = "current_thread")]
 async fn peers_without_a_cluster_identity_or_version_are_refused() {
     let pki = pki();
     let dir = scratch();

@@ -9,8 +9,9 @@ use cv_net::timeline;
 use cv_wire::msg::{Hello, HelloOk, Role};
 use cv_wire::{ErrorCode, Limits, PROTOCOL_VERSION};
 
+use super::budget::{Budget, Held};
 use super::fill::Fills;
-use super::frame_io::{ReadFail, read_frame, read_head};
+use super::frame_io::{Head, ReadFail, read_body, read_frame, read_header};
 use super::handler;
 use super::reply::Reply;
 use crate::quic::{Connection, Endpoint, RecvStream, SendStream, VarInt};
@@ -57,6 +58,7 @@ async fn serve_conn(conn: Connection, ctx: Rc<ShardCtx>) {
         conn.close(VarInt::from_u32(CODE_HELLO_FAILED), b"hello failed");
         return;
     }
+    let budget = Budget::for_limits(&ctx.limits);
     loop {
         let (send, recv) = match conn.accept_bi().await {
             Ok(s) => s,
@@ -65,7 +67,7 @@ async fn serve_conn(conn: Connection, ctx: Rc<ShardCtx>) {
                 return;
             }
         };
-        match ctx.gate.spawn(serve_stream(send, recv, ctx.clone())) {
+        match ctx.gate.spawn(serve_stream(send, recv, ctx.clone(), budget.clone())) {
             Ok(task) => {
                 task.detach();
             }
@@ -109,16 +111,26 @@ async fn hello(conn: &Connection, ctx: &ShardCtx) -> Result<(), String> {
     Ok(())
 }
 
-/// One request: read its frame, answer it. A malformed frame gets an error reply; only a
-/// vanished stream or connection ends the task without one.
-async fn serve_stream(mut send: SendStream, mut recv: RecvStream, ctx: Rc<ShardCtx>) {
-    let reply = match read_head(&mut recv, &ctx.limits).await {
-        Ok(head) => {
+/// Reads a request's header, reserves from `budget` what the request will buffer, then reads
+/// its body. The reservation lasts as long as the returned guard.
+async fn read_request(recv: &mut RecvStream, limits: &Limits, budget: &Rc<Budget>) -> Result<(Head, Held), ReadFail> {
+    let (raw, header) = read_header(recv, limits).await?;
+    let held = budget.hold(&header).ok_or(ReadFail::Busy(budget.size()))?;
+    Ok((read_body(recv, raw, header).await?, held))
+}
+
+/// One request: read its frame, answer it. A malformed frame, or one that does not fit in
+/// the connection's `budget`, gets an error reply; only a vanished stream or connection ends
+/// the task without one.
+async fn serve_stream(mut send: SendStream, mut recv: RecvStream, ctx: Rc<ShardCtx>, budget: Rc<Budget>) {
+    // The reservation lasts until the reply is sent: a ping's reply carries its payload.
+    let (reply, _held) = match read_request(&mut recv, &ctx.limits, &budget).await {
+        Ok((head, held)) => {
             let id = head.header.request_id;
             cv_net::timeline_mark!(timeline::ARRIVED, ctx.port, id);
             let reply = handler::dispatch(&ctx, head, &mut recv).await;
             cv_net::timeline_mark!(timeline::READY, ctx.port, id);
-            reply
+            (reply, Some(held))
         }
         Err(ReadFail::Gone(e)) => {
             tracing::debug!(shard = ctx.index, error = %e, "request stream gone");
@@ -127,7 +139,7 @@ async fn serve_stream(mut send: SendStream, mut recv: RecvStream, ctx: Rc<ShardC
         Err(bad) => {
             // Nothing more of this stream is read: give its credit back.
             let _ = recv.stop(VarInt::from_u32(0));
-            Reply::error(0, bad.code(), &bad.to_string(), None)
+            (Reply::error(0, bad.code(), &bad.to_string(), None), None)
         }
     };
     if let Err(e) = reply.send(&mut send).await {

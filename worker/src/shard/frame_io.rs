@@ -18,6 +18,8 @@ pub(crate) enum ReadFail {
     Wire(WireError),
     /// The stream ended in the middle of the frame.
     Truncated(&'static str),
+    /// The connection's unfinished requests already hold its request buffers (their size).
+    Busy(u64),
 }
 
 impl ReadFail {
@@ -26,6 +28,7 @@ impl ReadFail {
         match self {
             ReadFail::Wire(e) => e.code(),
             ReadFail::Truncated(_) => ErrorCode::Malformed,
+            ReadFail::Busy(_) => ErrorCode::Unavailable,
             ReadFail::Gone(_) => ErrorCode::Internal,
         }
     }
@@ -41,6 +44,9 @@ impl fmt::Display for ReadFail {
             ReadFail::Gone(e) => write!(f, "stream gone: {e}"),
             ReadFail::Wire(e) => write!(f, "{e}"),
             ReadFail::Truncated(part) => write!(f, "stream ended inside the frame {part}"),
+            ReadFail::Busy(size) => {
+                write!(f, "this connection's unfinished requests hold its {size} bytes of request buffers; retry")
+            }
         }
     }
 }
@@ -62,9 +68,28 @@ impl Head {
 
 /// Reads the header (parsed against `limits` before any allocation) and the body.
 pub(crate) async fn read_head(recv: &mut RecvStream, limits: &Limits) -> Result<Head, ReadFail> {
+    let (raw, header) = read_header(recv, limits).await?;
+    read_body(recv, raw, header).await
+}
+
+/// Reads and parses the header alone: what the request will need is known before any of it
+/// is allocated.
+pub(crate) async fn read_header(
+    recv: &mut RecvStream,
+    limits: &Limits,
+) -> Result<([u8; HEADER_LEN], FrameHeader), ReadFail> {
     let mut raw = [0u8; HEADER_LEN];
     recv.read_exact(&mut raw).await.map_err(|e| ReadFail::from_quic(e, "header"))?;
     let header = FrameHeader::parse(&raw, limits).map_err(ReadFail::Wire)?;
+    Ok((raw, header))
+}
+
+/// Reads the body that `header` (parsed from `raw`) announces.
+pub(crate) async fn read_body(
+    recv: &mut RecvStream,
+    raw: [u8; HEADER_LEN],
+    header: FrameHeader,
+) -> Result<Head, ReadFail> {
     let mut body = AlignedVec::with_capacity(header.body_len as usize);
     body.resize(header.body_len as usize, 0);
     recv.read_exact(&mut body).await.map_err(|e| ReadFail::from_quic(e, "body"))?;
