@@ -15,6 +15,7 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 fn conn_err(what: &str, e: impl std::error::Error + Send + Sync + 'static) -> NetError {
     NetError::new(NetErrorKind::Connect, what.to_string()).with_source(e)
@@ -69,9 +70,23 @@ pub type Head = ([u8; HEADER_LEN], FrameHeader, AlignedVec);
 /// Reads a frame's header, checked against `limits` before anything is allocated, then
 /// its body.
 pub async fn read_head(recv: &mut quinn::RecvStream, limits: &Limits) -> Result<Head, NetError> {
+    let (raw, header) = read_header(recv, limits).await?;
+    read_body(recv, raw, header).await
+}
+
+/// Reads and parses a frame's header alone.
+async fn read_header(
+    recv: &mut quinn::RecvStream,
+    limits: &Limits,
+) -> Result<([u8; HEADER_LEN], FrameHeader), NetError> {
     let mut raw = [0u8; HEADER_LEN];
     recv.read_exact(&mut raw).await.map_err(read_err)?;
     let header = FrameHeader::parse(&raw, limits)?;
+    Ok((raw, header))
+}
+
+/// Reads the body that `header` announces.
+async fn read_body(recv: &mut quinn::RecvStream, raw: [u8; HEADER_LEN], header: FrameHeader) -> Result<Head, NetError> {
     let mut body = AlignedVec::with_capacity(header.body_len as usize);
     body.resize(header.body_len as usize, 0);
     recv.read_exact(&mut body).await.map_err(read_err)?;
@@ -81,7 +96,42 @@ pub async fn read_head(recv: &mut quinn::RecvStream, limits: &Limits) -> Result<
 /// Reads one frame: header first (checked against `limits` before anything
 /// is allocated), then body and payload, then the checksum.
 pub async fn read_frame(recv: &mut quinn::RecvStream, limits: &Limits) -> Result<Frame, NetError> {
-    let (raw, header, body) = read_head(recv, limits).await?;
+    let head = read_head(recv, limits).await?;
+    read_rest(recv, head, limits).await
+}
+
+/// Reads a request frame on a server: like [`read_frame`], but the bytes the frame will hold
+/// (body and payload) are taken from its connection's `budget` before any is allocated, and
+/// given back when the returned permit drops. A frame that does not fit is refused at once
+/// with `Unavailable` (retryable), so streams that announce large frames and never finish
+/// them hold at most the budget.
+async fn read_request(
+    recv: &mut quinn::RecvStream,
+    limits: &Limits,
+    budget: &Arc<Semaphore>,
+) -> Result<(Frame, OwnedSemaphorePermit), NetError> {
+    let (raw, header) = read_header(recv, limits).await?;
+    let bytes = u64::from(header.body_len) + header.after_body_len() as u64;
+    let permit =
+        u32::try_from(bytes).ok().and_then(|n| budget.clone().try_acquire_many_owned(n).ok()).ok_or_else(|| {
+            let msg = format!(
+                "this connection's unfinished requests hold its {} bytes of request buffers; retry",
+                budget_bytes(limits)
+            );
+            NetError::remote(ErrorCode::Unavailable, msg, None)
+        })?;
+    let head = read_body(recv, raw, header).await?;
+    Ok((read_rest(recv, head, limits).await?, permit))
+}
+
+/// The bytes one connection's unfinished requests may hold: one largest frame.
+fn budget_bytes(limits: &Limits) -> u64 {
+    u64::from(limits.max_body) + u64::from(limits.max_payload)
+}
+
+/// Reads the payload that follows `head` and checks the whole frame.
+async fn read_rest(recv: &mut quinn::RecvStream, head: Head, limits: &Limits) -> Result<Frame, NetError> {
+    let (raw, header, body) = head;
     // Chunks appended as they come: no zero-filling of a buffer the stream then overwrites.
     let want = header.after_body_len();
     let mut payload = Vec::with_capacity(want);
@@ -327,6 +377,8 @@ pub async fn serve<S: Service>(endpoint: quinn::Endpoint, service: Arc<S>, role:
 
 /// Serves the streams of one connection whose hello is done.
 async fn serve_connection<S: Service>(conn: quinn::Connection, peer: Arc<Peer>, service: Arc<S>, limits: Limits) {
+    // `budget_bytes` fits a semaphore's permits (two u32 limits).
+    let budget = Arc::new(Semaphore::new(budget_bytes(&limits) as usize));
     loop {
         let (mut send, mut recv) = match conn.accept_bi().await {
             Ok(s) => s,
@@ -337,26 +389,30 @@ async fn serve_connection<S: Service>(conn: quinn::Connection, peer: Arc<Peer>, 
         };
         let service = service.clone();
         let peer = peer.clone();
+        let budget = budget.clone();
         tokio::spawn(async move {
-            let reply = match read_frame(&mut recv, &limits).await {
+            // The permit is held until the reply is written (a reply may carry the request's bytes).
+            let (reply, _permit) = match read_request(&mut recv, &limits, &budget).await {
                 // The request's end is read too: dropped unread, the stream would send the
                 // client STOP_SENDING, one more packet per call.
-                Ok(frame) => match end_read(recv).and_then(|()| frame.validate().map_err(NetError::from)) {
-                    Ok(()) => service.handle(&peer, frame).await,
+                Ok((frame, permit)) => match end_read(recv).and_then(|()| frame.validate().map_err(NetError::from)) {
+                    Ok(()) => (service.handle(&peer, frame).await, Some(permit)),
                     Err(e) => {
                         let code = e.code().unwrap_or(ErrorCode::Malformed);
-                        Reply::error(frame.header().request_id, code, e.message(), None)
+                        (Reply::error(frame.header().request_id, code, e.message(), None), Some(permit))
                     }
                 },
                 Err(e) => {
                     tracing::debug!(addr = %peer.addr, error = %e, "bad request frame");
-                    if e.kind() != NetErrorKind::Protocol {
+                    // A stream or connection that went away gets no answer; a bad frame, or
+                    // one refused for the budget, does.
+                    if !matches!(e.kind(), NetErrorKind::Protocol | NetErrorKind::Remote) {
                         return;
                     }
                     let code = e.code().unwrap_or(ErrorCode::Malformed);
                     // Nothing more of this stream is read: give its credit back.
                     let _ = recv.stop(quinn::VarInt::from_u32(0));
-                    Reply::error(0, code, e.message(), None)
+                    (Reply::error(0, code, e.message(), None), None)
                 }
             };
             if let Err(e) = write_reply(&mut send, reply).await {
