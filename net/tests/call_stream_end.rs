@@ -5,13 +5,12 @@ use cv_net::NetErrorKind;
 use cv_net::quic::TransportSettings;
 mod common;
 
-use common::{PingService, identity, serve_one};
+use common::{identity, serve_one, serve_pings};
 use cv_net::rpc::{self, Conn};
 use cv_net::tls::{ClusterCa, Usage};
 use cv_wire::Limits;
 use cv_wire::msg::{Ping, Pong, Role};
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 async fn connect(ca: &ClusterCa, addr: SocketAddr) -> Conn {
@@ -25,10 +24,7 @@ async fn connect(ca: &ClusterCa, addr: SocketAddr) -> Conn {
 #[tokio::test]
 async fn calls_stop_no_reply_stream() {
     let ca = ClusterCa::generate("t").unwrap();
-    let ep =
-        rpc::server_endpoint("127.0.0.1:0".parse().unwrap(), &identity(&ca, Usage::Node), &Default::default()).unwrap();
-    let addr = ep.local_addr().unwrap();
-    tokio::spawn(rpc::serve(ep, Arc::new(PingService), Role::Master, "m".into(), Limits::DEFAULT));
+    let addr = serve_pings(&ca);
     let conn = connect(&ca, addr).await;
     let payload = vec![7u8; 100 << 10];
     for n in 0..50u64 {

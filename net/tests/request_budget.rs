@@ -4,14 +4,13 @@
 
 mod common;
 
-use common::{PingService, identity};
+use common::{identity, serve_pings};
 use cv_net::quic::TransportSettings;
 use cv_net::rpc::{self, Conn, check_reply, read_frame};
 use cv_net::tls::{ClusterCa, Usage};
 use cv_wire::msg::{Ping, Pong, Role};
 use cv_wire::{ErrorCode, Limits};
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 async fn connect(ca: &ClusterCa, addr: SocketAddr) -> Conn {
@@ -36,10 +35,7 @@ async fn pings(conn: &Conn) {
 #[tokio::test]
 async fn unfinished_requests_cannot_hold_more_than_their_connections_budget() {
     let ca = ClusterCa::generate("t").unwrap();
-    let ep =
-        rpc::server_endpoint("127.0.0.1:0".parse().unwrap(), &identity(&ca, Usage::Node), &Default::default()).unwrap();
-    let addr = ep.local_addr().unwrap();
-    tokio::spawn(rpc::serve(ep, Arc::new(PingService), Role::Master, "m".into(), Limits::DEFAULT));
+    let addr = serve_pings(&ca);
     let conn = connect(&ca, addr).await;
     // A ping announcing the largest payload the limits allow; only its header and body are sent.
     let mut big = cv_wire::encode(&Ping { nonce: 3 }, 3, &[]).unwrap().head().to_vec();

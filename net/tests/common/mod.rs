@@ -1,5 +1,6 @@
-//! Helpers shared by the QUIC tests of this crate: a ping service, certificates from a
-//! test cluster CA, and a one-stream server that answers as a test scripts it.
+//! Helpers shared by the QUIC tests of this crate: a ping service and a server of it,
+//! certificates from a test cluster CA, and a one-stream server that answers as a test
+//! scripts it.
 
 #![allow(dead_code)] // each test file uses its own subset
 
@@ -9,6 +10,7 @@ use cv_wire::msg::Role;
 use cv_wire::{Frame, Limits};
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 /// Answers every `Ping` with its `Pong`.
 pub struct PingService;
@@ -23,6 +25,16 @@ impl Service for PingService {
 pub fn identity(ca: &ClusterCa, usage: Usage) -> Identity {
     let issued = ca.issue("test", usage, &[]).unwrap();
     Identity::from_pem(&ca.cert_pem(), &issued.cert_pem, &issued.key_pem).unwrap()
+}
+
+/// A `PingService` master of `ca` on a loopback port (spawned on the test's runtime).
+/// Returns its address.
+pub fn serve_pings(ca: &ClusterCa) -> SocketAddr {
+    let ep =
+        rpc::server_endpoint("127.0.0.1:0".parse().unwrap(), &identity(ca, Usage::Node), &Default::default()).unwrap();
+    let addr = ep.local_addr().unwrap();
+    tokio::spawn(rpc::serve(ep, Arc::new(PingService), Role::Master, "m".into(), Limits::DEFAULT));
+    addr
 }
 
 /// A server of `ca` that accepts one connection, answers its hello, reads one request frame
