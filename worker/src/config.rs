@@ -11,6 +11,8 @@
 //! block_size = "4MiB"
 //! heartbeat_interval = "3s"
 //! ufs_threads = 2                 # tokio threads fetching missing blocks from object storage
+//! mount_refresh = "30s"           # a mount's configuration is asked of the master again after this
+//! master_call_timeout = "5s"      # the fetch pool's deadline for connecting to the master and each call
 //! [[worker.data_dirs]]
 //! path = "/nvme0/cv"
 //! capacity = "800GiB"             # whole worker in this directory, split between shards
@@ -92,6 +94,11 @@ pub struct WorkerSettings {
     /// Threads of the tokio pool that fetches missing blocks from object storage (beside the
     /// shards, never on them). Only started when a master is configured.
     pub ufs_threads: u16,
+    /// The fetch pool asks the master for a mount's configuration again after this long
+    /// (rotated credentials, changed options).
+    pub mount_refresh: Dur,
+    /// Deadline of the fetch pool's connect to the master and of each of its calls there.
+    pub master_call_timeout: Dur,
 }
 
 impl Default for WorkerSettings {
@@ -114,6 +121,8 @@ impl Default for WorkerSettings {
             spin_before_park: Dur::millis(0),
             node: "cv-worker".into(),
             ufs_threads: 2,
+            mount_refresh: Dur::secs(30),
+            master_call_timeout: Dur::secs(5),
         }
     }
 }
@@ -183,6 +192,12 @@ impl WorkerSettings {
         if self.ufs_threads == 0 || self.ufs_threads > 64 {
             return Err(ConfigError::new(f("ufs_threads"), "must be between 1 and 64"));
         }
+        if self.mount_refresh.get().is_zero() {
+            return Err(ConfigError::new(f("mount_refresh"), "must be > 0"));
+        }
+        if self.master_call_timeout.get().is_zero() {
+            return Err(ConfigError::new(f("master_call_timeout"), "must be > 0"));
+        }
         Ok(())
     }
 
@@ -239,6 +254,11 @@ mod tests {
         assert_eq!(field(WorkerSettings { watermarks: w, ..valid() }), "worker.watermarks");
         assert_eq!(field(WorkerSettings { ufs_threads: 0, ..valid() }), "worker.ufs_threads");
         assert_eq!(field(WorkerSettings { ufs_threads: 65, ..valid() }), "worker.ufs_threads");
+        assert_eq!(field(WorkerSettings { mount_refresh: Dur::millis(0), ..valid() }), "worker.mount_refresh");
+        assert_eq!(
+            field(WorkerSettings { master_call_timeout: Dur::millis(0), ..valid() }),
+            "worker.master_call_timeout"
+        );
         let mut s = valid();
         s.data_dirs.push(s.data_dirs[0].clone());
         assert_eq!(field(s), "worker.data_dirs[1].path");
@@ -262,12 +282,14 @@ mod tests {
     fn parses_from_toml_with_units() {
         let s: WorkerSettings = toml::from_str(
             "master = \"m:7000\"\nshards = 2\nheartbeat_interval = \"250ms\"\nufs_threads = 3\n\
+             mount_refresh = \"2m\"\nmaster_call_timeout = \"1500ms\"\n\
              [[data_dirs]]\npath = \"/d\"\ncapacity = \"2GiB\"\n",
         )
         .unwrap();
         assert_eq!(s.master.as_deref(), Some("m:7000"));
         assert_eq!(s.heartbeat_interval, Dur::millis(250));
         assert_eq!(s.ufs_threads, 3);
+        assert_eq!((s.mount_refresh, s.master_call_timeout), (Dur::secs(120), Dur::millis(1500)));
         assert_eq!(s.data_dirs[0].capacity, ByteSize::gib(2));
         s.validate("worker").unwrap();
         assert!(toml::from_str::<WorkerSettings>("bogus = 1").is_err());

@@ -18,11 +18,6 @@ use crate::quic::EndpointOptions;
 use crate::shard::{self, ShardCmd, ShardSpec, Started, host_port};
 use crate::ufs::{MasterSpec, PoolSpec, UfsPool};
 
-/// Deadline of connecting to the master and of one `GetMount` from the fetch pool.
-const MASTER_CALL_TIMEOUT: Duration = Duration::from_secs(5);
-/// A mount's configuration is asked of the master again after this long.
-const MOUNT_REFRESH: Duration = Duration::from_secs(30);
-
 /// Starts workers; see [`WorkerServer::start`].
 #[derive(Debug)]
 pub struct WorkerServer;
@@ -74,10 +69,10 @@ impl WorkerServer {
                     node: settings.node.clone(),
                     identity: identity.clone(),
                     transport: transport.clone(),
-                    timeout: MASTER_CALL_TIMEOUT,
+                    timeout: settings.master_call_timeout.get(),
                 },
                 ufs: UfsSettings::default(),
-                mount_refresh: MOUNT_REFRESH,
+                mount_refresh: settings.mount_refresh.get(),
             })?),
             None => None,
         };
