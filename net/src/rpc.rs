@@ -111,22 +111,18 @@ async fn read_request(
     budget: &Arc<Semaphore>,
 ) -> Result<(Frame, OwnedSemaphorePermit), NetError> {
     let (raw, header) = read_header(recv, limits).await?;
-    let bytes = u64::from(header.body_len) + header.after_body_len() as u64;
-    let permit =
-        u32::try_from(bytes).ok().and_then(|n| budget.clone().try_acquire_many_owned(n).ok()).ok_or_else(|| {
+    let permit = u32::try_from(header.frame_len())
+        .ok()
+        .and_then(|n| budget.clone().try_acquire_many_owned(n).ok())
+        .ok_or_else(|| {
             let msg = format!(
                 "this connection's unfinished requests hold its {} bytes of request buffers; retry",
-                budget_bytes(limits)
+                limits.max_frame_len()
             );
             NetError::remote(ErrorCode::Unavailable, msg, None)
         })?;
     let head = read_body(recv, raw, header).await?;
     Ok((read_rest(recv, head, limits).await?, permit))
-}
-
-/// The bytes one connection's unfinished requests may hold: one largest frame.
-fn budget_bytes(limits: &Limits) -> u64 {
-    u64::from(limits.max_body) + u64::from(limits.max_payload)
 }
 
 /// Reads the payload that follows `head` and checks the whole frame.
@@ -377,8 +373,8 @@ pub async fn serve<S: Service>(endpoint: quinn::Endpoint, service: Arc<S>, role:
 
 /// Serves the streams of one connection whose hello is done.
 async fn serve_connection<S: Service>(conn: quinn::Connection, peer: Arc<Peer>, service: Arc<S>, limits: Limits) {
-    // `budget_bytes` fits a semaphore's permits (two u32 limits).
-    let budget = Arc::new(Semaphore::new(budget_bytes(&limits) as usize));
+    // One largest frame (far below a semaphore's most permits).
+    let budget = Arc::new(Semaphore::new(limits.max_frame_len() as usize));
     loop {
         let (mut send, mut recv) = match conn.accept_bi().await {
             Ok(s) => s,

@@ -22,8 +22,29 @@ impl Limits {
         Limits { max_body: 16 << 20, max_payload: 64 << 20, max_path: 4096, max_string: 4096, max_list: 1 << 20 };
 }
 
+impl Limits {
+    /// Bytes on the wire of the largest frame these limits admit: header, body, payload and
+    /// the payload's trailing crc. A server lets one connection's unfinished requests buffer
+    /// at most this much (see [`crate::FrameHeader::frame_len`]).
+    pub const fn max_frame_len(&self) -> u64 {
+        (crate::frame::HEADER_LEN + crate::frame::TRAILER_LEN) as u64 + self.max_body as u64 + self.max_payload as u64
+    }
+}
+
 impl Default for Limits {
     fn default() -> Self {
         Limits::DEFAULT
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_largest_admitted_frame_fits_max_frame_len() {
+        let l = Limits { max_body: 100, max_payload: 1000, ..Limits::DEFAULT };
+        assert_eq!(l.max_frame_len(), 32 + 100 + 1000 + 4);
+        assert_eq!(Limits::DEFAULT.max_frame_len(), (80 << 20) + 36);
     }
 }

@@ -6,7 +6,8 @@
 //! will buffer from its connection's budget before allocating it; a request that does not fit
 //! is refused at once (`Unavailable`, retryable) instead of waiting, so a stalled stream can
 //! never hold up the ones that would free the budget. Block-write payloads are streamed to
-//! the store and reserve nothing.
+//! the store and reserve nothing. The budget is one largest frame (`Limits::max_frame_len`),
+//! as on every `cv_net::rpc` server.
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -23,7 +24,7 @@ pub(crate) struct Budget {
 impl Budget {
     /// Room for one frame of the largest size `limits` allow; smaller frames share it.
     pub(crate) fn for_limits(limits: &Limits) -> Rc<Budget> {
-        let size = u64::from(limits.max_body) + u64::from(limits.max_payload);
+        let size = limits.max_frame_len();
         Rc::new(Budget { size, left: Cell::new(size) })
     }
 
@@ -47,11 +48,11 @@ impl Budget {
     }
 }
 
-/// Bytes of a request kept in memory while it is served: its body, and its payload unless it
-/// is a block write (streamed).
+/// Bytes of a request kept in memory while it is served: the whole frame, less the payload of
+/// a block write (streamed to the store).
 fn buffered(header: &FrameHeader) -> u64 {
-    let payload = if header.kind == Kind::WriteBlock { 0 } else { header.after_body_len() as u64 };
-    u64::from(header.body_len) + payload
+    let streamed = if header.kind == Kind::WriteBlock { header.after_body_len() } else { 0 };
+    (header.frame_len() - streamed) as u64
 }
 
 /// A reservation; gives its bytes back when dropped.
@@ -80,23 +81,26 @@ mod tests {
     fn reservations_share_the_budget_and_come_back_when_dropped() {
         let limits = Limits { max_body: 1000, max_payload: 4000, ..Limits::DEFAULT };
         let budget = Budget::for_limits(&limits);
-        assert_eq!(budget.left(), 5000);
+        // One largest frame: header, body, payload and its trailing crc.
+        let full = limits.max_frame_len();
+        assert_eq!(full, 5036);
+        assert_eq!(budget.left(), full);
         let ping = cv_wire::encode(&Ping { nonce: 1 }, 1, &[7u8; 3000]).unwrap();
         let ping = header(&ping);
         let first = budget.hold(&ping).expect("fits");
-        let used = 5000 - budget.left();
-        assert!(used >= 3000 && used == buffered(&ping), "body and payload: {used}");
+        let used = full - budget.left();
+        assert!(used >= 3000 && used == buffered(&ping), "the whole frame: {used}");
         assert!(budget.hold(&ping).is_none(), "a second one does not fit");
         drop(first);
-        assert_eq!(budget.left(), 5000);
+        assert_eq!(budget.left(), full);
         assert!(budget.hold(&ping).is_some());
     }
 
     #[test]
-    fn a_block_write_reserves_its_body_only() {
+    fn a_block_write_reserves_its_header_and_body_only() {
         let write = cv_wire::encode(&WriteBlock { block_id: 1, pinned: false }, 2, &[1u8; 100_000]).unwrap();
         let write = header(&write);
-        assert_eq!(buffered(&write), u64::from(write.body_len));
+        assert_eq!(buffered(&write), (cv_wire::HEADER_LEN + write.body_len as usize) as u64);
         assert!(write.payload_len >= 100_000);
     }
 }
