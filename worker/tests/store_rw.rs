@@ -145,7 +145,7 @@ fn memory_tier_counts_hits_after_second_touch() {
         assert_eq!(store.read(3, 0, 100_000).await.unwrap().to_vec(), data);
         let s1 = store.stats().memory;
         assert_eq!((s1.hits, s1.misses, s1.bytes_used), (0, 2, 0));
-        assert!(!store.stat(3).unwrap().in_memory, "remembered is not resident");
+        assert!(!store.in_memory(3).unwrap(), "remembered is not resident");
         // Second read: misses again, now admitted.
         store.read(3, 0, 100_000).await.unwrap();
         let s2 = store.stats().memory;
@@ -157,17 +157,17 @@ fn memory_tier_counts_hits_after_second_touch() {
         assert_eq!(got.crc32(), crc32fast::hash(&data[65_000..67_000]));
         let s3 = store.stats().memory;
         assert_eq!((s3.hits, s3.misses), (2, 4));
-        assert!(store.stat(3).unwrap().in_memory);
+        assert!(store.in_memory(3).unwrap());
         assert_eq!(store.stats().disk.hits, 3);
         assert_eq!(store.stats().memory.hits, 2, "a stat is not a read");
         // Rewriting the block is a new incarnation: none of it is in memory.
         put(&store, 3, &data, false).await;
-        assert!(!store.stat(3).unwrap().in_memory);
+        assert!(!store.in_memory(3).unwrap());
         assert_eq!(store.stats().memory.bytes_used, 0, "the old incarnation's chunks went with it");
         // Read twice, it is admitted again; deleting the block drops its chunks from memory.
         assert_eq!(store.read(3, 0, 100_000).await.unwrap().to_vec(), data);
         store.read(3, 0, 100_000).await.unwrap();
-        assert!(store.stat(3).unwrap().in_memory);
+        assert!(store.in_memory(3).unwrap());
         store.delete(3).await.unwrap();
         assert_eq!(store.stats().memory.bytes_used, 0);
     });

@@ -204,7 +204,7 @@ fn stat_block(ctx: &ShardCtx, frame: &Frame) -> Result<Reply, Refusal> {
     let block_id = frame.access::<StatBlock>()?.block_id.to_native();
     owned(ctx, block_id)?;
     let s = ctx.store.stat(block_id)?;
-    let ok = StatBlockOk { len: s.len, pinned: s.pinned, in_memory: s.in_memory };
+    let ok = StatBlockOk { len: s.len, pinned: s.pinned, in_memory: ctx.store.in_memory(block_id)? };
     Ok(Reply::ok(frame.header().request_id, &ok))
 }
 

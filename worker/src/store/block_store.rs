@@ -40,8 +40,6 @@ pub struct BlockStat {
     pub dir: u16,
     /// Byte offset of its data in that directory's data file.
     pub disk_offset: u64,
-    /// Whether some of its chunks are in the memory tier.
-    pub in_memory: bool,
 }
 
 /// A committed block in memory.
@@ -72,7 +70,7 @@ impl Entry {
         }
     }
 
-    fn stat(&self, block_id: u64, mem: &MemTier) -> BlockStat {
+    fn stat(&self, block_id: u64) -> BlockStat {
         BlockStat {
             block_id,
             len: self.len,
@@ -80,7 +78,6 @@ impl Entry {
             chunk_size: self.chunk_size,
             dir: self.dir,
             disk_offset: self.offset,
-            in_memory: mem.holds_any(self.seq, self.crcs.len() as u32),
         }
     }
 
@@ -410,9 +407,8 @@ impl BlockStore {
     pub(crate) async fn publish(&self, block_id: u64, entry: Entry) -> Result<BlockStat> {
         let mut log = self.log().await?;
         log.append(&[IndexRecord::Add(entry.record(block_id))]).await?;
+        let stat = entry.stat(block_id);
         let mut st = self.state();
-        // A fresh incarnation: none of its chunks can be in memory yet.
-        let stat = entry.stat(block_id, &st.mem);
         if let Some(old) = st.blocks.get(&block_id).cloned() {
             // The durable ADD supersedes it: its extent is free.
             st.free(old.dir, old.offset, old.alloc_len);
@@ -464,8 +460,15 @@ impl BlockStore {
 
     /// Size and placement of a committed block.
     pub fn stat(&self, block_id: u64) -> Result<BlockStat> {
+        self.state().blocks.get(&block_id).map(|e| e.stat(block_id)).ok_or_else(|| not_found(block_id))
+    }
+
+    /// Whether some chunks of a committed block are in the memory tier (a stat's question,
+    /// apart from [`BlockStore::stat`], which every read asks: this one looks up each chunk).
+    pub fn in_memory(&self, block_id: u64) -> Result<bool> {
         let st = self.state();
-        st.blocks.get(&block_id).map(|e| e.stat(block_id, &st.mem)).ok_or_else(|| not_found(block_id))
+        let e = st.blocks.get(&block_id).ok_or_else(|| not_found(block_id))?;
+        Ok(st.mem.holds_any(e.seq, e.crcs.len() as u32))
     }
 
     /// Pins (never evicted) or unpins a committed block; durable when this returns.
