@@ -1,20 +1,7 @@
-//! cv master: namespace, journal, tail cache, placement.
+//! cv master: the QUIC service around [`cv_master_core::MasterCore`].
 //!
-//! [`state::State`] is a pure state machine changed only by [`state::Mutation`] values;
-//! [`journal`] makes those values durable (group commit) and recovers them; [`core::MasterCore`]
-//! ties state, journal, placement and the tail cache together for the server.
+//! The state machine, journal and tail cache are `cv-master-core`, which does no I/O;
+//! this crate adds the network (`server/`), object storage under mounts, the exporter and
+//! the delete queue's drain, all on the caller's tokio runtime.
 
-pub mod config;
-pub mod core;
-pub mod error;
-pub mod journal;
-pub mod path;
-pub mod placement;
 pub mod server;
-pub mod state;
-pub mod tail_cache;
-
-pub use config::MasterConfig;
-pub use core::{MasterCore, OpenInfo, Tail};
-pub use error::{Error, ErrorKind, Result};
-pub use path::{CvPath, PathError};

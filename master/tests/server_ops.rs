@@ -352,7 +352,7 @@ async fn malformed_frames_get_errors_and_the_server_keeps_serving() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn silent_workers_are_marked_lost_by_the_tick() {
     let h = Harness::new();
-    let clock = cv_master::config::ManualClock::new(1_000_000);
+    let clock = cv_master_core::config::ManualClock::new(1_000_000);
     let cfg = cv_master::server::ServerConfig {
         heartbeat_timeout: cv_net::config::Dur::secs(1),
         tick_interval: cv_net::config::Dur::millis(20),

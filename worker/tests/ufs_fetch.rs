@@ -79,7 +79,7 @@ async fn rig_with(base_port: u16, block_size: u64, mount_options: &[(&str, &str)
     let mut options = s3_options(&s3);
     options.extend(mount_options.iter().map(|(k, v)| (k.to_string(), v.to_string())));
     tokio::task::spawn_blocking(move || {
-        core.mount(MOUNT, &format!("s3://{BUCKET}/pre"), cv_master::state::MountMode::Cache, options)
+        core.mount(MOUNT, &format!("s3://{BUCKET}/pre"), cv_master_core::state::MountMode::Cache, options)
     })
     .await
     .unwrap()

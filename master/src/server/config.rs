@@ -1,7 +1,7 @@
 //! The `[master]` section of the cv configuration file, typed and validated, and its
 //! conversion into [`MasterConfig`].
 
-use crate::config::MasterConfig;
+use cv_master_core::config::MasterConfig;
 use cv_net::config::{ByteSize, ConfigError, Dur};
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;

@@ -1,6 +1,6 @@
 //! State values to wire messages: statuses, block locations, redacted mounts.
 
-use crate::state::{self, EntryKind, FileState};
+use cv_master_core::state::{self, EntryKind, FileState};
 use cv_wire::msg::{self, FileKind, FileStatus, KeyValue, MountInfo};
 
 /// A file's or directory's status as the wire carries it.

@@ -9,7 +9,7 @@
 //! so it can never delete such an object.
 
 use super::ufs::UfsLayer;
-use crate::MasterCore;
+use cv_master_core::MasterCore;
 use std::time::Duration;
 
 /// How long a request that queued deletes waits for them before it answers; the rest is

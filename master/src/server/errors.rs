@@ -1,7 +1,7 @@
 //! Error mapping for the server: master error kinds to wire codes (in one place), the
 //! per-request failure a handler returns, and the typed error of starting a server.
 
-use crate::error::{Error, ErrorKind};
+use cv_master_core::error::{Error, ErrorKind};
 use cv_net::NetError;
 use cv_net::config::ConfigError;
 use cv_wire::{ErrorCode, WireError};

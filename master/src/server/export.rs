@@ -16,9 +16,9 @@
 
 use super::errors::Fail;
 use super::ufs::{UfsLayer, fail};
-use crate::MasterCore;
-use crate::path::CvPath;
-use crate::state::{PendingExport, UfsObject};
+use cv_master_core::MasterCore;
+use cv_master_core::path::CvPath;
+use cv_master_core::state::{PendingExport, UfsObject};
 use cv_net::rpc::Conn;
 use cv_wire::msg::{ReadBlock, ReadBlockOk, Role};
 use cv_wire::{ErrorCode, Limits};
@@ -164,7 +164,7 @@ impl Exporter {
         version: u64,
         path: &str,
     ) -> Result<(), Fail> {
-        let cv = CvPath::parse(path).map_err(|e| Fail::from(crate::Error::from(e)))?;
+        let cv = CvPath::parse(path).map_err(|e| Fail::from(cv_master_core::Error::from(e)))?;
         let Some(mount) = core.inspect(|st| st.mount_for(&cv).cloned()) else {
             return Err(Fail::new(ErrorCode::NotFound, format!("{path} is no longer under a mount")));
         };
@@ -178,7 +178,7 @@ impl Exporter {
             return Err(Fail::new(ErrorCode::Unavailable, msg));
         }
         let store = ufs.store(&mount)?;
-        let key = crate::state::key_of(&mount.path, path);
+        let key = cv_master_core::state::key_of(&mount.path, path);
         let mut w = store.writer(&key, PART).await.map_err(fail)?;
         if let Err(f) = self.copy_blocks(&info.blocks, &mut w).await {
             // No half object: the multipart upload is dropped.
@@ -214,7 +214,11 @@ impl Exporter {
     }
 
     /// Streams the blocks, in file order, from their shards into `w`.
-    async fn copy_blocks(&self, blocks: &[crate::state::BlockLoc], w: &mut cv_ufs::UfsWriter) -> Result<(), Fail> {
+    async fn copy_blocks(
+        &self,
+        blocks: &[cv_master_core::state::BlockLoc],
+        w: &mut cv_ufs::UfsWriter,
+    ) -> Result<(), Fail> {
         for b in blocks {
             let addr = tokio::net::lookup_host((b.host.as_str(), b.port))
                 .await

@@ -1,5 +1,5 @@
 //! The master served over QUIC: a [`MasterService`] that answers every master-side message of
-//! the wire catalogue from a [`crate::MasterCore`], and a [`MasterServer`] that binds the
+//! the wire catalogue from a [`cv_master_core::MasterCore`], and a [`MasterServer`] that binds the
 //! endpoint, runs the lost-worker tick and shuts everything down cleanly. It runs on the
 //! caller's tokio runtime; journal fsyncs are awaited, never blocked on.
 

@@ -12,8 +12,9 @@ pub(super) async fn mount(s: &MasterService, frame: &Frame) -> Result<Reply, Fai
     let req: Mount = frame.decode_body()?;
     let options: Vec<(String, String)> = req.options.into_iter().map(|kv| (kv.key, kv.value)).collect();
     let mode = mode_to_state(req.mode);
-    let path = crate::path::CvPath::parse(&req.cv_path).map_err(|e| Fail::from(crate::Error::from(e)))?;
-    let mount = crate::state::Mount { path: path.as_str().to_owned(), ufs_url: req.ufs_url, mode, options };
+    let path =
+        cv_master_core::path::CvPath::parse(&req.cv_path).map_err(|e| Fail::from(cv_master_core::Error::from(e)))?;
+    let mount = cv_master_core::state::Mount { path: path.as_str().to_owned(), ufs_url: req.ufs_url, mode, options };
     // The store must answer before the mount is recorded: a typo fails here, not at first read.
     s.ufs.validate(&mount).await?;
     if s.core.inspect(|st| st.stat(&path).is_err()) {
@@ -27,7 +28,8 @@ pub(super) async fn mount(s: &MasterService, frame: &Frame) -> Result<Reply, Fai
 /// A mount with its credentials, for a worker that fetches blocks under it.
 pub(super) async fn get_mount(s: &MasterService, frame: &Frame) -> Result<Reply, Fail> {
     let req: GetMount = frame.decode_body()?;
-    let path = crate::path::CvPath::parse(&req.cv_path).map_err(|e| Fail::from(crate::Error::from(e)))?;
+    let path =
+        cv_master_core::path::CvPath::parse(&req.cv_path).map_err(|e| Fail::from(cv_master_core::Error::from(e)))?;
     let core = s.core.clone();
     let mounts = tokio::task::spawn_blocking(move || core.list_mounts())
         .await
@@ -47,7 +49,8 @@ pub(super) async fn get_mount(s: &MasterService, frame: &Frame) -> Result<Reply,
 /// Forgets what was read from the store under a path: the next use reads it again.
 pub(super) async fn sync(s: &MasterService, frame: &Frame) -> Result<Reply, Fail> {
     let req: SyncMount = frame.decode_body()?;
-    let path = crate::path::CvPath::parse(&req.cv_path).map_err(|e| Fail::from(crate::Error::from(e)))?;
+    let path =
+        cv_master_core::path::CvPath::parse(&req.cv_path).map_err(|e| Fail::from(cv_master_core::Error::from(e)))?;
     if s.core.inspect(|st| st.mount_for(&path).is_none()) {
         return Err(Fail::new(cv_wire::ErrorCode::NotFound, format!("{} is not under a mount", req.cv_path)));
     }

@@ -4,9 +4,9 @@
 use super::convert::{block_loc, child_path, host_port, status};
 use super::errors::Fail;
 use super::service::MasterService;
-use crate::Tail;
-use crate::path::CvPath;
-use crate::state::MountMode;
+use cv_master_core::Tail;
+use cv_master_core::path::CvPath;
+use cv_master_core::state::MountMode;
 use cv_net::rpc::Reply;
 use cv_wire::msg::{
     AddBlock, AddBlockOk, BlockLoc, Complete, Create, CreateOk, Delete, Done, FileKind, FileStatus, List, ListOk,
@@ -22,7 +22,7 @@ fn normalized(raw: &str) -> Result<String, Fail> {
 }
 
 pub(super) fn parsed(raw: &str) -> Result<CvPath, Fail> {
-    CvPath::parse(raw).map_err(|e| Fail::from(crate::Error::from(e)))
+    CvPath::parse(raw).map_err(|e| Fail::from(cv_master_core::Error::from(e)))
 }
 
 pub(super) fn done(frame: &Frame) -> Reply {

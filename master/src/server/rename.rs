@@ -16,8 +16,8 @@ use super::errors::Fail;
 use super::namespace::{done, parsed};
 use super::service::MasterService;
 use super::ufs::fail;
-use crate::path::CvPath;
-use crate::state::{Mount, MountMode, ObjectCopy, UfsObject, key_of};
+use cv_master_core::path::CvPath;
+use cv_master_core::state::{Mount, MountMode, ObjectCopy, UfsObject, key_of};
 use cv_net::rpc::Reply;
 use cv_wire::msg::Rename;
 use cv_wire::{ErrorCode, Frame};
@@ -114,7 +114,8 @@ async fn move_objects(
 async fn list_tree(s: &MasterService, root: &CvPath) -> Result<(), Fail> {
     let mut stack = vec![root.clone()];
     while let Some(dir) = stack.pop() {
-        let is_dir = s.core.inspect(|st| st.stat(&dir).is_ok_and(|st| st.kind == crate::state::EntryKind::Dir));
+        let is_dir =
+            s.core.inspect(|st| st.stat(&dir).is_ok_and(|st| st.kind == cv_master_core::state::EntryKind::Dir));
         if !is_dir {
             continue;
         }
@@ -123,7 +124,7 @@ async fn list_tree(s: &MasterService, root: &CvPath) -> Result<(), Fail> {
             let Ok(page) = st.list(&dir, None, usize::MAX) else { return Vec::new() };
             page.entries
                 .into_iter()
-                .filter(|e| e.stat.kind == crate::state::EntryKind::Dir)
+                .filter(|e| e.stat.kind == cv_master_core::state::EntryKind::Dir)
                 .filter_map(|e| dir.child(&e.name).ok())
                 .collect::<Vec<_>>()
         });

@@ -2,8 +2,8 @@
 
 use super::errors::Fail;
 use super::{mounts, namespace, rename, replay, workers};
-use crate::MasterCore;
-use crate::config::Clock;
+use cv_master_core::MasterCore;
+use cv_master_core::config::Clock;
 use cv_net::rpc::{BoxFuture, Peer, Reply, Service};
 use cv_wire::msg::TierCounters;
 use cv_wire::msg::{Ping, Pong, Role};

@@ -10,9 +10,9 @@
 //! Concurrent requests for the same path wait for one call to the store.
 
 use super::errors::Fail;
-use crate::MasterCore;
-use crate::path::CvPath;
-use crate::state::{EntryKind, Mount, MountMode, Stat, UfsObject, key_of};
+use cv_master_core::MasterCore;
+use cv_master_core::path::CvPath;
+use cv_master_core::state::{EntryKind, Mount, MountMode, Stat, UfsObject, key_of};
 use cv_ufs::{ObjectMeta, Ufs, UfsError, UfsErrorKind, UfsSettings};
 use cv_wire::ErrorCode;
 use std::collections::HashMap;

@@ -2,7 +2,7 @@
 
 use super::errors::Fail;
 use super::service::MasterService;
-use crate::error::ErrorKind;
+use cv_master_core::error::ErrorKind;
 use cv_net::rpc::Reply;
 use cv_wire::msg::{Heartbeat, HeartbeatOk, RegisterOk, RegisterWorker, ReportOk, WorkerCommand, WorkerInfo};
 use cv_wire::{ErrorCode, Frame};

@@ -2,8 +2,8 @@
 //! cluster CA and its journal in a tempdir, and connections in any role.
 #![allow(dead_code)]
 
-use cv_master::config::Clock;
 use cv_master::server::{MasterServer, ServerConfig};
+use cv_master_core::config::Clock;
 use cv_net::NetError;
 use cv_net::config::Dur;
 use cv_net::quic::TransportSettings;

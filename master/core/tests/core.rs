@@ -6,10 +6,10 @@ use std::sync::atomic::Ordering;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
-use cv_master::config::ManualClock;
-use cv_master::core::{Storages, Tail};
-use cv_master::journal::MemStorage;
-use cv_master::{ErrorKind, MasterConfig, MasterCore};
+use cv_master_core::config::ManualClock;
+use cv_master_core::core::{Storages, Tail};
+use cv_master_core::journal::MemStorage;
+use cv_master_core::{ErrorKind, MasterConfig, MasterCore};
 
 fn mem_core(j: &MemStorage, s: &MemStorage, clock: &ManualClock, cfg: MasterConfig) -> MasterCore {
     let storages = Storages { journal: Box::new(j.clone()), snapshot: Box::new(s.clone()) };
@@ -92,7 +92,7 @@ fn restart_keeps_namespace_but_not_tails() {
         core.mkdir("/a/b", true).unwrap();
         write_file(&core, "/a/b/f", &bytes, 4 << 20);
         core.rename("/a/b", "/a/c").unwrap();
-        core.mount("/a", "s3://bkt/a", cv_master::state::MountMode::Fs, vec![]).unwrap();
+        core.mount("/a", "s3://bkt/a", cv_master_core::state::MountMode::Fs, vec![]).unwrap();
         assert!(matches!(core.open("/a/c/f").unwrap().tail, Tail::Cached { .. }));
         core.state_data()
     };
@@ -269,8 +269,8 @@ fn an_fs_mount_with_unexported_files_is_not_unmounted_unless_forced() {
     let (j, s, clock) = (MemStorage::new(), MemStorage::new(), ManualClock::new(1));
     let core = mem_core(&j, &s, &clock, MasterConfig::default());
     core.register_worker(None, "h", vec![1], 100).unwrap();
-    core.mount("/fs", "s3://bkt/fs", cv_master::state::MountMode::Fs, vec![]).unwrap();
-    core.mount("/c", "s3://bkt/c", cv_master::state::MountMode::Cache, vec![]).unwrap();
+    core.mount("/fs", "s3://bkt/fs", cv_master_core::state::MountMode::Fs, vec![]).unwrap();
+    core.mount("/c", "s3://bkt/c", cv_master_core::state::MountMode::Cache, vec![]).unwrap();
     core.mkdir("/fs/d", true).unwrap();
     write_file(&core, "/fs/d/a", b"abc", 4 << 20);
     write_file(&core, "/fs/b", b"de", 4 << 20);

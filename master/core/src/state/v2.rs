@@ -1,26 +1,97 @@
-//! Format version 1 of the journal records and the snapshot, frozen: every
-//! later build reads them (master/FORMAT.md). Version 2 added `ufs_files`
-//! to the state and the `UfsFile` and `Free` mutations; nothing else changed,
-//! so the inner types (inodes, blocks, mounts, workers) are shared. Before
-//! changing any of those, copy its version-1 form here.
+//! Format version 2 of the journal records and the snapshot, frozen: every
+//! later build reads them (master/core/FORMAT.md). Version 3 added the queue of
+//! object deletes (`pending_object_deletes`) and the `Remove`, `RenameObjects`,
+//! `ObjectsDeleted` and `ObjectsQueued` mutations; nothing else changed, so the inner types are
+//! shared. Before changing any of those, copy its version-2 form here.
 
 use super::mutation::Mutation as Current;
-use super::types::{BlockId, BlockInfo, Inode, InodeId, Mount, MountMode, StateData as CurrentData, Worker, WorkerId};
+use super::types::{
+    BlockId, BlockInfo, Inode, InodeId, Mount, MountMode, StateData as CurrentData, UfsObject, Worker, WorkerId,
+};
 use std::collections::{BTreeMap, BTreeSet};
 
 #[derive(Debug, Clone, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 pub enum Mutation {
-    Mkdir { path: String, parents: bool, mode: u32, mtime: u64 },
-    Create { path: String, overwrite: bool, file_id: InodeId, version: u64, mode: u32, mtime: u64 },
-    AddBlock { file_id: InodeId, block_id: BlockId, worker: WorkerId, shard: u16 },
-    Complete { file_id: InodeId, length: u64, block_lens: Vec<u64>, mtime: u64 },
-    Rename { src: String, dst: String, mtime: u64 },
-    Delete { path: String, recursive: bool, mtime: u64 },
-    Mount { path: String, ufs_url: String, mode: MountMode, options: Vec<(String, String)> },
-    Unmount { path: String },
-    RegisterWorker { worker_id: WorkerId, host: String, shard_ports: Vec<u16>, capacity: u64, now: u64 },
-    Heartbeat { worker_id: WorkerId, now: u64, capacity: u64, used: u64, added: Vec<BlockId>, removed: Vec<BlockId> },
-    WorkersLost { worker_ids: Vec<WorkerId>, now: u64 },
+    Mkdir {
+        path: String,
+        parents: bool,
+        mode: u32,
+        mtime: u64,
+    },
+    Create {
+        path: String,
+        overwrite: bool,
+        file_id: InodeId,
+        version: u64,
+        mode: u32,
+        mtime: u64,
+    },
+    AddBlock {
+        file_id: InodeId,
+        block_id: BlockId,
+        worker: WorkerId,
+        shard: u16,
+    },
+    Complete {
+        file_id: InodeId,
+        length: u64,
+        block_lens: Vec<u64>,
+        mtime: u64,
+    },
+    Rename {
+        src: String,
+        dst: String,
+        mtime: u64,
+    },
+    Delete {
+        path: String,
+        recursive: bool,
+        mtime: u64,
+    },
+    Mount {
+        path: String,
+        ufs_url: String,
+        mode: MountMode,
+        options: Vec<(String, String)>,
+    },
+    Unmount {
+        path: String,
+    },
+    RegisterWorker {
+        worker_id: WorkerId,
+        host: String,
+        shard_ports: Vec<u16>,
+        capacity: u64,
+        now: u64,
+    },
+    Heartbeat {
+        worker_id: WorkerId,
+        now: u64,
+        capacity: u64,
+        used: u64,
+        added: Vec<BlockId>,
+        removed: Vec<BlockId>,
+    },
+    WorkersLost {
+        worker_ids: Vec<WorkerId>,
+        now: u64,
+    },
+    UfsFile {
+        path: String,
+        object: UfsObject,
+        length: u64,
+        block_size: u64,
+        placement: Vec<(WorkerId, u16)>,
+        mtime: u64,
+    },
+    Free {
+        path: String,
+    },
+    Exported {
+        file_id: InodeId,
+        version: u64,
+        object: UfsObject,
+    },
 }
 
 impl From<Mutation> for Current {
@@ -47,6 +118,11 @@ impl From<Mutation> for Current {
                 Current::Heartbeat { worker_id, now, capacity, used, added, removed }
             }
             Mutation::WorkersLost { worker_ids, now } => Current::WorkersLost { worker_ids, now },
+            Mutation::UfsFile { path, object, length, block_size, placement, mtime } => {
+                Current::UfsFile { path, object, length, block_size, placement, mtime }
+            }
+            Mutation::Free { path } => Current::Free { path },
+            Mutation::Exported { file_id, version, object } => Current::Exported { file_id, version, object },
         }
     }
 }
@@ -62,6 +138,8 @@ pub struct StateData {
     pub next_block: BlockId,
     pub next_worker: WorkerId,
     pub next_version: u64,
+    pub ufs_files: BTreeMap<InodeId, UfsObject>,
+    pub pending_unpins: BTreeMap<WorkerId, BTreeSet<BlockId>>,
 }
 
 impl From<StateData> for CurrentData {
@@ -76,8 +154,8 @@ impl From<StateData> for CurrentData {
             next_block: d.next_block,
             next_worker: d.next_worker,
             next_version: d.next_version,
-            ufs_files: BTreeMap::new(),
-            pending_unpins: BTreeMap::new(),
+            ufs_files: d.ufs_files,
+            pending_unpins: d.pending_unpins,
             pending_object_deletes: BTreeMap::new(),
         }
     }

@@ -1,16 +1,16 @@
 //! Journal and snapshot: round trips, torn and corrupt tails, bad magic/version, crashes.
 
-use cv_master::ErrorKind;
-use cv_master::journal::{
+use cv_master_core::ErrorKind;
+use cv_master_core::journal::{
     self, HEADER_LEN, Journal, MemStorage, Storage, encode_header, encode_record, encode_snapshot,
 };
-use cv_master::state::{Mutation, State};
+use cv_master_core::state::{Mutation, State};
 
 fn mkdir(i: u64) -> Mutation {
     Mutation::Mkdir { path: format!("/d{i}"), parents: false, mode: 0o755, mtime: i }
 }
 
-fn open(j: &MemStorage, s: &MemStorage) -> cv_master::Result<(Journal, journal::Recovered)> {
+fn open(j: &MemStorage, s: &MemStorage) -> cv_master_core::Result<(Journal, journal::Recovered)> {
     Journal::open(Box::new(j.clone()), Box::new(s.clone()), 1 << 20)
 }
 
@@ -36,7 +36,7 @@ fn record_offsets(bytes: &[u8]) -> Vec<usize> {
 }
 
 fn names(st: &State) -> Vec<String> {
-    let root = st.list(&cv_master::CvPath::root(), None, 1000).unwrap();
+    let root = st.list(&cv_master_core::CvPath::root(), None, 1000).unwrap();
     root.entries.into_iter().map(|e| e.name).collect()
 }
 

@@ -1,4 +1,4 @@
-//! Snapshot bytes (see master/FORMAT.md): a 32-byte header then rkyv(StateData).
+//! Snapshot bytes (see master/core/FORMAT.md): a 32-byte header then rkyv(StateData).
 
 use rkyv::rancor::Error as RkyvError;
 use rkyv::util::AlignedVec;
@@ -7,7 +7,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::state::StateData;
 
 pub const SNAPSHOT_MAGIC: [u8; 8] = *b"CVMSNAP\0";
-/// Snapshots of versions 1 and 2 (master/FORMAT.md) are still read.
+/// Snapshots of versions 1 and 2 (master/core/FORMAT.md) are still read.
 pub const SNAPSHOT_FORMAT_VERSION: u16 = 3;
 pub const SNAPSHOT_HEADER_LEN: usize = 32;
 

@@ -24,11 +24,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use cv_master::config::ManualClock;
-use cv_master::core::Storages;
-use cv_master::journal::MemStorage;
-use cv_master::state::{MountMode, PendingExport, StateData, UfsObject, key_of};
-use cv_master::{CvPath, ErrorKind, MasterConfig, MasterCore};
+use cv_master_core::config::ManualClock;
+use cv_master_core::core::Storages;
+use cv_master_core::journal::MemStorage;
+use cv_master_core::state::{MountMode, PendingExport, StateData, UfsObject, key_of};
+use cv_master_core::{CvPath, ErrorKind, MasterConfig, MasterCore};
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -210,7 +210,7 @@ impl Sim {
 
     /// One journaled core call, the way the server makes it: a refusal must change nothing, and a
     /// failure to make it durable crashes the master and restarts it.
-    fn call<T>(&mut self, what: String, f: impl FnOnce(&MasterCore) -> cv_master::Result<T>) -> Outcome<T> {
+    fn call<T>(&mut self, what: String, f: impl FnOnce(&MasterCore) -> cv_master_core::Result<T>) -> Outcome<T> {
         let pre = self.data();
         let got = f(self.core());
         self.trace.push(format!("{what} -> {}", got.as_ref().map_or_else(|e| e.to_string(), |_| "ok".into())));
@@ -581,7 +581,7 @@ impl Sim {
             Some(_) => self.core().inspect(|st| st.check_rename(&cv(&src), &cv(&dst))).map(|_| ()),
             None => match self.rename_outside_mounts(&src, &dst) {
                 Outcome::Done(()) => Ok(()),
-                Outcome::Refused(k) => Err(cv_master::Error::new(k, "refused")),
+                Outcome::Refused(k) => Err(cv_master_core::Error::new(k, "refused")),
                 Outcome::Lost => return,
             },
         };

@@ -4,8 +4,8 @@
 
 use std::path::PathBuf;
 
-use cv_master::journal::{decode_snapshot, encode_header, encode_record, encode_snapshot, scan};
-use cv_master::state::{MountMode, Mutation, State, UfsObject};
+use cv_master_core::journal::{decode_snapshot, encode_header, encode_record, encode_snapshot, scan};
+use cv_master_core::state::{MountMode, Mutation, State, UfsObject};
 
 fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)

@@ -1,4 +1,4 @@
-//! Journal bytes (see master/FORMAT.md): a segment header, then records of
+//! Journal bytes (see master/core/FORMAT.md): a segment header, then records of
 //! `len u32 | crc32 u32 | seq u64 | version u16 | reserved u16 | rkyv(Mutation)`.
 
 use rkyv::rancor::Error as RkyvError;
@@ -9,7 +9,7 @@ use crate::state::Mutation;
 
 pub const JOURNAL_MAGIC: [u8; 8] = *b"CVMJRNL\0";
 pub const JOURNAL_FORMAT_VERSION: u16 = 1;
-/// Records of version 1 (master/FORMAT.md) are still read.
+/// Records of version 1 (master/core/FORMAT.md) are still read.
 pub const RECORD_VERSION: u16 = 3;
 pub const HEADER_LEN: usize = 24;
 /// len + crc.

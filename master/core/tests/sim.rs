@@ -10,11 +10,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cv_master::config::ManualClock;
-use cv_master::core::Storages;
-use cv_master::journal::MemStorage;
-use cv_master::state::{InodeBody, MountMode, ROOT_ID, StateData};
-use cv_master::{CvPath, ErrorKind, MasterConfig, MasterCore};
+use cv_master_core::config::ManualClock;
+use cv_master_core::core::Storages;
+use cv_master_core::journal::MemStorage;
+use cv_master_core::state::{InodeBody, MountMode, ROOT_ID, StateData};
+use cv_master_core::{CvPath, ErrorKind, MasterConfig, MasterCore};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -190,7 +190,7 @@ fn observe(d: &StateData) -> Model {
                 }
             }
             InodeBody::File(f) => {
-                let complete = f.state == cv_master::state::FileState::Complete;
+                let complete = f.state == cv_master_core::state::FileState::Complete;
                 let node = Node::File { id, blocks: f.blocks.len(), len: f.length, complete };
                 m.nodes.insert(path, node);
             }
@@ -297,7 +297,7 @@ impl Sim {
             if self.rng.gen_bool(0.8) { self.j.fail_after(k) } else { self.s.fail_after(k) }
         }
         let mut next = self.model.clone();
-        let (got, want): (Result<(), cv_master::Error>, R) = match self.rng.gen_range(0..100) {
+        let (got, want): (Result<(), cv_master_core::Error>, R) = match self.rng.gen_range(0..100) {
             0..15 => {
                 let (p, parents) = (path(&mut self.rng), self.rng.gen_bool(0.5));
                 let want = CvPath::parse(&p).map_err(|_| ErrorKind::InvalidPath).and_then(|_| next.mkdir(&p, parents));
@@ -458,7 +458,7 @@ trait NowPub {
 
 impl NowPub for ManualClock {
     fn now_ms_pub(&self) -> u64 {
-        cv_master::config::Clock::now_ms(self)
+        cv_master_core::config::Clock::now_ms(self)
     }
 }
 

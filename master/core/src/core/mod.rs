@@ -1,0 +1,238 @@
+//! `MasterCore`: the state machine, the journal, placement and the tail cache behind one
+//! thread-safe facade for the server. Every mutation is applied under the state lock, appended
+//! to the journal in sequence order, and acknowledged only when its ticket says it is durable.
+//!
+//! This file holds the machinery every domain shares (recovery, `submit`, `read`, snapshots);
+//! the requests live by domain beside it, as `state/` and the server's handlers are split.
+
+mod mounts;
+mod namespace;
+mod objects;
+mod workers;
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::config::{Clock, MasterConfig};
+use crate::error::{Error, ErrorKind, Result};
+use crate::journal::{FileStorage, Journal, Storage, Ticket, WriterStats, encode_record, encode_snapshot};
+use crate::path::CvPath;
+use crate::placement::Ring;
+use crate::state::{Applied, Mutation, State, StateData};
+use crate::tail_cache::{TailCache, TailStats};
+
+pub use namespace::{Created, NewBlock, OpenInfo, Tail};
+pub use workers::{HeartbeatReply, TickReport};
+
+/// The journal's two byte stores.
+#[derive(Debug)]
+pub struct Storages {
+    pub journal: Box<dyn Storage>,
+    pub snapshot: Box<dyn Storage>,
+}
+
+/// What recovery found when the core opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecoveryInfo {
+    pub last_seq: u64,
+    pub snapshot_seq: u64,
+    pub replayed: u64,
+    pub cut_bytes: u64,
+}
+
+/// A result that is valid once its ticket resolves (the mutation, or what a read observed,
+/// is durable). Wait blocking or async.
+#[derive(Debug)]
+#[must_use = "nothing is acknowledged until the ticket is waited on"]
+pub struct Pending<T> {
+    value: T,
+    ticket: Ticket,
+}
+
+impl<T> Pending<T> {
+    pub fn wait(self) -> Result<T> {
+        self.ticket.wait()?;
+        Ok(self.value)
+    }
+
+    pub async fn wait_async(self) -> Result<T> {
+        self.ticket.wait_async().await?;
+        Ok(self.value)
+    }
+}
+
+#[derive(Debug)]
+struct Inner {
+    state: State,
+    last_seq: u64,
+    since_snapshot: u64,
+    ring: Ring,
+    ring_epoch: u64,
+}
+
+impl Inner {
+    /// The placement ring over the live shards, rebuilt only when the live set changed.
+    fn ring(&mut self, vnodes: u32) -> &Ring {
+        if self.ring_epoch != self.state.live_epoch() {
+            self.ring = Ring::build(&self.state.live_shards(), vnodes);
+            self.ring_epoch = self.state.live_epoch();
+        }
+        &self.ring
+    }
+}
+
+#[derive(Debug)]
+pub struct MasterCore {
+    inner: Mutex<Inner>,
+    tails: Mutex<TailCache>,
+    journal: Journal,
+    config: MasterConfig,
+    clock: Arc<dyn Clock>,
+    recovery: RecoveryInfo,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Nothing panics while holding these locks by design; if a bug did, the data is still the
+    // last consistent value (apply changes nothing on error).
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn cv(raw: &str) -> Result<CvPath> {
+    Ok(CvPath::parse(raw)?)
+}
+
+impl MasterCore {
+    /// Opens with real files `journal` and `snapshot` in `config.journal_dir`.
+    pub fn start_dir(config: MasterConfig, clock: Arc<dyn Clock>) -> Result<Self> {
+        std::fs::create_dir_all(&config.journal_dir).map_err(|e| Error::io("create journal dir", &e))?;
+        let storages = Storages {
+            journal: Box::new(FileStorage::new(config.journal_dir.join("journal"))),
+            snapshot: Box::new(FileStorage::new(config.journal_dir.join("snapshot"))),
+        };
+        Self::start(config, storages, clock)
+    }
+
+    /// Recovers from the given storages and starts the journal writer.
+    pub fn start(config: MasterConfig, storages: Storages, clock: Arc<dyn Clock>) -> Result<Self> {
+        if config.block_size == 0 || config.group_commit_max_bytes == 0 {
+            return Err(Error::new(ErrorKind::InvalidArgument, "block size and batch size must be > 0"));
+        }
+        let (journal, rec) = Journal::open(storages.journal, storages.snapshot, config.group_commit_max_bytes)?;
+        let recovery = RecoveryInfo {
+            last_seq: rec.last_seq,
+            snapshot_seq: rec.snapshot_seq,
+            replayed: rec.replayed,
+            cut_bytes: rec.cut_bytes,
+        };
+        let inner = Inner {
+            state: rec.state,
+            last_seq: rec.last_seq,
+            since_snapshot: rec.replayed,
+            ring: Ring::default(),
+            ring_epoch: u64::MAX,
+        };
+        Ok(Self {
+            inner: Mutex::new(inner),
+            tails: Mutex::new(TailCache::new(config.tail_budget_bytes)),
+            journal,
+            config,
+            clock,
+            recovery,
+        })
+    }
+
+    pub fn config(&self) -> &MasterConfig {
+        &self.config
+    }
+
+    pub fn recovery(&self) -> RecoveryInfo {
+        self.recovery
+    }
+
+    pub fn tail_stats(&self) -> TailStats {
+        lock(&self.tails).stats()
+    }
+
+    pub fn journal_stats(&self) -> &WriterStats {
+        self.journal.stats()
+    }
+
+    /// A copy of the durable part of the state (tests, debugging).
+    pub fn state_data(&self) -> StateData {
+        lock(&self.inner).state.data().clone()
+    }
+
+    /// The last sequence number applied in memory.
+    pub fn last_seq(&self) -> u64 {
+        lock(&self.inner).last_seq
+    }
+
+    fn healthy(&self) -> Result<()> {
+        if self.journal.is_failed() {
+            return Err(Error::new(ErrorKind::Poisoned, "journal failed; restart the master"));
+        }
+        Ok(())
+    }
+
+    /// Builds a mutation from the current state (ids, time, placement), applies it, queues
+    /// it to the journal in sequence order, and returns what it did plus its durability ticket.
+    fn submit(&self, build: impl FnOnce(&mut Inner, u64) -> Result<Mutation>) -> Result<(Applied, Ticket)> {
+        let mut g = lock(&self.inner);
+        self.healthy()?;
+        let m = build(&mut g, self.clock.now_ms())?;
+        let seq = g.last_seq + 1;
+        let bytes = encode_record(seq, &m)?;
+        let applied = g.state.apply(&m)?;
+        g.last_seq = seq;
+        let ticket = self.journal.append(seq, bytes);
+        g.since_snapshot += 1;
+        if self.config.snapshot_every > 0 && g.since_snapshot >= self.config.snapshot_every {
+            self.start_snapshot(&mut g);
+        }
+        Ok((applied, ticket))
+    }
+
+    fn start_snapshot(&self, g: &mut Inner) {
+        match encode_snapshot(g.last_seq, g.state.data()) {
+            Ok(bytes) => {
+                g.since_snapshot = 0;
+                // Failures poison the journal; later requests see that.
+                drop(self.journal.snapshot(g.last_seq, bytes));
+            }
+            Err(e) => tracing::error!(error = %e, "snapshot encoding failed"),
+        }
+    }
+
+    /// Writes a snapshot now and waits for it (and the journal restart) to be durable.
+    pub fn snapshot_now(&self) -> Result<u64> {
+        let ticket = {
+            let mut g = lock(&self.inner);
+            self.healthy()?;
+            let bytes = encode_snapshot(g.last_seq, g.state.data())?;
+            g.since_snapshot = 0;
+            self.journal.snapshot(g.last_seq, bytes)
+        };
+        ticket.wait()
+    }
+
+    /// A read of the state, valid once everything it could have observed is durable.
+    fn read<T>(&self, f: impl FnOnce(&State) -> Result<T>) -> Result<Pending<T>> {
+        let g = lock(&self.inner);
+        self.healthy()?;
+        let value = f(&g.state)?;
+        let ticket = if self.config.read_waits_for_durability {
+            self.journal.wait_for(g.last_seq)
+        } else {
+            Ticket::Ready(g.last_seq)
+        };
+        Ok(Pending { value, ticket })
+    }
+
+    fn done<T>(value: T, ticket: Ticket) -> Pending<T> {
+        Pending { value, ticket }
+    }
+
+    /// Stops the journal writer after flushing what is queued.
+    pub fn shutdown(&self) {
+        self.journal.shutdown();
+    }
+}

@@ -1,0 +1,53 @@
+//! Mounts: a cv directory mapped to an object-store location, in cache or fs mode.
+
+use super::{MasterCore, Pending, cv};
+use crate::error::{Error, ErrorKind, Result};
+use crate::state::{Mount, MountMode, Mutation};
+
+impl MasterCore {
+    pub fn begin_mount(
+        &self,
+        path: &str,
+        ufs_url: &str,
+        mode: MountMode,
+        options: Vec<(String, String)>,
+    ) -> Result<Pending<()>> {
+        let path = cv(path)?;
+        let (_, t) = self.submit(|_, _| {
+            Ok(Mutation::Mount { path: path.as_str().to_owned(), ufs_url: ufs_url.to_owned(), mode, options })
+        })?;
+        Ok(Self::done((), t))
+    }
+
+    pub fn mount(&self, path: &str, ufs_url: &str, mode: MountMode, options: Vec<(String, String)>) -> Result<()> {
+        self.begin_mount(path, ufs_url, mode, options)?.wait()
+    }
+
+    /// Removes the mount at `path`. An fs-mode mount with files not yet exported is refused
+    /// (`NotEmpty`, naming how many) unless `force`: they would never reach the store.
+    pub fn begin_unmount(&self, path: &str, force: bool) -> Result<Pending<()>> {
+        let path = cv(path)?;
+        let (_, t) = self.submit(|g, _| {
+            let unexported = if force { 0 } else { g.state.unexported_under(&path) };
+            if unexported > 0 {
+                return Err(Error::new(
+                    ErrorKind::NotEmpty,
+                    format!(
+                        "mount at {path}: {unexported} file(s) not yet exported to the store; wait for the \
+                         export (cvctl report shows the backlog) or unmount with force (they stay in cv only)"
+                    ),
+                ));
+            }
+            Ok(Mutation::Unmount { path: path.as_str().to_owned() })
+        })?;
+        Ok(Self::done((), t))
+    }
+
+    pub fn unmount(&self, path: &str, force: bool) -> Result<()> {
+        self.begin_unmount(path, force)?.wait()
+    }
+
+    pub fn list_mounts(&self) -> Result<Vec<Mount>> {
+        self.read(|st| Ok(st.mounts()))?.wait()
+    }
+}

@@ -1,0 +1,297 @@
+//! The namespace: directories, files being written (blocks placed by consistent hashing),
+//! completion with the file's tail, rename, delete, and the reads (open, stat, list).
+
+use std::sync::Arc;
+
+use super::{MasterCore, Pending, cv, lock};
+use crate::error::{Error, ErrorKind, Result};
+use crate::state::{
+    Applied, BlockId, BlockLoc, EntryKind, InodeBody, InodeId, ListPage, Mutation, Stat, State, UfsObject, WorkerId,
+};
+
+/// The file's trailing bytes as `open` returns them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Tail {
+    /// `bytes` are the file's bytes from `offset` to its end.
+    Cached { offset: u64, bytes: Arc<[u8]> },
+    /// Not cached (evicted, or lost in a restart): read the footer from the workers.
+    Evicted,
+}
+
+/// The one-round-trip answer to `open`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenInfo {
+    pub file_id: InodeId,
+    pub length: u64,
+    pub version: u64,
+    pub mtime: u64,
+    pub blocks: Vec<BlockLoc>,
+    pub tail: Tail,
+    /// The object the file is a copy of (cache mode).
+    pub ufs: Option<UfsObject>,
+}
+
+/// A file `create` (or a record of an object) made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Created {
+    pub file_id: InodeId,
+    pub version: u64,
+}
+
+/// Where the client writes a new block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewBlock {
+    pub block_id: BlockId,
+    pub index: u32,
+    pub worker_id: WorkerId,
+    pub shard: u16,
+    pub host: String,
+    pub port: u16,
+}
+
+impl NewBlock {
+    /// Block `block_id`, the file's `index`th, on `shard` of `worker`, at that shard's address.
+    fn new(st: &State, block_id: BlockId, index: u32, worker: WorkerId, shard: u16) -> Self {
+        let w = st.worker(worker);
+        let host = w.map(|w| w.host.clone()).unwrap_or_default();
+        let port = w.and_then(|w| w.shard_ports.get(usize::from(shard)).copied()).unwrap_or(0);
+        Self { block_id, index, worker_id: worker, shard, host, port }
+    }
+}
+
+impl MasterCore {
+    pub fn begin_mkdir(&self, path: &str, parents: bool) -> Result<Pending<()>> {
+        let path = cv(path)?;
+        let (_, t) = self.submit(|_, now| {
+            Ok(Mutation::Mkdir { path: path.as_str().to_owned(), parents, mode: 0o755, mtime: now })
+        })?;
+        Ok(Self::done((), t))
+    }
+
+    pub fn mkdir(&self, path: &str, parents: bool) -> Result<()> {
+        self.begin_mkdir(path, parents)?.wait()
+    }
+
+    pub fn begin_create(&self, path: &str, overwrite: bool, mode: u32) -> Result<Pending<Created>> {
+        let path = cv(path)?;
+        let mut replaced = None;
+        let (applied, t) = self.submit(|g, now| {
+            replaced = g.state.stat(&path).ok().filter(|s| s.kind == EntryKind::File).map(|s| s.id);
+            Ok(Mutation::Create {
+                path: path.as_str().to_owned(),
+                overwrite,
+                file_id: g.state.next_inode_id(),
+                version: g.state.next_version(),
+                mode,
+                mtime: now,
+            })
+        })?;
+        let Applied::Created { file_id, version } = applied else {
+            return Err(Error::new(ErrorKind::InvalidArgument, "create did not create"));
+        };
+        if let Some(old) = replaced {
+            lock(&self.tails).remove(old);
+        }
+        Ok(Self::done(Created { file_id, version }, t))
+    }
+
+    pub fn create(&self, path: &str, overwrite: bool, mode: u32) -> Result<Created> {
+        self.begin_create(path, overwrite, mode)?.wait()
+    }
+
+    /// Allocates the next block of a file being written, placed by consistent hashing.
+    pub fn begin_add_block(&self, file_id: InodeId) -> Result<Pending<NewBlock>> {
+        let vnodes = self.config.vnodes_per_shard;
+        let mut placed = None;
+        let (applied, t) = self.submit(|g, _| {
+            // The id carries its shard (cv_wire::block_shard) so a worker can route
+            // and refuse by id alone; placement hashes the sequence part.
+            let seq = cv_wire::first_free_seq(g.state.next_block_id());
+            let Some((worker, shard)) = g.ring(vnodes).place(seq) else {
+                return Err(Error::new(ErrorKind::NoWorkers, "no live worker shard"));
+            };
+            let block_id = cv_wire::block_id(seq, shard);
+            // The address is read under the same lock as the placement; the index comes with
+            // what the mutation applied.
+            placed = Some(NewBlock::new(&g.state, block_id, 0, worker, shard));
+            Ok(Mutation::AddBlock { file_id, block_id, worker, shard })
+        })?;
+        let (Applied::BlockAdded { block_id, index }, Some(mut block)) = (applied, placed) else {
+            return Err(Error::new(ErrorKind::InvalidArgument, "add_block did not add"));
+        };
+        debug_assert_eq!(block.block_id, block_id);
+        block.index = index;
+        Ok(Self::done(block, t))
+    }
+
+    pub fn add_block(&self, file_id: InodeId) -> Result<NewBlock> {
+        self.begin_add_block(file_id)?.wait()
+    }
+
+    /// Add-block for block `index` of the file, idempotent: a retry whose first
+    /// reply was lost gets the block it already has instead of a second one.
+    pub fn begin_add_block_at(&self, file_id: InodeId, index: u32) -> Result<Pending<NewBlock>> {
+        let existing = self.read(|st| {
+            Ok(st
+                .written_block(file_id, index)?
+                .map(|(block_id, b)| NewBlock::new(st, block_id, index, b.worker, b.shard)))
+        })?;
+        let Pending { value, ticket } = existing;
+        match value {
+            Some(block) => Ok(Pending { value: block, ticket }),
+            None => {
+                let pending = self.begin_add_block(file_id)?;
+                if pending.value.index != index {
+                    // Another add-block for this file raced in between; the writer is confused.
+                    return Err(Error::new(
+                        ErrorKind::InvalidArgument,
+                        format!("block {index} of file {file_id} was allocated as {}", pending.value.index),
+                    ));
+                }
+                Ok(pending)
+            }
+        }
+    }
+
+    /// Completes a file. `tail` is `(offset, bytes)`: the file's last bytes, which the tail
+    /// cache keeps (trimmed to the footer size of the file's format).
+    pub fn begin_complete(
+        &self,
+        file_id: InodeId,
+        length: u64,
+        block_lens: Vec<u64>,
+        tail: Option<(u64, Vec<u8>)>,
+    ) -> Result<Pending<()>> {
+        if let Some(big) = block_lens.iter().find(|&&l| l > self.config.block_size) {
+            return Err(Error::new(ErrorKind::InvalidArgument, format!("block of {big} bytes")));
+        }
+        if let Some((offset, bytes)) = &tail
+            && offset.checked_add(bytes.len() as u64) != Some(length)
+        {
+            return Err(Error::new(ErrorKind::InvalidArgument, "tail does not end at the file's end"));
+        }
+        let mut version = 0;
+        let (_, t) = self.submit(|g, now| {
+            version = g.state.data().inodes.get(&file_id).map_or(0, |i| match &i.body {
+                InodeBody::File(f) => f.version,
+                InodeBody::Dir { .. } => 0,
+            });
+            Ok(Mutation::Complete { file_id, length, block_lens, mtime: now })
+        })?;
+        if let Some((_, bytes)) = tail {
+            self.put_tail(file_id, version, length, &bytes);
+        }
+        Ok(Self::done((), t))
+    }
+
+    pub fn complete(
+        &self,
+        file_id: InodeId,
+        length: u64,
+        block_lens: Vec<u64>,
+        tail: Option<(u64, Vec<u8>)>,
+    ) -> Result<()> {
+        self.begin_complete(file_id, length, block_lens, tail)?.wait()
+    }
+
+    pub fn begin_rename(&self, src: &str, dst: &str) -> Result<Pending<()>> {
+        let (src, dst) = (cv(src)?, cv(dst)?);
+        let (_, t) = self.submit(|_, now| {
+            Ok(Mutation::Rename { src: src.as_str().to_owned(), dst: dst.as_str().to_owned(), mtime: now })
+        })?;
+        Ok(Self::done((), t))
+    }
+
+    pub fn rename(&self, src: &str, dst: &str) -> Result<()> {
+        self.begin_rename(src, dst)?.wait()
+    }
+
+    /// Deletes a file or directory in cv only (under a cache-mode mount: its object is gone from
+    /// the store); returns how many blocks were queued for deletion.
+    pub fn begin_delete(&self, path: &str, recursive: bool) -> Result<Pending<usize>> {
+        self.begin_delete_as(path, recursive, false)
+    }
+
+    /// Deletes `path` through cv: the objects behind it are queued for deletion from their
+    /// stores in the same journaled step.
+    pub fn begin_remove(&self, path: &str, recursive: bool) -> Result<Pending<usize>> {
+        self.begin_delete_as(path, recursive, true)
+    }
+
+    fn begin_delete_as(&self, path: &str, recursive: bool, objects_too: bool) -> Result<Pending<usize>> {
+        let path = cv(path)?;
+        let mut file = None;
+        let (applied, t) = self.submit(|g, now| {
+            file = g.state.stat(&path).ok().filter(|s| s.kind == EntryKind::File).map(|s| s.id);
+            let (path, mtime) = (path.as_str().to_owned(), now);
+            Ok(if objects_too {
+                Mutation::Remove { path, recursive, mtime }
+            } else {
+                Mutation::Delete { path, recursive, mtime }
+            })
+        })?;
+        if let Some(f) = file {
+            lock(&self.tails).remove(f);
+        }
+        let blocks = match applied {
+            Applied::Deleted { blocks } => blocks,
+            _ => 0,
+        };
+        Ok(Self::done(blocks, t))
+    }
+
+    pub fn delete(&self, path: &str, recursive: bool) -> Result<usize> {
+        self.begin_delete(path, recursive)?.wait()
+    }
+
+    pub fn begin_open(&self, path: &str) -> Result<Pending<OpenInfo>> {
+        let path = cv(path)?;
+        let pending = self.read(|st| st.open_file(&path))?;
+        let f = &pending.value;
+        let tail = if f.length == 0 {
+            Tail::Cached { offset: 0, bytes: Arc::from(&[][..]) }
+        } else {
+            match lock(&self.tails).get(f.file_id, f.version) {
+                Some(t) => Tail::Cached { offset: t.offset, bytes: t.bytes },
+                None => Tail::Evicted,
+            }
+        };
+        let Pending { value: f, ticket } = pending;
+        let info = OpenInfo {
+            file_id: f.file_id,
+            length: f.length,
+            version: f.version,
+            mtime: f.mtime,
+            blocks: f.blocks,
+            tail,
+            ufs: f.ufs,
+        };
+        Ok(Pending { value: info, ticket })
+    }
+
+    pub fn open(&self, path: &str) -> Result<OpenInfo> {
+        self.begin_open(path)?.wait()
+    }
+
+    pub async fn open_async(&self, path: &str) -> Result<OpenInfo> {
+        self.begin_open(path)?.wait_async().await
+    }
+
+    pub fn begin_stat(&self, path: &str) -> Result<Pending<Stat>> {
+        let path = cv(path)?;
+        self.read(|st| st.stat(&path))
+    }
+
+    pub fn stat(&self, path: &str) -> Result<Stat> {
+        self.begin_stat(path)?.wait()
+    }
+
+    pub fn begin_list(&self, path: &str, start_after: Option<&str>, limit: usize) -> Result<Pending<ListPage>> {
+        let path = cv(path)?;
+        self.read(|st| st.list(&path, start_after, limit))
+    }
+
+    pub fn list(&self, path: &str, start_after: Option<&str>, limit: usize) -> Result<ListPage> {
+        self.begin_list(path, start_after, limit)?.wait()
+    }
+}

@@ -1,0 +1,112 @@
+//! Workers: registration, heartbeats (block reports, delete and unpin commands) and the tick
+//! that marks silent workers lost.
+
+use super::{MasterCore, Pending};
+use crate::error::{Error, ErrorKind, Result};
+use crate::state::{Applied, BlockId, Mutation, WorkerId};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeartbeatReply {
+    /// Blocks the worker must drop.
+    pub delete_blocks: Vec<BlockId>,
+    /// Blocks the worker may evict again (their files were exported).
+    pub unpin_blocks: Vec<BlockId>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TickReport {
+    pub lost_workers: Vec<WorkerId>,
+    pub missing_blocks: Vec<BlockId>,
+}
+
+impl MasterCore {
+    /// Registers a worker; `previous` is the id it had before a restart (kept if known).
+    pub fn begin_register_worker(
+        &self,
+        previous: Option<WorkerId>,
+        host: &str,
+        shard_ports: Vec<u16>,
+        capacity: u64,
+    ) -> Result<Pending<WorkerId>> {
+        let (applied, t) = self.submit(|g, now| {
+            // A worker that lost its id (its process restarted) but comes back at the same
+            // address is the same worker: its blocks stay its own.
+            let same_addr = || {
+                g.state.data().workers.values().find(|w| w.host == host && w.shard_ports == shard_ports).map(|w| w.id)
+            };
+            let worker_id = match previous {
+                Some(id) if g.state.worker(id).is_some() => id,
+                _ => same_addr().unwrap_or_else(|| g.state.next_worker_id()),
+            };
+            Ok(Mutation::RegisterWorker { worker_id, host: host.to_owned(), shard_ports, capacity, now })
+        })?;
+        let Applied::WorkerRegistered { worker_id } = applied else {
+            return Err(Error::new(ErrorKind::InvalidArgument, "register did not register"));
+        };
+        Ok(Self::done(worker_id, t))
+    }
+
+    pub fn register_worker(
+        &self,
+        previous: Option<WorkerId>,
+        host: &str,
+        shard_ports: Vec<u16>,
+        capacity: u64,
+    ) -> Result<WorkerId> {
+        self.begin_register_worker(previous, host, shard_ports, capacity)?.wait()
+    }
+
+    pub fn begin_heartbeat(
+        &self,
+        worker_id: WorkerId,
+        capacity: u64,
+        used: u64,
+        added: Vec<BlockId>,
+        removed: Vec<BlockId>,
+    ) -> Result<Pending<HeartbeatReply>> {
+        let (applied, t) =
+            self.submit(|_, now| Ok(Mutation::Heartbeat { worker_id, now, capacity, used, added, removed }))?;
+        let (delete_blocks, unpin_blocks) = match applied {
+            Applied::Heartbeat { delete_blocks, unpin_blocks } => (delete_blocks, unpin_blocks),
+            _ => (Vec::new(), Vec::new()),
+        };
+        Ok(Self::done(HeartbeatReply { delete_blocks, unpin_blocks }, t))
+    }
+
+    pub fn heartbeat(
+        &self,
+        worker_id: WorkerId,
+        capacity: u64,
+        used: u64,
+        added: Vec<BlockId>,
+        removed: Vec<BlockId>,
+    ) -> Result<HeartbeatReply> {
+        self.begin_heartbeat(worker_id, capacity, used, added, removed)?.wait()
+    }
+
+    /// Marks workers silent for longer than the heartbeat timeout as lost.
+    pub fn tick(&self) -> Result<TickReport> {
+        let timeout = self.config.heartbeat_timeout.as_millis() as u64;
+        let mut lost = Vec::new();
+        let result = self.submit(|g, now| {
+            lost = g.state.expired_workers(now, timeout);
+            if lost.is_empty() {
+                // Nothing to journal: signal "no mutation" through a typed error caught below.
+                return Err(Error::new(ErrorKind::NotFound, "no expired workers"));
+            }
+            Ok(Mutation::WorkersLost { worker_ids: lost.clone(), now })
+        });
+        match result {
+            Ok((Applied::WorkersLost { missing_blocks }, t)) => {
+                t.wait()?;
+                Ok(TickReport { lost_workers: lost, missing_blocks })
+            }
+            Ok((_, t)) => {
+                t.wait()?;
+                Ok(TickReport::default())
+            }
+            Err(e) if e.kind() == ErrorKind::NotFound && lost.is_empty() => Ok(TickReport::default()),
+            Err(e) => Err(e),
+        }
+    }
+}
