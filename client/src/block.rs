@@ -13,10 +13,7 @@ use bytes::{Buf, Bytes};
 use cv_net::rpc::{self, Conn};
 use cv_net::{NetError, NetErrorKind, timeline};
 use cv_wire::msg::{ReadBlock, ReadBlockOk};
-use cv_wire::rkyv::util::AlignedVec;
-use cv_wire::{
-    Flags, Frame, FrameCheck, FrameHeader, HEADER_LEN, Kind, Message, TRAILER_LEN, WireError, WireErrorKind,
-};
+use cv_wire::{Flags, Kind, Message, TRAILER_LEN, WireError, WireErrorKind};
 use std::collections::VecDeque;
 
 /// Where a block read's bytes go.
@@ -168,11 +165,12 @@ pub(crate) async fn read_block(conn: &Conn, req: &ReadBlock, mut dst: Dst<'_>) -
     let (mut send, mut recv) = conn.quinn().open_bi().await.map_err(|e| net("open stream", e))?;
     rpc::write_frame(&mut send, &frame, &[]).await?;
 
-    let (raw, header, body) = rpc::read_head(&mut recv, &LIMITS).await?;
+    let (inbound, body) = rpc::read_head(&mut recv, &LIMITS).await?;
     cv_net::timeline_mark!(timeline::FIRST, port(), id);
+    let header = *inbound.header();
     let known = [Flags::default(), Flags(Flags::PAYLOAD_CRC_AFTER)];
     if header.kind != Kind::ReadBlockOk || !known.contains(&header.flags) {
-        return Err(other_reply(&mut recv, raw, header, body).await);
+        return Err(other_reply(&mut recv, (inbound, body)).await);
     }
     let got = header.payload_len as usize;
     if got != want {
@@ -182,7 +180,7 @@ pub(crate) async fn read_block(conn: &Conn, req: &ReadBlock, mut dst: Dst<'_>) -
         ));
     }
 
-    let mut check = FrameCheck::new(&raw, &header, &body).map_err(wire)?;
+    let mut check = inbound.check(&body).map_err(wire)?;
     if let Dst::Received(r) = &mut dst {
         r.clear();
     }
@@ -220,24 +218,16 @@ pub(crate) async fn read_block(conn: &Conn, req: &ReadBlock, mut dst: Dst<'_>) -
 
 /// The rest of a reply that is not a plain `ReadBlockOk`, read and verified as any frame,
 /// turned into the error it is: the server's error, or an unexpected kind.
-async fn other_reply(
-    recv: &mut quinn::RecvStream,
-    raw: [u8; HEADER_LEN],
-    header: FrameHeader,
-    body: AlignedVec,
-) -> Error {
-    let mut payload = vec![0u8; header.after_body_len()];
-    if let Err(e) = recv.read_exact(&mut payload).await {
-        return read_exact_err(e);
-    }
-    let checked = Frame::from_parts(raw, body, payload, &LIMITS)
-        .map_err(NetError::from)
+async fn other_reply(recv: &mut quinn::RecvStream, head: rpc::Head) -> Error {
+    let flags = head.0.header().flags;
+    let checked = rpc::read_rest(recv, head, &LIMITS)
+        .await
         .and_then(rpc::check_reply)
         .and_then(|f| f.access::<ReadBlockOk>().map(|_| ()).map_err(NetError::from));
     match checked {
         Err(e) => Error::from(e),
         // Only flags this build does not read block replies with can get here.
-        Ok(()) => Error::new(ErrorKind::Protocol, format!("block reply with flags {:?}", header.flags)),
+        Ok(()) => Error::new(ErrorKind::Protocol, format!("block reply with flags {flags:?}")),
     }
 }
 

@@ -9,13 +9,14 @@ use crate::quic::{TransportSettings, bind_udp, client_config, server_config};
 use crate::tls::{Identity, SERVER_NAME};
 use cv_wire::msg::{ErrorReply, Hello, HelloOk, Role};
 use cv_wire::rkyv::util::AlignedVec;
-use cv_wire::{EncodedFrame, ErrorCode, Frame, FrameHeader, HEADER_LEN, Limits, Message, PROTOCOL_VERSION};
+use cv_wire::{
+    EncodedFrame, ErrorCode, Frame, HEADER_LEN, Held, Inbound, Limits, Message, PROTOCOL_VERSION, RequestBudget,
+};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 fn conn_err(what: &str, e: impl std::error::Error + Send + Sync + 'static) -> NetError {
     NetError::new(NetErrorKind::Connect, what.to_string()).with_source(e)
@@ -64,33 +65,28 @@ pub fn client_endpoint(identity: &Identity, settings: &TransportSettings) -> Res
     Ok(ep)
 }
 
-/// A frame's header (raw and parsed) and body, read; its payload is still on the stream.
-pub type Head = ([u8; HEADER_LEN], FrameHeader, AlignedVec);
+/// A frame's header (parsed once) and body, read; its payload is still on the stream.
+pub type Head = (Inbound, AlignedVec);
 
 /// Reads a frame's header, checked against `limits` before anything is allocated, then
 /// its body.
 pub async fn read_head(recv: &mut quinn::RecvStream, limits: &Limits) -> Result<Head, NetError> {
-    let (raw, header) = read_header(recv, limits).await?;
-    read_body(recv, raw, header).await
+    let inbound = read_header(recv, limits).await?;
+    read_body(recv, inbound).await
 }
 
 /// Reads and parses a frame's header alone.
-async fn read_header(
-    recv: &mut quinn::RecvStream,
-    limits: &Limits,
-) -> Result<([u8; HEADER_LEN], FrameHeader), NetError> {
+async fn read_header(recv: &mut quinn::RecvStream, limits: &Limits) -> Result<Inbound, NetError> {
     let mut raw = [0u8; HEADER_LEN];
     recv.read_exact(&mut raw).await.map_err(read_err)?;
-    let header = FrameHeader::parse(&raw, limits)?;
-    Ok((raw, header))
+    Ok(Inbound::parse(raw, limits)?)
 }
 
-/// Reads the body that `header` announces.
-async fn read_body(recv: &mut quinn::RecvStream, raw: [u8; HEADER_LEN], header: FrameHeader) -> Result<Head, NetError> {
-    let mut body = AlignedVec::with_capacity(header.body_len as usize);
-    body.resize(header.body_len as usize, 0);
+/// Reads the body that the header announces.
+async fn read_body(recv: &mut quinn::RecvStream, inbound: Inbound) -> Result<Head, NetError> {
+    let mut body = inbound.body_buf();
     recv.read_exact(&mut body).await.map_err(read_err)?;
-    Ok((raw, header, body))
+    Ok((inbound, body))
 }
 
 /// Reads one frame: header first (checked against `limits` before anything
@@ -101,35 +97,25 @@ pub async fn read_frame(recv: &mut quinn::RecvStream, limits: &Limits) -> Result
 }
 
 /// Reads a request frame on a server: like [`read_frame`], but the bytes the frame will hold
-/// (body and payload) are taken from its connection's `budget` before any is allocated, and
-/// given back when the returned permit drops. A frame that does not fit is refused at once
-/// with `Unavailable` (retryable), so streams that announce large frames and never finish
-/// them hold at most the budget.
+/// are reserved from its connection's `budget` before any is allocated, and given back when
+/// the returned reservation drops; a frame that does not fit is refused at once with
+/// `Unavailable` (see [`RequestBudget`]).
 async fn read_request(
     recv: &mut quinn::RecvStream,
     limits: &Limits,
-    budget: &Arc<Semaphore>,
-) -> Result<(Frame, OwnedSemaphorePermit), NetError> {
-    let (raw, header) = read_header(recv, limits).await?;
-    let permit = u32::try_from(header.frame_len())
-        .ok()
-        .and_then(|n| budget.clone().try_acquire_many_owned(n).ok())
-        .ok_or_else(|| {
-            let msg = format!(
-                "this connection's unfinished requests hold its {} bytes of request buffers; retry",
-                limits.max_frame_len()
-            );
-            NetError::remote(ErrorCode::Unavailable, msg, None)
-        })?;
-    let head = read_body(recv, raw, header).await?;
-    Ok((read_rest(recv, head, limits).await?, permit))
+    budget: &RequestBudget,
+) -> Result<(Frame, Held), NetError> {
+    let inbound = read_header(recv, limits).await?;
+    let held = budget.hold(inbound.header())?;
+    let head = read_body(recv, inbound).await?;
+    Ok((read_rest(recv, head, limits).await?, held))
 }
 
 /// Reads the payload that follows `head` and checks the whole frame.
-async fn read_rest(recv: &mut quinn::RecvStream, head: Head, limits: &Limits) -> Result<Frame, NetError> {
-    let (raw, header, body) = head;
+pub async fn read_rest(recv: &mut quinn::RecvStream, head: Head, limits: &Limits) -> Result<Frame, NetError> {
+    let (inbound, body) = head;
     // Chunks appended as they come: no zero-filling of a buffer the stream then overwrites.
-    let want = header.after_body_len();
+    let want = inbound.header().after_body_len();
     let mut payload = Vec::with_capacity(want);
     while payload.len() < want {
         match recv.read_chunk(want - payload.len(), true).await.map_err(|e| conn_err("read", e))? {
@@ -137,7 +123,7 @@ async fn read_rest(recv: &mut quinn::RecvStream, head: Head, limits: &Limits) ->
             None => return Err(read_err(quinn::ReadExactError::FinishedEarly(payload.len()))),
         }
     }
-    Ok(Frame::from_parts(raw, body, payload, limits)?)
+    Ok(inbound.finish(body, payload, limits)?)
 }
 
 /// How long [`end_read`] lets a stream's end be late before it gives up on it.
@@ -337,7 +323,9 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// Something that answers requests.
 pub trait Service: Send + Sync + 'static {
-    /// Answers one validated-header, checksummed frame.
+    /// Answers one frame whose header and checksum are verified. Its body is not yet
+    /// validated: the service reads it, once, through [`Frame::access`] as the message the
+    /// kind names (an invalid body is its `Malformed` reply).
     fn handle<'a>(&'a self, peer: &'a Peer, frame: Frame) -> BoxFuture<'a, Reply>;
 }
 
@@ -373,8 +361,7 @@ pub async fn serve<S: Service>(endpoint: quinn::Endpoint, service: Arc<S>, role:
 
 /// Serves the streams of one connection whose hello is done.
 async fn serve_connection<S: Service>(conn: quinn::Connection, peer: Arc<Peer>, service: Arc<S>, limits: Limits) {
-    // One largest frame (far below a semaphore's most permits).
-    let budget = Arc::new(Semaphore::new(limits.max_frame_len() as usize));
+    let budget = RequestBudget::for_limits(&limits);
     loop {
         let (mut send, mut recv) = match conn.accept_bi().await {
             Ok(s) => s,
@@ -387,15 +374,17 @@ async fn serve_connection<S: Service>(conn: quinn::Connection, peer: Arc<Peer>, 
         let peer = peer.clone();
         let budget = budget.clone();
         tokio::spawn(async move {
-            // The permit is held until the reply is written (a reply may carry the request's bytes).
-            let (reply, _permit) = match read_request(&mut recv, &limits, &budget).await {
+            // The reservation is held until the reply is written (a reply may carry the
+            // request's bytes).
+            let (reply, _held) = match read_request(&mut recv, &limits, &budget).await {
                 // The request's end is read too: dropped unread, the stream would send the
-                // client STOP_SENDING, one more packet per call.
-                Ok((frame, permit)) => match end_read(recv).and_then(|()| frame.validate().map_err(NetError::from)) {
-                    Ok(()) => (service.handle(&peer, frame).await, Some(permit)),
+                // client STOP_SENDING, one more packet per call. The body is validated once,
+                // by the service, as the message its kind names.
+                Ok((frame, held)) => match end_read(recv) {
+                    Ok(()) => (service.handle(&peer, frame).await, Some(held)),
                     Err(e) => {
                         let code = e.code().unwrap_or(ErrorCode::Malformed);
-                        (Reply::error(frame.header().request_id, code, e.message(), None), Some(permit))
+                        (Reply::error(frame.header().request_id, code, e.message(), None), Some(held))
                     }
                 },
                 Err(e) => {

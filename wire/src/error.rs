@@ -26,6 +26,9 @@ pub enum WireErrorKind {
     UnexpectedKind,
     /// Encoding failed (a message larger than the limits, or a serializer error).
     Encode,
+    /// The frame is valid, but its connection's request buffers are full
+    /// ([`crate::RequestBudget`]); the same request may succeed once others finish.
+    Busy,
 }
 
 /// A refused frame: its kind and a short static description of what broke.
@@ -56,13 +59,14 @@ impl WireError {
             WireErrorKind::UnsupportedVersion => ErrorCode::VersionMismatch,
             WireErrorKind::LimitExceeded => ErrorCode::LimitExceeded,
             WireErrorKind::Encode => ErrorCode::Internal,
+            WireErrorKind::Busy => ErrorCode::Unavailable,
             _ => ErrorCode::Malformed,
         }
     }
 
-    /// Decoding errors never get better by resending the same bytes.
+    /// Decoding errors never get better by resending the same bytes; a full budget may.
     pub fn retryable(&self) -> bool {
-        false
+        self.kind == WireErrorKind::Busy
     }
 }
 

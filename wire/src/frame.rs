@@ -130,6 +130,14 @@ impl FrameHeader {
     pub fn frame_len(&self) -> usize {
         HEADER_LEN + self.body_len as usize + self.after_body_len()
     }
+
+    /// Bytes a server holds in memory while it serves this request: the whole frame, less
+    /// a payload its kind streams elsewhere ([`Kind::streams_payload`]: a block write's
+    /// payload goes to the store as it arrives).
+    pub fn buffered_len(&self) -> u64 {
+        let streamed = if self.kind.streams_payload() { self.after_body_len() } else { 0 };
+        (self.frame_len() - streamed) as u64
+    }
 }
 
 /// An encoded frame's header and body in one aligned buffer. The payload is
@@ -229,7 +237,7 @@ pub fn trailer(payload_crc: u32) -> [u8; TRAILER_LEN] {
 
 /// The checksums of a frame checked while its payload is read piece by piece, for a
 /// receiver that does not gather the payload into a [`Frame`] (it streams it into a block,
-/// or into a caller's buffer). [`Frame::from_parts`] checks through it too.
+/// or into a caller's buffer). Every received frame is checked through it.
 #[derive(Debug, Clone)]
 pub struct FrameCheck {
     /// Header (all but the crc field) and body: all the header crc covers when the
@@ -319,20 +327,20 @@ impl Frame {
         body.extend_from_slice(&bytes[HEADER_LEN..body_end]);
         let mut raw = [0u8; HEADER_LEN];
         raw.copy_from_slice(&bytes[..HEADER_LEN]);
-        Frame::from_parts(raw, body, bytes[body_end..].to_vec(), limits)
+        Frame::assemble(raw, header, body, bytes[body_end..].to_vec(), limits)
     }
 
-    /// Assembles a frame read in parts from a stream (header, then exactly
-    /// `body_len` body bytes, then the [`FrameHeader::after_body_len`] bytes after the
-    /// body: the payload, and its crc32 when the frame carries it there) and verifies
-    /// the checksums.
-    pub fn from_parts(
+    /// Completes a frame whose header has been parsed (once, by the caller) from
+    /// `raw_header`: exactly `body_len` body bytes, then the [`FrameHeader::after_body_len`]
+    /// bytes after the body (the payload, and its crc32 when the frame carries it there).
+    /// Verifies the checksums. Receivers reach it through [`crate::Inbound::finish`].
+    pub(crate) fn assemble(
         raw_header: [u8; HEADER_LEN],
+        header: FrameHeader,
         body: AlignedVec,
         mut after_body: Vec<u8>,
         limits: &Limits,
     ) -> Result<Frame, WireError> {
-        let header = FrameHeader::parse(&raw_header, limits)?;
         if body.len() != header.body_len as usize || after_body.len() != header.after_body_len() {
             return Err(WireError::new(WireErrorKind::Truncated, "body or payload length differs from header"));
         }

@@ -158,3 +158,11 @@ kinds! {
     Report = 96 => msg::Report,
     ReportOk = 97 => msg::ReportOk,
 }
+
+impl Kind {
+    /// Whether a server streams this request's payload to its destination as it arrives
+    /// instead of holding it: a block write's bytes go into the store chunk by chunk.
+    pub const fn streams_payload(self) -> bool {
+        matches!(self, Kind::WriteBlock)
+    }
+}

@@ -10,13 +10,15 @@
 //! written down byte by byte in `wire/FORMAT.md`.
 //!
 //! Network bytes are only ever read through [`Frame::access`], which validates
-//! the archive with rkyv's checked access and then checks semantic limits.
+//! the archive with rkyv's checked access and then checks semantic limits. Receivers
+//! parse a frame's header once, into an [`Inbound`], and build the [`Frame`] from it.
 
 mod codes;
 mod error;
 pub mod footer;
 mod frame;
 mod ids;
+mod inbound;
 mod kinds;
 mod limits;
 pub mod msg;
@@ -28,6 +30,7 @@ pub use frame::{
     encode_with, encode_with_crc, trailer,
 };
 pub use ids::{SHARD_BITS, block_id, block_seq, block_shard, first_free_seq};
+pub use inbound::{Held, Inbound, RequestBudget};
 pub use kinds::{Kind, Message};
 pub use limits::Limits;
 

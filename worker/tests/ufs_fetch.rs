@@ -507,7 +507,7 @@ fn free_port_pair() -> u16 {
 /// crc after the payload, and is byte-exact.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cold_read_is_forwarded_while_the_store_still_delivers() {
-    use cv_wire::{Flags, Frame, FrameHeader, HEADER_LEN, Limits};
+    use cv_wire::{Flags, HEADER_LEN, Inbound, Limits};
     const BIG: u64 = 1 << 20;
     const STALL: Duration = Duration::from_secs(3);
     let r = rig_with(0, BIG, &[]).await;
@@ -525,7 +525,8 @@ async fn a_cold_read_is_forwarded_while_the_store_still_delivers() {
     let started = Instant::now();
     let mut raw = [0u8; HEADER_LEN];
     recv.read_exact(&mut raw).await.unwrap();
-    let header = FrameHeader::parse(&raw, &Limits::DEFAULT).unwrap();
+    let inbound = Inbound::parse(raw, &Limits::DEFAULT).unwrap();
+    let header = *inbound.header();
     assert_eq!(header.flags, Flags(Flags::PAYLOAD_CRC_AFTER), "a streamed reply carries its crc after the payload");
     let mut rest = vec![0u8; header.body_len as usize + 128 * 1024];
     recv.read_exact(&mut rest).await.unwrap();
@@ -543,7 +544,7 @@ async fn a_cold_read_is_forwarded_while_the_store_still_delivers() {
     body.extend_from_slice(&rest[..header.body_len as usize]);
     let mut after = rest[header.body_len as usize..].to_vec();
     after.extend_from_slice(&tail);
-    let frame = Frame::from_parts(raw, body, after, &Limits::DEFAULT).unwrap();
+    let frame = inbound.finish(body, after, &Limits::DEFAULT).unwrap();
     assert_eq!(frame.payload(), &data[..]);
     assert_eq!(frame.decode_body::<ReadBlockOk>().unwrap().block_len, BIG);
     assert_eq!(r.gets(), 1);

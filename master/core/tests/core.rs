@@ -185,8 +185,13 @@ fn async_acknowledgement() {
     let (j, s, clock) = (MemStorage::new(), MemStorage::new(), ManualClock::new(0));
     let core = mem_core(&j, &s, &clock, MasterConfig::default());
     block_on(async {
-        core.begin_mkdir("/x", false).unwrap().wait_async().await.unwrap();
-        let c = core.begin_create("/x/f", false, 0o600).unwrap().wait_async().await.unwrap();
+        core.begin_mkdir(&cv_master_core::CvPath::parse("/x").unwrap(), false).unwrap().wait_async().await.unwrap();
+        let c = core
+            .begin_create(&cv_master_core::CvPath::parse("/x/f").unwrap(), false, 0o600)
+            .unwrap()
+            .wait_async()
+            .await
+            .unwrap();
         core.begin_complete(c.file_id, 0, vec![], None).unwrap().wait_async().await.unwrap();
         let info = core.open_async("/x/f").await.unwrap();
         assert_eq!(info.tail, Tail::Cached { offset: 0, bytes: Arc::from(&[][..]) });

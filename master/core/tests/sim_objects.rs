@@ -368,8 +368,8 @@ impl Sim {
         }
         let object = UfsObject { mount: m.clone(), key, version };
         let len = self.rng.gen_range(0..2_500);
-        if let Outcome::Done(_) =
-            self.call(format!("ufs_file {path} {object:?}"), |c| c.begin_ufs_file(&path, object, len, 1_000)?.wait())
+        if let Outcome::Done(_) = self
+            .call(format!("ufs_file {path} {object:?}"), |c| c.begin_ufs_file(&cv(&path), object, len, 1_000)?.wait())
         {
             self.stats.discovered += 1;
         }
@@ -386,7 +386,7 @@ impl Sim {
         let path = format!("{m}/{key}");
         let copy = self.core().inspect(|st| st.lookup(&cv(&path)).ok().and_then(|id| st.ufs_object(id)).is_some());
         if copy {
-            let _ = self.call(format!("delete (store lost it) {path}"), |c| c.begin_delete(&path, false)?.wait());
+            let _ = self.call(format!("delete (store lost it) {path}"), |c| c.begin_delete(&cv(&path), false)?.wait());
         }
     }
 
@@ -396,7 +396,7 @@ impl Sim {
         let p = if self.rng.gen_ratio(1, 8) { top.to_owned() } else { pick_path(&mut self.rng, top) };
         let recursive = self.rng.gen_bool(0.5);
         let done = matches!(
-            self.call(format!("remove {p} recursive={recursive}"), |c| c.begin_remove(&p, recursive)?.wait()),
+            self.call(format!("remove {p} recursive={recursive}"), |c| c.begin_remove(&cv(&p), recursive)?.wait()),
             Outcome::Done(_)
         );
         let queued = self.core().inspect(|st| st.has_queued_object_deletes());
@@ -469,7 +469,7 @@ impl Sim {
         if copies.is_empty() {
             // Still `RenameObjects`, as the server does: it refuses if a copy appeared under src.
             let _ = self.call(format!("rename_objects {src} {dst} []"), |c| {
-                c.begin_rename_objects(&src, &dst, Vec::new())?.wait()
+                c.begin_rename_objects(&cv(&src), &cv(&dst), Vec::new())?.wait()
             });
             return;
         }
@@ -499,14 +499,16 @@ impl Sim {
     /// `server/rename.rs` for a source under no mount: `RenameObjects` with nothing listed (a
     /// plain rename, refused when it holds copies of a mount gone since).
     fn rename_outside_mounts(&mut self, src: &str, dst: &str) -> Outcome<()> {
-        self.call(format!("rename_objects {src} {dst} []"), |c| c.begin_rename_objects(src, dst, Vec::new())?.wait())
+        self.call(format!("rename_objects {src} {dst} []"), |c| {
+            c.begin_rename_objects(&cv(src), &cv(dst), Vec::new())?.wait()
+        })
     }
 
     /// The second half: the journaled `RenameObjects`, then the drain.
     fn finish_rename(&mut self) {
         let Some(r) = self.rename.take() else { return };
         let out = self.call(format!("rename_objects {} {} {:?}", r.src, r.dst, r.objects), |c| {
-            c.begin_rename_objects(&r.src, &r.dst, r.objects)?.wait()
+            c.begin_rename_objects(&cv(&r.src), &cv(&r.dst), r.objects)?.wait()
         });
         if matches!(out, Outcome::Done(())) {
             self.stats.renamed_objects += 1;
@@ -686,14 +688,14 @@ fn remove_after_rename_while_unmounted_queues_a_live_object() {
     let sim = Sim::new(0, Allow::default());
     let c = sim.core();
     let object = |key: &str, version: &str| UfsObject { mount: "/m1".into(), key: key.into(), version: version.into() };
-    c.begin_ufs_file("/m1/a", object("a", "e1"), 0, 1_000).and_then(|p| p.wait()).expect("listing");
+    c.begin_ufs_file(&cv("/m1/a"), object("a", "e1"), 0, 1_000).and_then(|p| p.wait()).expect("listing");
     c.unmount("/m1", true).expect("unmount");
     // No mount at /m1 now: a plain rename (or a refusal would do). The file still names key "a".
     let _ = c.rename("/m1/a", "/m1/b");
     c.mount("/m1", &url("/m1"), MountMode::Cache, vec![]).expect("mount again");
     // A listing finds the object at "a" (not queued) and records it at /m1/a.
-    c.begin_ufs_file("/m1/a", object("a", "e1"), 0, 1_000).and_then(|p| p.wait()).expect("listing");
-    let _ = c.begin_remove("/m1/b", false).and_then(|p| p.wait());
+    c.begin_ufs_file(&cv("/m1/a"), object("a", "e1"), 0, 1_000).and_then(|p| p.wait()).expect("listing");
+    let _ = c.begin_remove(&cv("/m1/b"), false).and_then(|p| p.wait());
     // The remove queued "a": the drain would delete the object of the live file at /m1/a.
     assert!(!c.inspect(|st| st.object_delete_queued("/m1", "a")), "the object of live /m1/a is queued for deletion");
 }
@@ -704,20 +706,20 @@ fn listing_during_rename_leaves_a_file_at_its_old_key() {
     let sim = Sim::new(0, Allow::default());
     let c = sim.core();
     let object = |key: &str, version: &str| UfsObject { mount: "/m1".into(), key: key.into(), version: version.into() };
-    let first = c.begin_ufs_file("/m1/a", object("a", "e1"), 0, 1_000).and_then(|p| p.wait()).expect("listing");
+    let first = c.begin_ufs_file(&cv("/m1/a"), object("a", "e1"), 0, 1_000).and_then(|p| p.wait()).expect("listing");
     // rename /m1/a /m1/b: queue the copy's key, copy a -> b in the store.
     c.begin_objects_queued("/m1", vec!["b".into()]).and_then(|p| p.wait()).expect("queue copies");
     // Meanwhile an open finds a new version of "a" (written by someone else) and records it.
-    c.begin_ufs_file("/m1/a", object("a", "e2"), 0, 1_000).and_then(|p| p.wait()).expect("open");
+    c.begin_ufs_file(&cv("/m1/a"), object("a", "e2"), 0, 1_000).and_then(|p| p.wait()).expect("open");
     let moved = vec![(first.file_id, first.version, object("b", "copy"))];
     // Now: the new file moved to /m1/b but still names key "a". Refusing would also be right.
-    let _ = c.begin_rename_objects("/m1/a", "/m1/b", moved).and_then(|p| p.wait());
+    let _ = c.begin_rename_objects(&cv("/m1/a"), &cv("/m1/b"), moved).and_then(|p| p.wait());
     let b = c.inspect(|st| st.lookup(&cv("/m1/b")).ok().and_then(|id| st.ufs_object(id).cloned()));
     assert!(b.as_ref().is_none_or(|o| o.key == "b"), "/m1/b names the object at {b:?}");
     // Where it leads: the drain deletes the unused copy "b", a listing records "a" again at /m1/a,
     // and removing /m1/b queues "a".
     c.begin_objects_deleted("/m1", vec!["b".into()]).and_then(|p| p.wait()).expect("drain");
-    c.begin_ufs_file("/m1/a", object("a", "e2"), 0, 1_000).and_then(|p| p.wait()).expect("listing");
-    let _ = c.begin_remove("/m1/b", false).and_then(|p| p.wait());
+    c.begin_ufs_file(&cv("/m1/a"), object("a", "e2"), 0, 1_000).and_then(|p| p.wait()).expect("listing");
+    let _ = c.begin_remove(&cv("/m1/b"), false).and_then(|p| p.wait());
     assert!(!c.inspect(|st| st.object_delete_queued("/m1", "a")), "the object of live /m1/a is queued for deletion");
 }

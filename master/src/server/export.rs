@@ -106,7 +106,9 @@ impl Exporter {
                     all_done = false;
                     continue;
                 }
-                match self.export(&core, &ufs, file_id, version, path).await {
+                // Paths in the state were parsed when they were made; this cannot fail.
+                let Ok(path) = CvPath::parse(path) else { continue };
+                match self.export(&core, &ufs, file_id, version, &path).await {
                     Ok(()) => {
                         failed_at.remove(&file_id);
                     }
@@ -136,7 +138,7 @@ impl Exporter {
         ufs: &UfsLayer,
         file_id: u64,
         version: u64,
-        path: &str,
+        path: &CvPath,
     ) -> Result<(), Fail> {
         // One upload per file at a time; a second caller (the write-through of a file the
         // background loop already took) waits for it and then finds the file exported.
@@ -162,10 +164,9 @@ impl Exporter {
         ufs: &UfsLayer,
         file_id: u64,
         version: u64,
-        path: &str,
+        path: &CvPath,
     ) -> Result<(), Fail> {
-        let cv = CvPath::parse(path).map_err(|e| Fail::from(cv_master_core::Error::from(e)))?;
-        let Some(mount) = core.inspect(|st| st.mount_for(&cv).cloned()) else {
+        let Some(mount) = core.inspect(|st| st.mount_for(path).cloned()) else {
             return Err(Fail::new(ErrorCode::NotFound, format!("{path} is no longer under a mount")));
         };
         let info = core.begin_open(path)?.wait_async().await?;
@@ -178,7 +179,7 @@ impl Exporter {
             return Err(Fail::new(ErrorCode::Unavailable, msg));
         }
         let store = ufs.store(&mount)?;
-        let key = cv_master_core::state::key_of(&mount.path, path);
+        let key = cv_master_core::state::key_of(&mount.path, path.as_str());
         let mut w = store.writer(&key, PART).await.map_err(fail)?;
         if let Err(f) = self.copy_blocks(&info.blocks, &mut w).await {
             // No half object: the multipart upload is dropped.
@@ -202,14 +203,14 @@ impl Exporter {
         };
         if let Err(e) = recorded {
             // Renamed or deleted during the upload: nobody's file is at that key now.
-            if core.inspect(|st| st.lookup(&cv).is_err())
+            if core.inspect(|st| st.lookup(path).is_err())
                 && let Err(d) = store.delete(&key).await
             {
                 tracing::warn!(key, error = %d, "object of a moved file not deleted from the store");
             }
             return Err(e.into());
         }
-        tracing::debug!(path, bytes = info.length, "exported");
+        tracing::debug!(%path, bytes = info.length, "exported");
         Ok(())
     }
 

@@ -3,6 +3,7 @@
 
 use super::convert::{mode_to_state, mode_to_wire, mount_info};
 use super::errors::Fail;
+use super::namespace::parsed;
 use super::service::MasterService;
 use cv_net::rpc::Reply;
 use cv_wire::Frame;
@@ -12,15 +13,14 @@ pub(super) async fn mount(s: &MasterService, frame: &Frame) -> Result<Reply, Fai
     let req: Mount = frame.decode_body()?;
     let options: Vec<(String, String)> = req.options.into_iter().map(|kv| (kv.key, kv.value)).collect();
     let mode = mode_to_state(req.mode);
-    let path =
-        cv_master_core::path::CvPath::parse(&req.cv_path).map_err(|e| Fail::from(cv_master_core::Error::from(e)))?;
+    let path = parsed(&req.cv_path)?;
     let mount = cv_master_core::state::Mount { path: path.as_str().to_owned(), ufs_url: req.ufs_url, mode, options };
     // The store must answer before the mount is recorded: a typo fails here, not at first read.
     s.ufs.validate(&mount).await?;
     if s.core.inspect(|st| st.stat(&path).is_err()) {
-        s.core.begin_mkdir(path.as_str(), true)?.wait_async().await?;
+        s.core.begin_mkdir(&path, true)?.wait_async().await?;
     }
-    s.core.begin_mount(&mount.path, &mount.ufs_url, mount.mode, mount.options)?.wait_async().await?;
+    s.core.begin_mount(&path, &mount.ufs_url, mount.mode, mount.options)?.wait_async().await?;
     tracing::info!(path = %path, "mounted");
     Ok(Reply::ok(frame.header().request_id, &Done {}, Vec::new()))
 }
@@ -28,8 +28,7 @@ pub(super) async fn mount(s: &MasterService, frame: &Frame) -> Result<Reply, Fai
 /// A mount with its credentials, for a worker that fetches blocks under it.
 pub(super) async fn get_mount(s: &MasterService, frame: &Frame) -> Result<Reply, Fail> {
     let req: GetMount = frame.decode_body()?;
-    let path =
-        cv_master_core::path::CvPath::parse(&req.cv_path).map_err(|e| Fail::from(cv_master_core::Error::from(e)))?;
+    let path = parsed(&req.cv_path)?;
     let core = s.core.clone();
     let mounts = tokio::task::spawn_blocking(move || core.list_mounts())
         .await
@@ -49,8 +48,7 @@ pub(super) async fn get_mount(s: &MasterService, frame: &Frame) -> Result<Reply,
 /// Forgets what was read from the store under a path: the next use reads it again.
 pub(super) async fn sync(s: &MasterService, frame: &Frame) -> Result<Reply, Fail> {
     let req: SyncMount = frame.decode_body()?;
-    let path =
-        cv_master_core::path::CvPath::parse(&req.cv_path).map_err(|e| Fail::from(cv_master_core::Error::from(e)))?;
+    let path = parsed(&req.cv_path)?;
     if s.core.inspect(|st| st.mount_for(&path).is_none()) {
         return Err(Fail::new(cv_wire::ErrorCode::NotFound, format!("{} is not under a mount", req.cv_path)));
     }
@@ -61,13 +59,13 @@ pub(super) async fn sync(s: &MasterService, frame: &Frame) -> Result<Reply, Fail
 /// Drops cached blocks of object copies; their metadata stays.
 pub(super) async fn free(s: &MasterService, frame: &Frame) -> Result<Reply, Fail> {
     let req: Free = frame.decode_body()?;
-    let (files, blocks, skipped) = s.core.begin_free(&req.path)?.wait_async().await?;
+    let (files, blocks, skipped) = s.core.begin_free(&parsed(&req.path)?)?.wait_async().await?;
     Ok(Reply::ok(frame.header().request_id, &FreeOk { files, blocks, skipped }, Vec::new()))
 }
 
 pub(super) async fn unmount(s: &MasterService, frame: &Frame) -> Result<Reply, Fail> {
     let req: Unmount = frame.decode_body()?;
-    s.core.begin_unmount(&req.cv_path, req.force)?.wait_async().await?;
+    s.core.begin_unmount(&parsed(&req.cv_path)?, req.force)?.wait_async().await?;
     Ok(Reply::ok(frame.header().request_id, &Done {}, Vec::new()))
 }
 

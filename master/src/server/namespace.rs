@@ -17,10 +17,6 @@ use cv_wire::{ErrorCode, Frame};
 /// Most entries one list page returns, whatever the client asks.
 const MAX_LIST_PAGE: u32 = 10_000;
 
-fn normalized(raw: &str) -> Result<String, Fail> {
-    parsed(raw).map(|p| p.as_str().to_owned())
-}
-
 pub(super) fn parsed(raw: &str) -> Result<CvPath, Fail> {
     CvPath::parse(raw).map_err(|e| Fail::from(cv_master_core::Error::from(e)))
 }
@@ -33,7 +29,7 @@ pub(super) async fn open(s: &MasterService, frame: &Frame) -> Result<Reply, Fail
     let raw = frame.access::<Open>()?.path.as_str();
     let cv = parsed(raw)?;
     s.ufs.before_open(&s.core, &cv).await?;
-    let pending = s.core.begin_open(raw)?;
+    let pending = s.core.begin_open(&cv)?;
     let path = cv.as_str().to_owned();
     let info = pending.wait_async().await?;
     let (tail_cached, tail_offset, payload) = match info.tail {
@@ -69,8 +65,8 @@ pub(super) async fn stat(s: &MasterService, frame: &Frame) -> Result<Reply, Fail
     if let Some(parent) = cv.parent() {
         s.ufs.before_list(&s.core, &parent).await?;
     }
-    let pending = s.core.begin_stat(raw)?;
-    let path = normalized(raw)?;
+    let pending = s.core.begin_stat(&cv)?;
+    let path = cv.as_str().to_owned();
     let st = pending.wait_async().await?;
     let ok = StatOk { status: status(path, &st, s.core.config().block_size) };
     Ok(Reply::ok(frame.header().request_id, &ok, Vec::new()))
@@ -82,17 +78,17 @@ pub(super) async fn list(s: &MasterService, frame: &Frame) -> Result<Reply, Fail
         return Err(Fail::new(ErrorCode::InvalidArgument, "list limit must be at least 1"));
     }
     let limit = req.limit.min(MAX_LIST_PAGE) as usize;
-    let dir = normalized(&req.path)?;
-    s.ufs.before_list(&s.core, &parsed(&dir)?).await?;
+    let dir = parsed(&req.path)?;
+    s.ufs.before_list(&s.core, &dir).await?;
     let page = s.core.begin_list(&dir, req.start_after.as_deref(), limit)?.wait_async().await?;
     let block_size = s.core.config().block_size;
-    let entries = page.entries.iter().map(|e| status(child_path(&dir, &e.name), &e.stat, block_size)).collect();
+    let entries = page.entries.iter().map(|e| status(child_path(dir.as_str(), &e.name), &e.stat, block_size)).collect();
     Ok(Reply::ok(frame.header().request_id, &ListOk { entries, more: page.more }, Vec::new()))
 }
 
 pub(super) async fn mkdir(s: &MasterService, frame: &Frame) -> Result<Reply, Fail> {
     let req: Mkdir = frame.decode_body()?;
-    s.core.begin_mkdir(&req.path, req.parents)?.wait_async().await?;
+    s.core.begin_mkdir(&parsed(&req.path)?, req.parents)?.wait_async().await?;
     Ok(done(frame))
 }
 
@@ -108,7 +104,7 @@ pub(super) async fn create(s: &MasterService, frame: &Frame) -> Result<Reply, Fa
     let path = parsed(&req.path)?;
     // Under a mount the blocks are the only copy until the file is in the store.
     let pin_blocks = s.core.inspect(|st| st.mount_for(&path).is_some());
-    let created = s.core.begin_create(&req.path, req.overwrite, req.mode)?.wait_async().await?;
+    let created = s.core.begin_create(&path, req.overwrite, req.mode)?.wait_async().await?;
     let ok = CreateOk { file_id: created.file_id, block_size, pin_blocks };
     Ok(Reply::ok(frame.header().request_id, &ok, Vec::new()))
 }
@@ -138,7 +134,7 @@ pub(super) async fn complete(s: &MasterService, frame: &Frame) -> Result<Reply, 
         let cv = CvPath::parse(&path).ok()?;
         let mode = st.mount_for(&cv)?.mode;
         let version = st.stat(&cv).ok()?.version;
-        Some((path, mode, version))
+        Some((cv, mode, version))
     });
     match under {
         // Cache mode: the store is the truth, so the write is done when the store has it.
@@ -147,11 +143,11 @@ pub(super) async fn complete(s: &MasterService, frame: &Frame) -> Result<Reply, 
                 // Nothing the store lacks stays visible under a cache-mode mount.
                 match s.core.begin_delete(&path, false) {
                     Ok(p) => drop(p.wait_async().await),
-                    Err(e) => tracing::warn!(path, error = %e, "removing a file the store refused"),
+                    Err(e) => tracing::warn!(%path, error = %e, "removing a file the store refused"),
                 }
                 return Err(f);
             }
-            s.ufs.mark_fresh(&path);
+            s.ufs.mark_fresh(path.as_str());
         }
         // Fs mode: exported in the background.
         Some((_, MountMode::Fs, _)) => s.exporter.nudge(),
@@ -165,7 +161,7 @@ pub(super) async fn delete(s: &MasterService, frame: &Frame) -> Result<Reply, Fa
     // Objects behind the deleted files go too: cv is the truth in fs mode, and in cache mode
     // a delete through cv is a write through to the store. They are queued in the same
     // journaled step and deleted now; what fails here the exporter's loop retries.
-    s.core.begin_remove(&req.path, req.recursive)?.wait_async().await?;
+    s.core.begin_remove(&parsed(&req.path)?, req.recursive)?.wait_async().await?;
     if s.core.inspect(|st| st.has_queued_object_deletes()) {
         super::deletes::soon(super::deletes::drain(&s.core, &s.ufs)).await;
     }

@@ -28,7 +28,7 @@ pub(super) async fn rename(s: &MasterService, frame: &Frame) -> Result<Reply, Fa
     let Some(mount) = s.core.inspect(|st| st.mount_for(&src).cloned()) else {
         // Nothing listed: a plain rename, which the state machine refuses if src holds copies
         // of objects (of a mount gone since).
-        s.core.begin_rename_objects(src.as_str(), dst.as_str(), Vec::new())?.wait_async().await?;
+        s.core.begin_rename_objects(&src, &dst, Vec::new())?.wait_async().await?;
         return Ok(done(frame));
     };
     // One rename under mounts at a time: two could copy into each other's keys.
@@ -106,7 +106,7 @@ async fn move_objects(
         }
     }
     // Also with nothing to move: it refuses if a listing recorded a copy under src meanwhile.
-    s.core.begin_rename_objects(src.as_str(), dst.as_str(), objects)?.wait_async().await?;
+    s.core.begin_rename_objects(src, dst, objects)?.wait_async().await?;
     Ok(())
 }
 

@@ -141,7 +141,7 @@ impl UfsLayer {
     }
 
     fn has_tail(&self, core: &MasterCore, path: &CvPath) -> bool {
-        core.has_tail(path.as_str())
+        core.has_tail(path)
     }
 
     async fn refresh_file(&self, core: &MasterCore, m: &Mount, path: &CvPath, ttl: Duration) -> Result<(), Fail> {
@@ -165,7 +165,7 @@ impl UfsLayer {
                 Err(e) if e.kind() == UfsErrorKind::NotFound => {
                     // Gone from the store: gone from cv (if cv had a copy of it).
                     if let Some((_, Some(_))) = known {
-                        core.begin_delete(path.as_str(), false)?.wait_async().await?;
+                        core.begin_delete(path, false)?.wait_async().await?;
                     }
                     return Err(fail(e));
                 }
@@ -173,7 +173,7 @@ impl UfsLayer {
             },
         };
         let unchanged = matches!(&known, Some((_, Some(rec))) if rec.same_version(&meta));
-        if unchanged && core.has_tail(path.as_str()) {
+        if unchanged && core.has_tail(path) {
             // Revalidated: the same version, so the tail held is still its tail.
             self.mark_fresh(path.as_str());
             return Ok(());
@@ -187,7 +187,7 @@ impl UfsLayer {
             }
             _ => {
                 let object = UfsObject { mount: m.path.clone(), key: key.clone(), version: meta.version.clone() };
-                let pending = core.begin_ufs_file(path.as_str(), object, meta.len, meta.mtime_ms)?;
+                let pending = core.begin_ufs_file(path, object, meta.len, meta.mtime_ms)?;
                 // The record needs only the HEAD: the tail's GET and the journal's fsync overlap.
                 let (tail, created) = tokio::join!(self.read_tail(core, &ufs, &key, &meta), pending.wait_async());
                 let (tail, created) = (tail?, created?);
@@ -237,7 +237,7 @@ impl UfsLayer {
             Err(e) => return Err(fail(e)),
         };
         if core.inspect(|st| st.stat(dir).is_err()) {
-            core.begin_mkdir(dir.as_str(), true)?.wait_async().await?;
+            core.begin_mkdir(dir, true)?.wait_async().await?;
         }
         let mut seen = std::collections::HashSet::new();
         for e in entries {
@@ -247,7 +247,7 @@ impl UfsLayer {
             match e.meta {
                 None => {
                     if known.is_none() {
-                        core.begin_mkdir(child.as_str(), true)?.wait_async().await?;
+                        core.begin_mkdir(&child, true)?.wait_async().await?;
                     }
                 }
                 // Deleted through cv; the store has not caught up yet.
@@ -259,7 +259,7 @@ impl UfsLayer {
                             key: key_of(&m.path, child.as_str()),
                             version: meta.version.clone(),
                         };
-                        core.begin_ufs_file(child.as_str(), object, meta.len, meta.mtime_ms)?.wait_async().await?;
+                        core.begin_ufs_file(&child, object, meta.len, meta.mtime_ms)?.wait_async().await?;
                     }
                     self.mark_fresh(child.as_str());
                 }
@@ -276,7 +276,7 @@ impl UfsLayer {
         });
         for name in gone {
             if let Ok(child) = dir.child(&name) {
-                core.begin_delete(child.as_str(), false)?.wait_async().await?;
+                core.begin_delete(&child, false)?.wait_async().await?;
             }
         }
         self.mark_fresh(dir.as_str());

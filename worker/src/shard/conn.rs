@@ -7,9 +7,8 @@ use std::time::Duration;
 use crate::rt::{self, Gate};
 use cv_net::timeline;
 use cv_wire::msg::{Hello, HelloOk, Role};
-use cv_wire::{ErrorCode, Limits, PROTOCOL_VERSION};
+use cv_wire::{ErrorCode, Held, Limits, PROTOCOL_VERSION, RequestBudget};
 
-use super::budget::{Budget, Held};
 use super::fill::Fills;
 use super::frame_io::{Head, ReadFail, read_body, read_frame, read_header};
 use super::handler;
@@ -58,7 +57,7 @@ async fn serve_conn(conn: Connection, ctx: Rc<ShardCtx>) {
         conn.close(VarInt::from_u32(CODE_HELLO_FAILED), b"hello failed");
         return;
     }
-    let budget = Budget::for_limits(&ctx.limits);
+    let budget = RequestBudget::for_limits(&ctx.limits);
     loop {
         let (send, recv) = match conn.accept_bi().await {
             Ok(s) => s,
@@ -113,20 +112,24 @@ async fn hello(conn: &Connection, ctx: &ShardCtx) -> Result<(), String> {
 
 /// Reads a request's header, reserves from `budget` what the request will buffer, then reads
 /// its body. The reservation lasts as long as the returned guard.
-async fn read_request(recv: &mut RecvStream, limits: &Limits, budget: &Rc<Budget>) -> Result<(Head, Held), ReadFail> {
-    let (raw, header) = read_header(recv, limits).await?;
-    let held = budget.hold(&header).ok_or(ReadFail::Busy(budget.size()))?;
-    Ok((read_body(recv, raw, header).await?, held))
+async fn read_request(
+    recv: &mut RecvStream,
+    limits: &Limits,
+    budget: &RequestBudget,
+) -> Result<(Head, Held), ReadFail> {
+    let inbound = read_header(recv, limits).await?;
+    let held = budget.hold(inbound.header()).map_err(ReadFail::Wire)?;
+    Ok((read_body(recv, inbound).await?, held))
 }
 
 /// One request: read its frame, answer it. A malformed frame, or one that does not fit in
 /// the connection's `budget`, gets an error reply; only a vanished stream or connection ends
 /// the task without one.
-async fn serve_stream(mut send: SendStream, mut recv: RecvStream, ctx: Rc<ShardCtx>, budget: Rc<Budget>) {
+async fn serve_stream(mut send: SendStream, mut recv: RecvStream, ctx: Rc<ShardCtx>, budget: RequestBudget) {
     // The reservation lasts until the reply is sent: a ping's reply carries its payload.
     let (reply, _held) = match read_request(&mut recv, &ctx.limits, &budget).await {
         Ok((head, held)) => {
-            let id = head.header.request_id;
+            let id = head.header().request_id;
             cv_net::timeline_mark!(timeline::ARRIVED, ctx.port, id);
             let reply = handler::dispatch(&ctx, head, &mut recv).await;
             cv_net::timeline_mark!(timeline::READY, ctx.port, id);

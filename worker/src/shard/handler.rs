@@ -8,7 +8,7 @@ use cv_wire::msg::{
     ArchivedBlockSource, BlockSource, DeleteBlocks, Done, Ping, Pong, ReadBlock, ReadBlockOk, StatBlock, StatBlockOk,
     UfsRef, WriteBlock, WriteBlockOk,
 };
-use cv_wire::{ErrorCode, Frame, FrameCheck, Kind, Message, block_shard};
+use cv_wire::{ErrorCode, Frame, Kind, Message, block_shard};
 
 use super::codes::store_code;
 use super::conn::ShardCtx;
@@ -20,19 +20,19 @@ use crate::store::{ErrorKind, StoreError, Verify};
 
 /// Answers one request whose header and body have been read.
 pub(crate) async fn dispatch(ctx: &ShardCtx, head: Head, recv: &mut RecvStream) -> Reply {
-    let id = head.header.request_id;
-    if head.header.kind == Kind::WriteBlock {
+    let id = head.header().request_id;
+    if head.header().kind == Kind::WriteBlock {
         return write_block(ctx, head, recv).await;
     }
     // Only a ping carries a payload besides writes (echoed, to measure transfer).
-    let payload = if head.header.kind == Kind::Ping {
+    let payload = if head.header().kind == Kind::Ping {
         match read_payload(recv, &head).await {
             Ok(p) => p,
             Err(e) => return Reply::error(id, e.code(), &e.to_string(), None),
         }
-    } else if head.header.payload_len > 0 {
+    } else if head.header().payload_len > 0 {
         let _ = recv.stop(VarInt::from_u32(0));
-        let msg = format!("{} carries no payload", head.header.kind.name());
+        let msg = format!("{} carries no payload", head.header().kind.name());
         return Reply::error(id, ErrorCode::Malformed, &msg, None);
     } else {
         Vec::new()
@@ -224,7 +224,7 @@ async fn delete_blocks(ctx: &ShardCtx, frame: &Frame) -> Result<Reply, Refusal> 
 /// Streams the payload into a block writer, verifies the frame checksum over everything
 /// received, and only then commits. Any failure drops the writer: nothing becomes visible.
 async fn write_block(ctx: &ShardCtx, head: Head, recv: &mut RecvStream) -> Reply {
-    let id = head.header.request_id;
+    let id = head.header().request_id;
     let refuse = |recv: &mut RecvStream, r: Refusal| {
         // The rest of the payload is not wanted: give the stream's credit back.
         let _ = recv.stop(VarInt::from_u32(0));
@@ -238,12 +238,12 @@ async fn write_block(ctx: &ShardCtx, head: Head, recv: &mut RecvStream) -> Reply
     if let Err(r) = owned(ctx, block_id) {
         return refuse(recv, r);
     }
-    let len = u64::from(head.header.payload_len);
+    let len = u64::from(head.header().payload_len);
     let mut writer = match ctx.store.begin_write(block_id, len, pinned).await {
         Ok(w) => w,
         Err(e) => return refuse(recv, e.into()),
     };
-    let mut check = match FrameCheck::new(&head.raw, &head.header, &head.body) {
+    let mut check = match head.inbound.check(&head.body) {
         Ok(c) => c,
         Err(e) => return refuse(recv, e.into()),
     };

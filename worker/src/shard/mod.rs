@@ -2,7 +2,6 @@
 //! block store and QUIC endpoint. Nothing mutable is shared with other threads: the
 //! control plane talks to a shard only through [`ShardCmd`] messages.
 
-mod budget;
 mod codes;
 mod conn;
 mod fill;

@@ -4,6 +4,8 @@
 //!
 //! This file holds the machinery every domain shares (recovery, `submit`, `read`, snapshots);
 //! the requests live by domain beside it, as `state/` and the server's handlers are split.
+//! The `begin_*` forms, the server's, take paths their caller parsed once ([`CvPath`]) and
+//! return a [`Pending`]; the blocking forms, for tests and embedded use, parse a string.
 
 mod mounts;
 mod namespace;

@@ -2,17 +2,17 @@
 
 use super::{MasterCore, Pending, cv};
 use crate::error::{Error, ErrorKind, Result};
+use crate::path::CvPath;
 use crate::state::{Mount, MountMode, Mutation};
 
 impl MasterCore {
     pub fn begin_mount(
         &self,
-        path: &str,
+        path: &CvPath,
         ufs_url: &str,
         mode: MountMode,
         options: Vec<(String, String)>,
     ) -> Result<Pending<()>> {
-        let path = cv(path)?;
         let (_, t) = self.submit(|_, _| {
             Ok(Mutation::Mount { path: path.as_str().to_owned(), ufs_url: ufs_url.to_owned(), mode, options })
         })?;
@@ -20,15 +20,14 @@ impl MasterCore {
     }
 
     pub fn mount(&self, path: &str, ufs_url: &str, mode: MountMode, options: Vec<(String, String)>) -> Result<()> {
-        self.begin_mount(path, ufs_url, mode, options)?.wait()
+        self.begin_mount(&cv(path)?, ufs_url, mode, options)?.wait()
     }
 
     /// Removes the mount at `path`. An fs-mode mount with files not yet exported is refused
     /// (`NotEmpty`, naming how many) unless `force`: they would never reach the store.
-    pub fn begin_unmount(&self, path: &str, force: bool) -> Result<Pending<()>> {
-        let path = cv(path)?;
+    pub fn begin_unmount(&self, path: &CvPath, force: bool) -> Result<Pending<()>> {
         let (_, t) = self.submit(|g, _| {
-            let unexported = if force { 0 } else { g.state.unexported_under(&path) };
+            let unexported = if force { 0 } else { g.state.unexported_under(path) };
             if unexported > 0 {
                 return Err(Error::new(
                     ErrorKind::NotEmpty,
@@ -44,7 +43,7 @@ impl MasterCore {
     }
 
     pub fn unmount(&self, path: &str, force: bool) -> Result<()> {
-        self.begin_unmount(path, force)?.wait()
+        self.begin_unmount(&cv(path)?, force)?.wait()
     }
 
     pub fn list_mounts(&self) -> Result<Vec<Mount>> {

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use super::{MasterCore, Pending, cv, lock};
 use crate::error::{Error, ErrorKind, Result};
+use crate::path::CvPath;
 use crate::state::{
     Applied, BlockId, BlockLoc, EntryKind, InodeBody, InodeId, ListPage, Mutation, Stat, State, UfsObject, WorkerId,
 };
@@ -60,8 +61,7 @@ impl NewBlock {
 }
 
 impl MasterCore {
-    pub fn begin_mkdir(&self, path: &str, parents: bool) -> Result<Pending<()>> {
-        let path = cv(path)?;
+    pub fn begin_mkdir(&self, path: &CvPath, parents: bool) -> Result<Pending<()>> {
         let (_, t) = self.submit(|_, now| {
             Ok(Mutation::Mkdir { path: path.as_str().to_owned(), parents, mode: 0o755, mtime: now })
         })?;
@@ -69,14 +69,13 @@ impl MasterCore {
     }
 
     pub fn mkdir(&self, path: &str, parents: bool) -> Result<()> {
-        self.begin_mkdir(path, parents)?.wait()
+        self.begin_mkdir(&cv(path)?, parents)?.wait()
     }
 
-    pub fn begin_create(&self, path: &str, overwrite: bool, mode: u32) -> Result<Pending<Created>> {
-        let path = cv(path)?;
+    pub fn begin_create(&self, path: &CvPath, overwrite: bool, mode: u32) -> Result<Pending<Created>> {
         let mut replaced = None;
         let (applied, t) = self.submit(|g, now| {
-            replaced = g.state.stat(&path).ok().filter(|s| s.kind == EntryKind::File).map(|s| s.id);
+            replaced = g.state.stat(path).ok().filter(|s| s.kind == EntryKind::File).map(|s| s.id);
             Ok(Mutation::Create {
                 path: path.as_str().to_owned(),
                 overwrite,
@@ -96,7 +95,7 @@ impl MasterCore {
     }
 
     pub fn create(&self, path: &str, overwrite: bool, mode: u32) -> Result<Created> {
-        self.begin_create(path, overwrite, mode)?.wait()
+        self.begin_create(&cv(path)?, overwrite, mode)?.wait()
     }
 
     /// Allocates the next block of a file being written, placed by consistent hashing.
@@ -194,8 +193,7 @@ impl MasterCore {
         self.begin_complete(file_id, length, block_lens, tail)?.wait()
     }
 
-    pub fn begin_rename(&self, src: &str, dst: &str) -> Result<Pending<()>> {
-        let (src, dst) = (cv(src)?, cv(dst)?);
+    pub fn begin_rename(&self, src: &CvPath, dst: &CvPath) -> Result<Pending<()>> {
         let (_, t) = self.submit(|_, now| {
             Ok(Mutation::Rename { src: src.as_str().to_owned(), dst: dst.as_str().to_owned(), mtime: now })
         })?;
@@ -203,26 +201,25 @@ impl MasterCore {
     }
 
     pub fn rename(&self, src: &str, dst: &str) -> Result<()> {
-        self.begin_rename(src, dst)?.wait()
+        self.begin_rename(&cv(src)?, &cv(dst)?)?.wait()
     }
 
     /// Deletes a file or directory in cv only (under a cache-mode mount: its object is gone from
     /// the store); returns how many blocks were queued for deletion.
-    pub fn begin_delete(&self, path: &str, recursive: bool) -> Result<Pending<usize>> {
+    pub fn begin_delete(&self, path: &CvPath, recursive: bool) -> Result<Pending<usize>> {
         self.begin_delete_as(path, recursive, false)
     }
 
     /// Deletes `path` through cv: the objects behind it are queued for deletion from their
     /// stores in the same journaled step.
-    pub fn begin_remove(&self, path: &str, recursive: bool) -> Result<Pending<usize>> {
+    pub fn begin_remove(&self, path: &CvPath, recursive: bool) -> Result<Pending<usize>> {
         self.begin_delete_as(path, recursive, true)
     }
 
-    fn begin_delete_as(&self, path: &str, recursive: bool, objects_too: bool) -> Result<Pending<usize>> {
-        let path = cv(path)?;
+    fn begin_delete_as(&self, path: &CvPath, recursive: bool, objects_too: bool) -> Result<Pending<usize>> {
         let mut file = None;
         let (applied, t) = self.submit(|g, now| {
-            file = g.state.stat(&path).ok().filter(|s| s.kind == EntryKind::File).map(|s| s.id);
+            file = g.state.stat(path).ok().filter(|s| s.kind == EntryKind::File).map(|s| s.id);
             let (path, mtime) = (path.as_str().to_owned(), now);
             Ok(if objects_too {
                 Mutation::Remove { path, recursive, mtime }
@@ -241,12 +238,11 @@ impl MasterCore {
     }
 
     pub fn delete(&self, path: &str, recursive: bool) -> Result<usize> {
-        self.begin_delete(path, recursive)?.wait()
+        self.begin_delete(&cv(path)?, recursive)?.wait()
     }
 
-    pub fn begin_open(&self, path: &str) -> Result<Pending<OpenInfo>> {
-        let path = cv(path)?;
-        let pending = self.read(|st| st.open_file(&path))?;
+    pub fn begin_open(&self, path: &CvPath) -> Result<Pending<OpenInfo>> {
+        let pending = self.read(|st| st.open_file(path))?;
         let f = &pending.value;
         let tail = if f.length == 0 {
             Tail::Cached { offset: 0, bytes: Arc::from(&[][..]) }
@@ -270,28 +266,26 @@ impl MasterCore {
     }
 
     pub fn open(&self, path: &str) -> Result<OpenInfo> {
-        self.begin_open(path)?.wait()
+        self.begin_open(&cv(path)?)?.wait()
     }
 
     pub async fn open_async(&self, path: &str) -> Result<OpenInfo> {
-        self.begin_open(path)?.wait_async().await
+        self.begin_open(&cv(path)?)?.wait_async().await
     }
 
-    pub fn begin_stat(&self, path: &str) -> Result<Pending<Stat>> {
-        let path = cv(path)?;
-        self.read(|st| st.stat(&path))
+    pub fn begin_stat(&self, path: &CvPath) -> Result<Pending<Stat>> {
+        self.read(|st| st.stat(path))
     }
 
     pub fn stat(&self, path: &str) -> Result<Stat> {
-        self.begin_stat(path)?.wait()
+        self.begin_stat(&cv(path)?)?.wait()
     }
 
-    pub fn begin_list(&self, path: &str, start_after: Option<&str>, limit: usize) -> Result<Pending<ListPage>> {
-        let path = cv(path)?;
-        self.read(|st| st.list(&path, start_after, limit))
+    pub fn begin_list(&self, path: &CvPath, start_after: Option<&str>, limit: usize) -> Result<Pending<ListPage>> {
+        self.read(|st| st.list(path, start_after, limit))
     }
 
     pub fn list(&self, path: &str, start_after: Option<&str>, limit: usize) -> Result<ListPage> {
-        self.begin_list(path, start_after, limit)?.wait()
+        self.begin_list(&cv(path)?, start_after, limit)?.wait()
     }
 }

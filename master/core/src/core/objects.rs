@@ -1,8 +1,9 @@
 //! Object storage under mounts: files recorded as copies of objects, their tails, renames
 //! that move objects, the durable queue of object deletes, exports and frees.
 
-use super::{Created, MasterCore, Pending, cv, lock};
+use super::{Created, MasterCore, Pending, lock};
 use crate::error::{Error, ErrorKind, Result};
+use crate::path::CvPath;
 use crate::state::{Applied, EntryKind, InodeId, Mutation, State, UfsObject};
 use cv_wire::footer;
 
@@ -10,13 +11,18 @@ impl MasterCore {
     /// Records a complete file that is a copy of `object` (`length` bytes, the store's `mtime`),
     /// its blocks placed by consistent hashing. The caller puts the tail in with [`Self::put_tail`]
     /// (read while the record is made durable).
-    pub fn begin_ufs_file(&self, path: &str, object: UfsObject, length: u64, mtime: u64) -> Result<Pending<Created>> {
-        let path = cv(path)?;
+    pub fn begin_ufs_file(
+        &self,
+        path: &CvPath,
+        object: UfsObject,
+        length: u64,
+        mtime: u64,
+    ) -> Result<Pending<Created>> {
         let block_size = self.config.block_size;
         let vnodes = self.config.vnodes_per_shard;
         let mut replaced = None;
         let (applied, t) = self.submit(|g, _| {
-            replaced = g.state.stat(&path).ok().filter(|s| s.kind == EntryKind::File).map(|s| s.id);
+            replaced = g.state.stat(path).ok().filter(|s| s.kind == EntryKind::File).map(|s| s.id);
             let n = length.div_ceil(block_size);
             let first = cv_wire::first_free_seq(g.state.next_block_id());
             let ring = g.ring(vnodes);
@@ -47,10 +53,9 @@ impl MasterCore {
     }
 
     /// Whether the tail of the complete file at `path` is in the tail cache.
-    pub fn has_tail(&self, path: &str) -> bool {
-        let Ok(path) = cv(path) else { return false };
+    pub fn has_tail(&self, path: &CvPath) -> bool {
         // A stat, not the block map: this runs before every open under a cache-mode mount.
-        let Ok(st) = lock(&self.inner).state.stat(&path) else { return false };
+        let Ok(st) = lock(&self.inner).state.stat(path) else { return false };
         st.kind == EntryKind::File && (st.length == 0 || lock(&self.tails).contains(st.id))
     }
 
@@ -58,11 +63,10 @@ impl MasterCore {
     /// objects they were copies of are queued for deletion.
     pub fn begin_rename_objects(
         &self,
-        src: &str,
-        dst: &str,
+        src: &CvPath,
+        dst: &CvPath,
         objects: Vec<(InodeId, u64, UfsObject)>,
     ) -> Result<Pending<()>> {
-        let (src, dst) = (cv(src)?, cv(dst)?);
         let (_, t) = self.submit(|_, now| {
             let (src, dst) = (src.as_str().to_owned(), dst.as_str().to_owned());
             Ok(Mutation::RenameObjects { src, dst, mtime: now, objects })
@@ -91,8 +95,7 @@ impl MasterCore {
     }
 
     /// Drops the cached blocks of object copies at or under `path`: (files, blocks, skipped).
-    pub fn begin_free(&self, path: &str) -> Result<Pending<(u64, u64, u64)>> {
-        let path = cv(path)?;
+    pub fn begin_free(&self, path: &CvPath) -> Result<Pending<(u64, u64, u64)>> {
         let (applied, t) = self.submit(|_, _| Ok(Mutation::Free { path: path.as_str().to_owned() }))?;
         let Applied::Freed { files, blocks, skipped } = applied else {
             return Err(Error::new(ErrorKind::InvalidArgument, "free did not free"));
