@@ -1,7 +1,7 @@
 //! cv worker: shard-per-core block storage served over QUIC.
 //!
-//! Each shard is one pinned thread running one executor ([`rt`]) that does both
-//! its network I/O ([`quic`]) and its disk I/O ([`store`]). A small control-plane
+//! Each shard is one pinned thread running one executor ([`cv_rt`]) that does both
+//! its network I/O ([`cv_rt::quic`]) and its disk I/O ([`store`]). A small control-plane
 //! thread registers the worker with the master and heartbeats; it reaches the
 //! shards only by messages. A small tokio pool beside the shards fetches blocks the
 //! shards do not hold from object storage. [`WorkerServer::start`] runs it all.
@@ -10,8 +10,6 @@ pub mod config;
 mod control;
 pub mod cores;
 mod error;
-pub mod quic;
-pub mod rt;
 mod server;
 mod shard;
 pub mod store;
