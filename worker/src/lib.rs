@@ -7,12 +7,22 @@
 //! shards do not hold from object storage. [`WorkerServer::start`] runs it all.
 
 pub mod config;
+#[allow(
+    clippy::disallowed_types,
+    clippy::disallowed_methods,
+    reason = "the control plane runs on its own tokio thread, never a shard (clippy.toml bans tokio elsewhere)"
+)]
 mod control;
 pub mod cores;
 mod error;
 mod server;
 mod shard;
 pub mod store;
+#[allow(
+    clippy::disallowed_types,
+    clippy::disallowed_methods,
+    reason = "the fetch pool runs on its own tokio threads beside the shards (OpenDAL needs tokio)"
+)]
 mod ufs;
 
 pub use config::{DataDirSettings, WatermarkSettings, WorkerSettings};
