@@ -14,9 +14,9 @@ use crate::config::WorkerSettings;
 use crate::control::{self, ControlHandle, ControlSpec};
 use crate::cores::allowed_cpus;
 use crate::error::{Result, WorkerError, WorkerErrorKind};
-use crate::quic::EndpointOptions;
 use crate::shard::{self, ShardCmd, ShardSpec, Started, host_port};
 use crate::ufs::{MasterSpec, PoolSpec, UfsPool};
+use cv_rt::quic::EndpointOptions;
 
 /// Starts workers; see [`WorkerServer::start`].
 #[derive(Debug)]

@@ -1,5 +1,10 @@
 //! A real 2-shard worker (shard runtimes, O_DIRECT stores, QUIC with mutual TLS) serving
 //! blocks to a quinn client: routing, byte-exact reads, deletes, corruption, warm restart.
+#![allow(
+    clippy::disallowed_types,
+    clippy::disallowed_methods,
+    reason = "the test's peers (client, master, object store) run on tokio; the ban is for shard and store code"
+)]
 
 #[path = "server_common.rs"]
 mod common;

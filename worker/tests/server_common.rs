@@ -1,6 +1,11 @@
 //! Helpers shared by the worker-server tests (included with `#[path]`; no tests of its own):
 //! a test CA, a 2-shard worker on ephemeral loopback ports over real O_DIRECT stores, and a
 //! quinn client speaking the cv protocol through `cv_net::rpc::Conn`.
+#![allow(
+    clippy::disallowed_types,
+    clippy::disallowed_methods,
+    reason = "the test's peers (client, master, object store) run on tokio; the ban is for shard and store code"
+)]
 #![allow(dead_code)]
 
 use std::net::SocketAddr;

@@ -1,6 +1,11 @@
 //! The control plane against a small real master (quinn on tokio via `cv_net::rpc::serve`)
 //! that speaks the registry protocol: registration, heartbeats with block-report deltas,
 //! the master's delete and re-register commands, and a master that is down, then restarts.
+#![allow(
+    clippy::disallowed_types,
+    clippy::disallowed_methods,
+    reason = "the test's peers (client, master, object store) run on tokio; the ban is for shard and store code"
+)]
 
 #[path = "server_common.rs"]
 mod common;

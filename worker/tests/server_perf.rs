@@ -1,6 +1,11 @@
 //! Rough numbers, not a benchmark (`cargo test --release -p cv-worker --test server_perf --
 //! --ignored --nocapture`): one shard over QUIC on loopback, client in the same process,
 //! blocks on disk (no memory tier, so every read is an O_DIRECT read checked by crc32).
+#![allow(
+    clippy::disallowed_types,
+    clippy::disallowed_methods,
+    reason = "the test's peers (client, master, object store) run on tokio; the ban is for shard and store code"
+)]
 
 #[path = "server_common.rs"]
 mod common;

@@ -1,6 +1,11 @@
 //! What a shard does with bad input: malformed, oversized, truncated or mis-checksummed
 //! frames get an error reply and the shard keeps serving; peers without a cluster identity
 //! and peers speaking another protocol version are refused.
+#![allow(
+    clippy::disallowed_types,
+    clippy::disallowed_methods,
+    reason = "the test's peers (client, master, object store) run on tokio; the ban is for shard and store code"
+)]
 
 #[path = "server_common.rs"]
 mod common;

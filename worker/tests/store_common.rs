@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::path::Path;
 
-use cv_worker::rt::{Runtime, RuntimeConfig};
+use cv_rt::{Runtime, RuntimeConfig};
 use cv_worker::store::{BlockStat, BlockStore, DataDir, StoreConfig};
 
 /// Runs `f` on a fresh shard runtime on this thread.

@@ -213,7 +213,7 @@ fn concurrent_writers_and_readers_on_one_executor() {
         let mut tasks = Vec::new();
         for t in 0..8u64 {
             let store = store.clone();
-            tasks.push(cv_worker::rt::spawn_local(async move {
+            tasks.push(cv_rt::spawn_local(async move {
                 for i in 0..6u64 {
                     let id = t * 100 + i;
                     let data = pattern(id, 10_000 * (i as usize + 1));
@@ -246,12 +246,9 @@ fn the_data_file_system_asks_for_no_more_than_the_stores_o_direct_alignment() {
     let dir = scratch();
     let path = dir.path().join("f");
     std::fs::write(&path, [0u8; 4096]).unwrap();
-    let f = cv_worker::rt::fs::RingFile::open_direct(&path, false).unwrap();
+    let f = cv_rt::fs::RingFile::open_direct(&path, false).unwrap();
     if let Some((mem, offset)) = f.direct_io_alignment().unwrap() {
         assert!(mem.is_power_of_two() && offset.is_power_of_two(), "{mem} {offset}");
-        assert!(
-            mem as usize <= cv_worker::rt::BUF_ALIGN && offset as usize <= cv_worker::rt::BUF_ALIGN,
-            "{mem} {offset}"
-        );
+        assert!(mem as usize <= cv_rt::BUF_ALIGN && offset as usize <= cv_rt::BUF_ALIGN, "{mem} {offset}");
     }
 }

@@ -1,6 +1,11 @@
 //! Read-through from object storage, all real parts: a master (`GetMount` as a node) with an
 //! s3 mount, the testkit's S3 server in-process (requests counted as they arrive over HTTP),
 //! and a 2-shard worker whose shards fetch blocks they do not hold, once per block.
+#![allow(
+    clippy::disallowed_types,
+    clippy::disallowed_methods,
+    reason = "the test's peers (client, master, object store) run on tokio; the ban is for shard and store code"
+)]
 
 #[path = "server_common.rs"]
 mod common;

@@ -1,14 +1,14 @@
 //! The device limit on the worker's file system: a file of the data set's
 //! size read with O_DIRECT through io_uring at the same request size and
 //! depth as cv — by fio when it is installed (`scripts/install-bench-deps`),
-//! else by an in-tree io_uring O_DIRECT reader (`cv_worker::rt`) in its own thread.
+//! else by an in-tree io_uring O_DIRECT reader (`cv_rt`) in its own thread.
 
 use super::pattern::{fill, first_mismatch};
 use super::series::{Series, Source, Workload};
 use super::{ReadBenchError, ReadBenchErrorKind, Result};
 use crate::report::histogram;
-use cv_worker::rt::fs::RingFile;
-use cv_worker::rt::{AlignedBuf, Runtime, RuntimeConfig};
+use cv_rt::fs::RingFile;
+use cv_rt::{AlignedBuf, Runtime, RuntimeConfig};
 use hdrhistogram::Histogram;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -100,7 +100,7 @@ impl Drop for DeviceFile {
 pub enum DeviceTool {
     /// fio with this version string.
     Fio(String),
-    /// io_uring O_DIRECT reads (`cv_worker::rt`) in a thread of their own.
+    /// io_uring O_DIRECT reads (`cv_rt`) in a thread of their own.
     Uring,
 }
 
@@ -131,8 +131,7 @@ impl DeviceTool {
                 "{v}, ioengine=io_uring, direct=1 (O_DIRECT), same block size and depth; latency from submission to completion"
             ),
             DeviceTool::Uring => {
-                "in-tree reader: io_uring O_DIRECT reads (cv_worker::rt) in their own thread, same block size and depth"
-                    .into()
+                "in-tree reader: io_uring O_DIRECT reads (cv_rt) in their own thread, same block size and depth".into()
             }
         }
     }
@@ -272,7 +271,7 @@ pub fn parse_fio(json: &str, label: String, workload: Workload, block: u64, dept
 
 type UringResult = Result<(u64, Histogram<u64>, Duration)>;
 
-/// The in-tree reader: `depth` tasks on one shard runtime (`cv_worker::rt`, io_uring) in a
+/// The in-tree reader: `depth` tasks on one shard runtime (`cv_rt`, io_uring) in a
 /// new thread, each with one read in flight. Returns (reads, latency histogram, wall time).
 fn uring_reads(
     path: PathBuf,
@@ -295,7 +294,7 @@ fn uring_reads(
             let tasks: Vec<_> = (0..depth)
                 .map(|t| {
                     let (file, next) = (file.clone(), next.clone());
-                    cv_worker::rt::spawn_local(async move {
+                    cv_rt::spawn_local(async move {
                         let mut rng = SmallRng::seed_from_u64(u64::from(t) + 1);
                         let (mut h, mut ops) = (histogram(), 0u64);
                         let mut buf = AlignedBuf::with_capacity(block as usize);

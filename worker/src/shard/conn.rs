@@ -4,8 +4,8 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::rt::{self, Gate};
 use cv_net::timeline;
+use cv_rt::Gate;
 use cv_wire::msg::{Hello, HelloOk, Role};
 use cv_wire::{ErrorCode, Held, Limits, PROTOCOL_VERSION, RequestBudget};
 
@@ -13,8 +13,8 @@ use super::fill::Fills;
 use super::frame_io::{Head, ReadFail, read_body, read_frame, read_header};
 use super::handler;
 use super::reply::Reply;
-use crate::quic::{Connection, Endpoint, RecvStream, SendStream, VarInt};
 use crate::store::BlockStore;
+use cv_rt::quic::{Connection, Endpoint, RecvStream, SendStream, VarInt};
 
 /// A refused peer gets this long to read why before its connection is closed.
 const LINGER: Duration = Duration::from_secs(2);
@@ -53,7 +53,7 @@ pub(crate) async fn accept_loop(ep: Endpoint, ctx: Rc<ShardCtx>) {
 async fn serve_conn(conn: Connection, ctx: Rc<ShardCtx>) {
     if let Err(why) = hello(&conn, &ctx).await {
         tracing::info!(shard = ctx.index, peer = %conn.remote_address(), %why, "hello refused");
-        let _ = rt::timeout(LINGER, conn.closed()).await;
+        let _ = cv_rt::timeout(LINGER, conn.closed()).await;
         conn.close(VarInt::from_u32(CODE_HELLO_FAILED), b"hello failed");
         return;
     }

@@ -26,8 +26,8 @@ use std::ops::Range;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use crate::rt::{self, Gate};
 use bytes::Bytes;
+use cv_rt::Gate;
 use cv_wire::ErrorCode;
 use cv_wire::msg::BlockSource;
 
@@ -344,7 +344,7 @@ impl Fills {
                 let task = async move {
                     let started = Instant::now();
                     while !fetcher.quiet_for(QUIET) && started.elapsed() < MAX_DEFER {
-                        rt::sleep(DEFER_POLL).await;
+                        cv_rt::sleep(DEFER_POLL).await;
                     }
                     fills.start_gaps(&gate2, &fetcher, block_id, id);
                 };

@@ -8,7 +8,7 @@ use std::fmt;
 use cv_wire::rkyv::util::AlignedVec;
 use cv_wire::{ErrorCode, Frame, FrameHeader, HEADER_LEN, Inbound, Limits, WireError};
 
-use crate::quic::{ErrorKind as QuicErrorKind, QuicError, RecvStream};
+use cv_rt::quic::{ErrorKind as QuicErrorKind, QuicError, RecvStream};
 
 /// Why a request frame could not be read.
 #[derive(Debug)]

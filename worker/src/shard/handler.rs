@@ -15,8 +15,8 @@ use super::conn::ShardCtx;
 use super::fill::FillError;
 use super::frame_io::{Head, ReadFail, read_payload};
 use super::reply::Reply;
-use crate::quic::{RecvStream, VarInt};
 use crate::store::{ErrorKind, StoreError, Verify};
+use cv_rt::quic::{RecvStream, VarInt};
 
 /// Answers one request whose header and body have been read.
 pub(crate) async fn dispatch(ctx: &ShardCtx, head: Head, recv: &mut RecvStream) -> Reply {

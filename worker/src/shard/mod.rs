@@ -1,4 +1,4 @@
-//! Shards: one pinned thread per shard running one runtime (`crate::rt`) that owns the shard's
+//! Shards: one pinned thread per shard running one runtime (`cv_rt`) that owns the shard's
 //! block store and QUIC endpoint. Nothing mutable is shared with other threads: the
 //! control plane talks to a shard only through [`ShardCmd`] messages.
 

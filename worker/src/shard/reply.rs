@@ -5,8 +5,8 @@ use cv_wire::msg::ErrorReply;
 use cv_wire::{EncodedFrame, ErrorCode, Message, WireError};
 
 use super::fill::Filling;
-use crate::quic::{QuicError, SendStream, VarInt};
 use crate::store::BlockBytes;
+use cv_rt::quic::{QuicError, SendStream, VarInt};
 
 /// Longest error message sent (peers refuse strings over their limit).
 const MAX_MESSAGE: usize = 1024;

@@ -11,11 +11,11 @@ use super::conn::{ShardCtx, accept_loop};
 use super::fill::Fills;
 use super::{ShardCmd, ShardReport};
 use crate::error::{Result, WorkerError, WorkerErrorKind};
-use crate::quic::{Endpoint, EndpointOptions, ServerConfig, VarInt};
-use crate::rt::{self, Gate, Runtime, RuntimeConfig};
 use crate::store::BlockStore;
 use crate::store::StoreConfig;
 use crate::ufs::Fetcher;
+use cv_rt::quic::{Endpoint, EndpointOptions, ServerConfig, VarInt};
+use cv_rt::{Gate, Runtime, RuntimeConfig};
 
 /// In-flight requests get this long to finish once shutdown starts.
 const DRAIN: Duration = Duration::from_secs(10);
@@ -103,10 +103,10 @@ async fn shard_main(
         ctx = Some(c);
     }
     ep.close(VarInt::from_u32(0), b"worker shutting down");
-    if rt::timeout(DRAIN, gate.close()).await.is_err() {
+    if cv_rt::timeout(DRAIN, gate.close()).await.is_err() {
         tracing::warn!(shard = index, "requests still running after {DRAIN:?}; closing anyway");
     }
-    let _ = rt::timeout(DRAIN, ep.wait_idle()).await;
+    let _ = cv_rt::timeout(DRAIN, ep.wait_idle()).await;
     drop(ctx);
     close_store(index, store).await
 }

@@ -23,7 +23,7 @@ use super::policy::S3Fifo;
 use super::report::{BlockReport, ReportDeltas};
 use super::stats::{StoreStats, TierStats, Usage};
 use super::writer::BlockWriter;
-use crate::rt::{AsyncMutex, AsyncMutexGuard};
+use cv_rt::{AsyncMutex, AsyncMutexGuard};
 
 /// What `stat` tells about a committed block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -203,7 +203,7 @@ pub struct BlockStore {
 }
 
 impl BlockStore {
-    /// Opens (or creates) the store described by `cfg`; must run on a shard runtime (`crate::rt`).
+    /// Opens (or creates) the store described by `cfg`; must run on a shard runtime (`cv_rt`).
     ///
     /// Replays the index log (cutting a torn tail), checks every data file belongs to this
     /// index, and rebuilds free space from the committed blocks.

@@ -9,11 +9,11 @@ use std::path::{Path, PathBuf};
 use bytes::Bytes;
 
 use super::error::{ErrorKind, Result, StoreError};
-use crate::rt::AlignedBuf;
-use crate::rt::fs::RingFile;
+use cv_rt::AlignedBuf;
+use cv_rt::fs::RingFile;
 
 /// Alignment of every extent, read and write. 4 KiB covers 512 B and 4 KiB logical sectors.
-pub(crate) const ALIGN: u64 = crate::rt::BUF_ALIGN as u64;
+pub(crate) const ALIGN: u64 = cv_rt::BUF_ALIGN as u64;
 
 /// Rounds `v` up to [`ALIGN`].
 pub(crate) fn align_up(v: u64) -> u64 {

@@ -62,7 +62,7 @@ impl StoreError {
 
     /// An I/O error with context; `ENOSPC` becomes [`ErrorKind::NoSpace`].
     pub fn io(context: impl Into<String>, err: std::io::Error) -> Self {
-        let kind = if err.raw_os_error() == Some(libc::ENOSPC) { ErrorKind::NoSpace } else { ErrorKind::Io };
+        let kind = if err.kind() == std::io::ErrorKind::StorageFull { ErrorKind::NoSpace } else { ErrorKind::Io };
         Self { kind, message: context.into(), source: Some(err) }
     }
 

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use super::error::{Result, StoreError};
 use super::format::{IndexRecord, decode_index, encode_index_header, encode_record};
-use crate::rt::fs::RingFile;
+use cv_rt::fs::RingFile;
 
 /// The open index log and its length (where the next record goes).
 #[derive(Debug)]

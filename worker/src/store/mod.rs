@@ -6,7 +6,7 @@
 //! is an append-only log, so a restarted store serves its blocks at once. Byte formats:
 //! `worker/STORE-FORMAT.md`.
 //!
-//! Layout: [`dma`] is the only O_DIRECT code; [`format`] the byte formats; `journal` the
+//! Layout: [`dma`] is the only O_DIRECT code; [`format`](mod@format) the byte formats; `journal` the
 //! index log file; `extent` free space; [`policy`] S3-FIFO; `memtier` hot chunks in RAM.
 
 mod block_store;

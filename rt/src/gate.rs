@@ -78,7 +78,7 @@ impl Gate {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rt::{Runtime, RuntimeConfig, sleep};
+    use crate::{Runtime, RuntimeConfig, sleep};
     use std::time::Duration;
 
     #[test]

@@ -1,4 +1,5 @@
-//! The shard runtime: one thread, one io_uring, one run queue.
+//! cv-rt, the shard runtime: one thread, one io_uring, one run queue; and its QUIC endpoint
+//! ([`quic`]: quinn-proto driven from this executor with quinn-udp). No tokio anywhere.
 //!
 //! A shard thread runs all its tasks (QUIC driver, request handlers, store) on this executor
 //! and does all its waiting in one `io_uring_enter`: disk completions, socket readiness
@@ -18,6 +19,7 @@ mod buf;
 pub mod fs;
 mod gate;
 mod lock;
+pub mod quic;
 mod ring;
 mod sys;
 mod timer;
@@ -104,7 +106,7 @@ fn current() -> Option<Rc<Local>> {
 }
 
 fn local() -> Rc<Local> {
-    current().expect("not on a cv shard runtime thread (rt::Runtime::block_on)")
+    current().expect("not on a cv shard runtime thread (cv_rt::Runtime::block_on)")
 }
 
 pub(crate) fn with_ring<R>(f: impl FnOnce(&mut Ring) -> R) -> R {

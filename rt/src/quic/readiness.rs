@@ -17,6 +17,6 @@ impl Readiness {
 
     /// Completes when at least one datagram is queued on the socket.
     pub(crate) async fn readable(&self) -> io::Result<()> {
-        crate::rt::readable(self.0.as_raw_fd()).await
+        crate::readable(self.0.as_raw_fd()).await
     }
 }

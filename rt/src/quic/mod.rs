@@ -1,4 +1,4 @@
-//! QUIC endpoint driven from one shard runtime ([`crate::rt`]; quinn-proto + quinn-udp), no tokio.
+//! QUIC endpoint driven from one shard runtime ([`crate::Runtime`]; quinn-proto + quinn-udp), no tokio.
 //!
 //! A shard calls [`Endpoint::bind`] on its executor thread; two local tasks then move
 //! datagrams (batched with GRO/GSO through quinn-udp) between the socket and quinn-proto,

@@ -75,7 +75,7 @@ impl<T> Drop for MutexGuard<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rt::{Runtime, RuntimeConfig, sleep, spawn_local};
+    use crate::{Runtime, RuntimeConfig, sleep, spawn_local};
     use std::rc::Rc;
     use std::time::Duration;
 

@@ -103,7 +103,7 @@ impl Drop for Owner {
     }
 }
 
-/// One shard's QUIC server endpoint, driven by tasks on the current shard runtime (`crate::rt`).
+/// One shard's QUIC server endpoint, driven by tasks on the current shard runtime ([`crate::Runtime`]).
 ///
 /// Cheap to clone; not `Send`. Dropping the last clone closes the endpoint.
 #[derive(Debug, Clone)]

@@ -8,6 +8,12 @@
 //! - `U` upload: the reply is crc32 (u32) and length (u64) of the payload.
 //! - `X` early drop: the server drops the receive half unread, replies `ok`.
 //! - `R` abandon: the server drops both halves at once (reset + stop).
+#![allow(
+    clippy::disallowed_types,
+    clippy::disallowed_methods,
+    clippy::disallowed_macros,
+    reason = "the peer is a stock quinn client on tokio; the ban is for the runtime's own code"
+)]
 
 use std::cell::RefCell;
 use std::net::SocketAddr;
@@ -15,7 +21,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cv_worker::quic::{
+use cv_rt::quic::{
     Connection, Endpoint, EndpointOptions, ErrorKind, RecvStream, SendStream, ServerConfig, TransportConfig, VarInt,
 };
 use rand::{RngCore, SeedableRng};
@@ -122,12 +128,12 @@ impl Server {
         let (addr_tx, addr_rx) = flume::bounded(1);
         let (ctl, ctl_rx) = flume::unbounded::<Ctl>();
         let thread = std::thread::spawn(move || {
-            cv_worker::rt::Runtime::new(Default::default()).unwrap().block_on(async move {
+            cv_rt::Runtime::new(Default::default()).unwrap().block_on(async move {
                 let opts = EndpointOptions { max_connections: spec.max_connections, ..EndpointOptions::default() };
                 let ep = Endpoint::bind("127.0.0.1:0".parse().unwrap(), config, opts).unwrap();
                 addr_tx.send(ep.local_addr()).unwrap();
                 let report = Rc::new(RefCell::new(Report::default()));
-                cv_worker::rt::spawn_local(accept_loop(ep.clone(), report.clone())).detach();
+                cv_rt::spawn_local(accept_loop(ep.clone(), report.clone())).detach();
                 while let Ok(ctl) = ctl_rx.recv_async().await {
                     match ctl {
                         Ctl::Report(tx) => {
@@ -198,7 +204,7 @@ async fn accept_loop(ep: Endpoint, report: Rc<RefCell<Report>>) {
                 r.peer_leafs.push(leaf.to_vec());
             }
         }
-        cv_worker::rt::spawn_local(serve_conn(conn, report.clone())).detach();
+        cv_rt::spawn_local(serve_conn(conn, report.clone())).detach();
     }
 }
 
@@ -206,7 +212,7 @@ async fn serve_conn(conn: Connection, report: Rc<RefCell<Report>>) {
     let err = loop {
         match conn.accept_bi().await {
             Ok((send, recv)) => {
-                cv_worker::rt::spawn_local(serve_stream(send, recv)).detach();
+                cv_rt::spawn_local(serve_stream(send, recv)).detach();
             }
             Err(e) => break e,
         }
@@ -258,12 +264,12 @@ async fn serve_stream(mut send: SendStream, mut recv: RecvStream) {
     };
 }
 
-async fn reply(send: &mut SendStream, body: &[u8]) -> Result<(), cv_worker::quic::QuicError> {
+async fn reply(send: &mut SendStream, body: &[u8]) -> Result<(), cv_rt::quic::QuicError> {
     send.write_all(body).await?;
     send.finish()
 }
 
-async fn download(send: &mut SendStream, len: usize) -> Result<(), cv_worker::quic::QuicError> {
+async fn download(send: &mut SendStream, len: usize) -> Result<(), cv_rt::quic::QuicError> {
     let pat = pattern();
     let mut off = 0;
     while off < len {
@@ -550,7 +556,7 @@ fn connection_cap_and_exclusive_port() {
     let addr = server.addr;
     let config = server_config(&pki, Spec::default());
     let kind = std::thread::spawn(move || {
-        cv_worker::rt::Runtime::new(Default::default()).unwrap().block_on(async move {
+        cv_rt::Runtime::new(Default::default()).unwrap().block_on(async move {
             Endpoint::bind(addr, config, EndpointOptions::default()).err().map(|e| (e.kind(), e.retryable()))
         })
     })

@@ -11,7 +11,6 @@ use std::rc::Rc;
 use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
-use crate::rt;
 use quinn_proto::{AcceptError, DatagramEvent, Incoming};
 use tracing::{debug, warn};
 
@@ -45,9 +44,9 @@ enum Next {
 
 /// Starts the reader and the driver as detached tasks.
 pub(crate) fn spawn(shared: &Rc<Shared>, readiness: Readiness) {
-    let reader = rt::spawn_local(read_loop(Rc::downgrade(shared), readiness));
+    let reader = crate::spawn_local(read_loop(Rc::downgrade(shared), readiness));
     let shared = shared.clone();
-    rt::spawn_local(async move {
+    crate::spawn_local(async move {
         drive_loop(&shared).await;
         drop(reader); // cancels it
         shared.stopped.set(true);
@@ -63,7 +62,7 @@ async fn read_loop(shared: std::rc::Weak<Shared>, readiness: Readiness) {
     loop {
         if let Err(e) = readiness.readable().await {
             warn!(error = %e, "quic: waiting for readability failed");
-            rt::sleep(Duration::from_millis(1)).await;
+            crate::sleep(Duration::from_millis(1)).await;
         }
         let Some(shared) = shared.upgrade() else {
             return;
@@ -86,10 +85,10 @@ async fn drive_loop(shared: &Rc<Shared>) {
             Next::Finished => return,
             // The runtime reaps its ring (disk completions) between batches of tasks, so a
             // yield lets both the handlers and the disk make progress.
-            Next::Busy => rt::yield_now().await,
+            Next::Busy => crate::yield_now().await,
             Next::SendBlocked => {
                 let backoff = shared.state.borrow().opts.send_backoff;
-                rt::sleep(backoff).await;
+                crate::sleep(backoff).await;
             }
             Next::Idle(deadline) => wait(shared, deadline).await,
         }
@@ -98,7 +97,7 @@ async fn drive_loop(shared: &Rc<Shared>) {
 
 /// Waits for a wake-up or the deadline, whichever is first.
 async fn wait(shared: &Shared, deadline: Option<Instant>) {
-    let mut timer = deadline.map(rt::Sleep::until);
+    let mut timer = deadline.map(crate::Sleep::until);
     poll_fn(|cx| {
         if shared.wake.poll_wait(cx).is_ready() {
             return Poll::Ready(());
