@@ -4,7 +4,7 @@
 //! file can be handed to the library. Relative paths are taken as given,
 //! i.e. from the process's working directory, as `cvctl` does.
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use cv_client::ClientSettings;
 use cv_net::config::TlsConfig;
 use cv_net::quic::TransportSettings;
@@ -27,18 +27,17 @@ pub struct ClientConfig {
 impl ClientConfig {
     /// Reads and parses `path`.
     pub fn load(path: &Path) -> Result<ClientConfig> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| Error::new(ErrorKind::Config, format!("cannot read {}: {e}", path.display())))?;
+        let text =
+            std::fs::read_to_string(path).map_err(|e| Error::config(format!("cannot read {}: {e}", path.display())))?;
         ClientConfig::parse(&text)
     }
 
     /// Parses and validates TOML text; errors name the field.
     pub fn parse(text: &str) -> Result<ClientConfig> {
-        let cfg: ClientConfig =
-            toml::from_str(text).map_err(|e| Error::new(ErrorKind::Config, format!("config: {}", e.message())))?;
+        let cfg: ClientConfig = toml::from_str(text).map_err(|e| Error::config(format!("config: {}", e.message())))?;
         let checks = [cfg.tls.validate("tls"), cfg.transport.validate("transport"), cfg.client.validate("client")];
         for c in checks {
-            c.map_err(|e| Error::new(ErrorKind::Config, e.to_string()))?;
+            c.map_err(|e| Error::config(e.to_string()))?;
         }
         Ok(cfg)
     }
@@ -47,6 +46,7 @@ impl ClientConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ErrorKind;
 
     fn certs() -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
@@ -72,13 +72,19 @@ mod tests {
     fn bad_values_are_config_errors_naming_the_field() {
         let dir = certs();
         let e = ClientConfig::parse(&(tls(dir.path()) + "[client]\nprefetch_depth = 0\n")).unwrap_err();
-        assert_eq!(e.kind(), ErrorKind::Config);
+        assert_eq!(e.kind(), ErrorKind::Client(cv_client::ErrorKind::Config));
         assert!(e.message().contains("client.prefetch_depth"), "{e}");
         let e = ClientConfig::parse(&(tls(dir.path()) + "[client]\nmastr = \"x\"\n")).unwrap_err();
         assert!(e.message().contains("mastr"), "{e}");
         let e = ClientConfig::parse("[tls]\nca = \"/nope\"\ncert = \"/nope\"\nkey = \"/nope\"\n").unwrap_err();
         assert!(e.message().contains("tls.ca"), "{e}");
-        assert_eq!(ClientConfig::parse("no toml [").unwrap_err().kind(), ErrorKind::Config);
-        assert_eq!(ClientConfig::load(Path::new("/nonexistent/cv.toml")).unwrap_err().kind(), ErrorKind::Config);
+        assert_eq!(
+            ClientConfig::parse("no toml [").unwrap_err().kind(),
+            ErrorKind::Client(cv_client::ErrorKind::Config)
+        );
+        assert_eq!(
+            ClientConfig::load(Path::new("/nonexistent/cv.toml")).unwrap_err().kind(),
+            ErrorKind::Client(cv_client::ErrorKind::Config)
+        );
     }
 }

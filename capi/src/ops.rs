@@ -42,7 +42,7 @@ pub fn client_from_toml(text: &str) -> Result<u64> {
 }
 
 fn connect(cfg: ClientConfig) -> Result<u64> {
-    let identity = Identity::load(&cfg.tls).map_err(|e| Error::new(ErrorKind::Config, e.to_string()))?;
+    let identity = Identity::load(&cfg.tls).map_err(|e| Error::config(e.to_string()))?;
     let client = block_on(Client::connect(cfg.client, &identity, &cfg.transport))??;
     Ok(CLIENTS.insert(client))
 }
@@ -117,7 +117,10 @@ pub fn pread_fully(file: u64, offset: u64, buf: &mut [u8]) -> Result<()> {
         None => block_on(f.read_at(offset, buf))??,
     };
     if n != buf.len() {
-        return Err(Error::new(ErrorKind::Protocol, format!("read {n} of {} bytes inside the file", buf.len())));
+        return Err(Error::new(
+            cv_client::ErrorKind::Protocol,
+            format!("read {n} of {} bytes inside the file", buf.len()),
+        ));
     }
     Ok(())
 }
