@@ -2,6 +2,7 @@
 //! values of cv.h and `io.cv.CvErrorKind`), whether a retry can help, and a
 //! message. The last error of each thread is kept for C callers.
 
+use cv_net::config::ConfigError;
 use std::cell::RefCell;
 use std::ffi::{CStr, CString};
 use std::fmt;
@@ -168,6 +169,12 @@ impl From<cv_client::Error> for Error {
     }
 }
 
+impl From<ConfigError> for Error {
+    fn from(e: ConfigError) -> Self {
+        Error::config(e.to_string())
+    }
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}: {}", self.kind.c_name(), self.message)
@@ -227,6 +234,18 @@ mod tests {
         assert_eq!(e.kind(), ErrorKind::Client(cv_client::ErrorKind::NotFound));
         assert!(!e.retryable());
         assert!(e.message().contains("/x"));
+    }
+
+    #[test]
+    fn config_errors_are_config_and_name_the_field() {
+        let e = Error::from(ConfigError::new("client.prefetch_depth", "must be between 1 and 64"));
+        assert_eq!(e.kind(), ErrorKind::Client(cv_client::ErrorKind::Config));
+        assert!(!e.retryable());
+        assert!(e.message().contains("client.prefetch_depth"), "{e}");
+        let e = crate::ops::client_from_toml("no toml [").unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Client(cv_client::ErrorKind::Config), "{e}");
+        let e = crate::ops::client_from_file("/nonexistent/cv.toml").unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Client(cv_client::ErrorKind::Config), "{e}");
     }
 
     #[test]

@@ -2,11 +2,10 @@
 //! call looks its handle up, runs the client future on the internal runtime
 //! and maps errors. The C and JNI layers only convert arguments.
 
-use crate::config::ClientConfig;
 use crate::error::{Error, ErrorKind, Result};
 use crate::handles::Table;
 use crate::runtime::block_on;
-use cv_client::{Client, File, FileStatus, Writer};
+use cv_client::{Client, ClientConfig, File, FileStatus, Writer};
 use cv_net::tls::Identity;
 use std::path::Path;
 use std::sync::{LazyLock, Mutex};
@@ -38,7 +37,7 @@ pub fn client_from_file(path: &str) -> Result<u64> {
 
 /// Connects a client configured by TOML text.
 pub fn client_from_toml(text: &str) -> Result<u64> {
-    connect(ClientConfig::parse(text)?)
+    connect(ClientConfig::from_toml_str(text)?)
 }
 
 fn connect(cfg: ClientConfig) -> Result<u64> {
