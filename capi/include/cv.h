@@ -32,7 +32,8 @@
 extern "C" {
 #endif
 
-/* Status codes. */
+/* Status codes: the kinds of the client SDK (cv_client::ErrorKind) with their numbers,
+ * and the binding's own 16-18; capi/tests/header.rs checks this list against that table. */
 #define CV_OK 0
 #define CV_ERR_NOT_FOUND 1          /* no such file or directory */
 #define CV_ERR_ALREADY_EXISTS 2     /* the target exists */

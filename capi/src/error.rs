@@ -2,124 +2,122 @@
 //! values of cv.h and `io.cv.CvErrorKind`), whether a retry can help, and a
 //! message. The last error of each thread is kept for C callers.
 
+use cv_net::config::ConfigError;
 use std::cell::RefCell;
 use std::ffi::{CStr, CString};
 use std::fmt;
+use std::sync::OnceLock;
 
-/// What went wrong. The discriminant is the status code returned to C
-/// (0 is success) and passed to Java; codes never change meaning.
+/// What went wrong: a kind of the client SDK, or one only the binding raises. The
+/// client's kinds and their numbers are declared once, in cv-client; the binding adds
+/// 16 to 18. [`ErrorKind::code`] is the status returned to C (0 is success) and passed
+/// to Java; codes never change meaning.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[repr(i32)]
 pub enum ErrorKind {
-    /// No such file or directory.
-    NotFound = 1,
-    /// The target exists.
-    AlreadyExists = 2,
-    /// A component is a file where a directory is needed.
-    NotADirectory = 3,
-    /// A directory where a file is needed.
-    IsADirectory = 4,
-    /// The directory is not empty.
-    NotEmpty = 5,
-    /// The path is invalid (relative, too long, escapes the root).
-    InvalidPath = 6,
-    /// A bad argument: NULL pointer, impossible length, non-UTF-8 string.
-    InvalidArgument = 7,
-    /// Refused: missing permission or identity.
-    PermissionDenied = 8,
-    /// The deadline passed.
-    Timeout = 9,
-    /// A server or worker cannot be reached or is not ready.
-    Unavailable = 10,
-    /// Stored bytes failed their checksum.
-    Corrupt = 11,
-    /// Storage is full.
-    NoSpace = 12,
-    /// The peer broke the protocol, or versions differ.
-    Protocol = 13,
-    /// Certificates or the configuration file.
-    Config = 14,
-    /// Anything else.
-    Other = 15,
+    /// An error of the SDK, with the SDK's kind.
+    Client(cv_client::ErrorKind),
     /// The handle is unknown, already closed, or of another type.
-    BadHandle = 16,
+    BadHandle,
     /// A read that must be complete reaches past the end of the file.
-    Eof = 17,
+    Eof,
     /// A bug inside the library (a caught panic); the call had no effect
     /// that can be relied on.
-    Internal = 18,
-    /// A request cv does not carry out, such as a rename across a mount boundary.
-    Unsupported = 19,
+    Internal,
 }
 
+/// How many kinds there are, the client's and the binding's.
+const COUNT: usize = cv_client::ErrorKind::ALL.len() + 3;
+
 impl ErrorKind {
-    /// Every kind, in code order.
-    pub const ALL: [ErrorKind; 19] = [
-        ErrorKind::NotFound,
-        ErrorKind::AlreadyExists,
-        ErrorKind::NotADirectory,
-        ErrorKind::IsADirectory,
-        ErrorKind::NotEmpty,
-        ErrorKind::InvalidPath,
-        ErrorKind::InvalidArgument,
-        ErrorKind::PermissionDenied,
-        ErrorKind::Timeout,
-        ErrorKind::Unavailable,
-        ErrorKind::Corrupt,
-        ErrorKind::NoSpace,
-        ErrorKind::Protocol,
-        ErrorKind::Config,
-        ErrorKind::Other,
-        ErrorKind::BadHandle,
-        ErrorKind::Eof,
-        ErrorKind::Internal,
-        ErrorKind::Unsupported,
-    ];
+    /// Every kind, in code order (codes are dense from 1; checked when this compiles).
+    pub const ALL: [ErrorKind; COUNT] = in_code_order();
 
     /// The status code (never 0).
-    pub fn code(self) -> i32 {
-        self as i32
+    pub const fn code(self) -> i32 {
+        match self {
+            ErrorKind::Client(k) => k.code(),
+            ErrorKind::BadHandle => 16,
+            ErrorKind::Eof => 17,
+            ErrorKind::Internal => 18,
+        }
     }
 
     /// The kind of a status code, if it is one.
     pub fn from_code(code: i32) -> Option<ErrorKind> {
-        ErrorKind::ALL.iter().copied().find(|k| k.code() == code)
+        let i = usize::try_from(code).ok()?.checked_sub(1)?;
+        ErrorKind::ALL.get(i).copied()
+    }
+
+    /// The variant's name, e.g. `NotFound`.
+    const fn name(self) -> &'static str {
+        match self {
+            ErrorKind::Client(k) => k.name(),
+            ErrorKind::BadHandle => "BadHandle",
+            ErrorKind::Eof => "Eof",
+            ErrorKind::Internal => "Internal",
+        }
     }
 
     /// The macro name in cv.h, e.g. `CV_ERR_NOT_FOUND`.
     pub fn c_name(self) -> &'static str {
-        self.c_name_cstr().to_str().unwrap_or("CV_ERR_OTHER")
+        c_names()[self.index()].to_str().unwrap_or("CV_ERR_OTHER")
     }
 
     /// [`ErrorKind::c_name`] as a C string, for `cv_status_name`.
     pub fn c_name_cstr(self) -> &'static CStr {
-        match self {
-            ErrorKind::NotFound => c"CV_ERR_NOT_FOUND",
-            ErrorKind::AlreadyExists => c"CV_ERR_ALREADY_EXISTS",
-            ErrorKind::NotADirectory => c"CV_ERR_NOT_A_DIRECTORY",
-            ErrorKind::IsADirectory => c"CV_ERR_IS_A_DIRECTORY",
-            ErrorKind::NotEmpty => c"CV_ERR_NOT_EMPTY",
-            ErrorKind::InvalidPath => c"CV_ERR_INVALID_PATH",
-            ErrorKind::InvalidArgument => c"CV_ERR_INVALID_ARGUMENT",
-            ErrorKind::PermissionDenied => c"CV_ERR_PERMISSION_DENIED",
-            ErrorKind::Timeout => c"CV_ERR_TIMEOUT",
-            ErrorKind::Unavailable => c"CV_ERR_UNAVAILABLE",
-            ErrorKind::Corrupt => c"CV_ERR_CORRUPT",
-            ErrorKind::NoSpace => c"CV_ERR_NO_SPACE",
-            ErrorKind::Protocol => c"CV_ERR_PROTOCOL",
-            ErrorKind::Config => c"CV_ERR_CONFIG",
-            ErrorKind::Other => c"CV_ERR_OTHER",
-            ErrorKind::BadHandle => c"CV_ERR_BAD_HANDLE",
-            ErrorKind::Eof => c"CV_ERR_EOF",
-            ErrorKind::Internal => c"CV_ERR_INTERNAL",
-            ErrorKind::Unsupported => c"CV_ERR_UNSUPPORTED",
-        }
+        &c_names()[self.index()]
     }
 
     /// The constant name of `io.cv.CvErrorKind`, e.g. `NOT_FOUND`.
     pub fn java_name(self) -> &'static str {
         &self.c_name()["CV_ERR_".len()..]
     }
+
+    fn index(self) -> usize {
+        self.code() as usize - 1
+    }
+}
+
+impl From<cv_client::ErrorKind> for ErrorKind {
+    fn from(k: cv_client::ErrorKind) -> Self {
+        ErrorKind::Client(k)
+    }
+}
+
+/// Each kind at the index of its code, once; a gap or a clash fails the build.
+const fn in_code_order() -> [ErrorKind; COUNT] {
+    let mut out = [ErrorKind::Internal; COUNT];
+    let mut seen = [false; COUNT];
+    let own = [ErrorKind::BadHandle, ErrorKind::Eof, ErrorKind::Internal];
+    let mut i = 0;
+    while i < COUNT {
+        let k = if i < own.len() { own[i] } else { ErrorKind::Client(cv_client::ErrorKind::ALL[i - own.len()]) };
+        let at = k.code() as usize - 1;
+        assert!(at < COUNT && !seen[at], "error codes must be dense from 1 and unique");
+        seen[at] = true;
+        out[at] = k;
+        i += 1;
+    }
+    out
+}
+
+/// `CV_ERR_` and the kind's name in upper snake case (`NotADirectory` → `CV_ERR_NOT_A_DIRECTORY`),
+/// indexed as [`ErrorKind::ALL`].
+fn c_names() -> &'static [CString] {
+    static NAMES: OnceLock<Vec<CString>> = OnceLock::new();
+    NAMES.get_or_init(|| {
+        let spell = |k: ErrorKind| {
+            let mut s = String::from("CV_ERR");
+            for ch in k.name().chars() {
+                if ch.is_ascii_uppercase() {
+                    s.push('_');
+                }
+                s.push(ch.to_ascii_uppercase());
+            }
+            CString::new(s).expect("names have no NUL")
+        };
+        ErrorKind::ALL.iter().map(|&k| spell(k)).collect()
+    })
 }
 
 /// An error of the binding.
@@ -135,13 +133,18 @@ pub type Result<T> = std::result::Result<T, Error>;
 
 impl Error {
     /// A new error that a retry cannot fix.
-    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        Error { kind, retryable: false, message: message.into() }
+    pub fn new(kind: impl Into<ErrorKind>, message: impl Into<String>) -> Self {
+        Error { kind: kind.into(), retryable: false, message: message.into() }
     }
 
     /// A bad argument.
     pub fn invalid(message: impl Into<String>) -> Self {
-        Error::new(ErrorKind::InvalidArgument, message)
+        Error::new(cv_client::ErrorKind::InvalidArgument, message)
+    }
+
+    /// A problem with the configuration file or the identity it names.
+    pub fn config(message: impl Into<String>) -> Self {
+        Error::new(cv_client::ErrorKind::Config, message)
     }
 
     /// The kind.
@@ -162,26 +165,13 @@ impl Error {
 
 impl From<cv_client::Error> for Error {
     fn from(e: cv_client::Error) -> Self {
-        use cv_client::ErrorKind as K;
-        let kind = match e.kind() {
-            K::NotFound => ErrorKind::NotFound,
-            K::AlreadyExists => ErrorKind::AlreadyExists,
-            K::NotADirectory => ErrorKind::NotADirectory,
-            K::IsADirectory => ErrorKind::IsADirectory,
-            K::NotEmpty => ErrorKind::NotEmpty,
-            K::InvalidPath => ErrorKind::InvalidPath,
-            K::InvalidArgument => ErrorKind::InvalidArgument,
-            K::PermissionDenied => ErrorKind::PermissionDenied,
-            K::Timeout => ErrorKind::Timeout,
-            K::Unavailable => ErrorKind::Unavailable,
-            K::Corrupt => ErrorKind::Corrupt,
-            K::NoSpace => ErrorKind::NoSpace,
-            K::Protocol => ErrorKind::Protocol,
-            K::Config => ErrorKind::Config,
-            K::Unsupported => ErrorKind::Unsupported,
-            K::Other => ErrorKind::Other,
-        };
-        Error { kind, retryable: e.retryable(), message: e.to_string() }
+        Error { kind: e.kind().into(), retryable: e.retryable(), message: e.to_string() }
+    }
+}
+
+impl From<ConfigError> for Error {
+    fn from(e: ConfigError) -> Self {
+        Error::config(e.to_string())
     }
 }
 
@@ -227,25 +217,41 @@ mod tests {
             assert!(k.c_name().starts_with("CV_ERR_"));
         }
         assert_eq!(ErrorKind::from_code(0), None);
+        assert_eq!(ErrorKind::from_code(-1), None);
         assert_eq!(ErrorKind::from_code(99), None);
-        assert_eq!(ErrorKind::NotFound.java_name(), "NOT_FOUND");
+        assert_eq!(ErrorKind::from(cv_client::ErrorKind::NotFound).java_name(), "NOT_FOUND");
+        assert_eq!(ErrorKind::from(cv_client::ErrorKind::NotADirectory).c_name(), "CV_ERR_NOT_A_DIRECTORY");
+        assert_eq!(ErrorKind::BadHandle.c_name_cstr(), c"CV_ERR_BAD_HANDLE");
+        assert_eq!(ErrorKind::Eof.c_name(), "CV_ERR_EOF");
     }
 
     #[test]
     fn client_errors_keep_kind_and_retry_status() {
         let e = Error::from(cv_client::Error::new(cv_client::ErrorKind::Unavailable, "down"));
-        assert_eq!(e.kind(), ErrorKind::Unavailable);
+        assert_eq!(e.kind(), ErrorKind::Client(cv_client::ErrorKind::Unavailable));
         assert!(e.retryable());
         let e = Error::from(cv_client::Error::new(cv_client::ErrorKind::NotFound, "/x"));
-        assert_eq!(e.kind(), ErrorKind::NotFound);
+        assert_eq!(e.kind(), ErrorKind::Client(cv_client::ErrorKind::NotFound));
         assert!(!e.retryable());
         assert!(e.message().contains("/x"));
     }
 
     #[test]
+    fn config_errors_are_config_and_name_the_field() {
+        let e = Error::from(ConfigError::new("client.prefetch_depth", "must be between 1 and 64"));
+        assert_eq!(e.kind(), ErrorKind::Client(cv_client::ErrorKind::Config));
+        assert!(!e.retryable());
+        assert!(e.message().contains("client.prefetch_depth"), "{e}");
+        let e = crate::ops::client_from_toml("no toml [").unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Client(cv_client::ErrorKind::Config), "{e}");
+        let e = crate::ops::client_from_file("/nonexistent/cv.toml").unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Client(cv_client::ErrorKind::Config), "{e}");
+    }
+
+    #[test]
     fn record_survives_interior_nul() {
         let code = record(&Error::invalid("a\0b"));
-        assert_eq!(code, ErrorKind::InvalidArgument.code());
+        assert_eq!(code, cv_client::ErrorKind::InvalidArgument.code());
         LAST_ERROR.with(|l| {
             let l = l.borrow();
             assert_eq!(l.code, code);

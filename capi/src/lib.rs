@@ -7,7 +7,6 @@
 //! tokio runtime. Handles are ids (never pointers), every call is guarded
 //! against panics, and errors carry a stable [`ErrorKind`] code.
 
-pub mod config;
 pub mod error;
 pub mod guard;
 pub mod handles;

@@ -2,11 +2,10 @@
 //! call looks its handle up, runs the client future on the internal runtime
 //! and maps errors. The C and JNI layers only convert arguments.
 
-use crate::config::ClientConfig;
 use crate::error::{Error, ErrorKind, Result};
 use crate::handles::Table;
 use crate::runtime::block_on;
-use cv_client::{Client, File, FileStatus, Writer};
+use cv_client::{Client, ClientConfig, File, FileStatus, Writer};
 use cv_net::tls::Identity;
 use std::path::Path;
 use std::sync::{LazyLock, Mutex};
@@ -38,11 +37,11 @@ pub fn client_from_file(path: &str) -> Result<u64> {
 
 /// Connects a client configured by TOML text.
 pub fn client_from_toml(text: &str) -> Result<u64> {
-    connect(ClientConfig::parse(text)?)
+    connect(ClientConfig::from_toml_str(text)?)
 }
 
 fn connect(cfg: ClientConfig) -> Result<u64> {
-    let identity = Identity::load(&cfg.tls).map_err(|e| Error::new(ErrorKind::Config, e.to_string()))?;
+    let identity = Identity::load(&cfg.tls).map_err(|e| Error::config(e.to_string()))?;
     let client = block_on(Client::connect(cfg.client, &identity, &cfg.transport))??;
     Ok(CLIENTS.insert(client))
 }
@@ -117,7 +116,10 @@ pub fn pread_fully(file: u64, offset: u64, buf: &mut [u8]) -> Result<()> {
         None => block_on(f.read_at(offset, buf))??,
     };
     if n != buf.len() {
-        return Err(Error::new(ErrorKind::Protocol, format!("read {n} of {} bytes inside the file", buf.len())));
+        return Err(Error::new(
+            cv_client::ErrorKind::Protocol,
+            format!("read {n} of {} bytes inside the file", buf.len()),
+        ));
     }
     Ok(())
 }

@@ -5,7 +5,7 @@
 //! thread with `block_on`, so a read costs no thread hand-off; the runtime's
 //! worker threads drive the QUIC endpoints and timers meanwhile.
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use std::future::Future;
 use std::sync::OnceLock;
 use tokio::runtime::{Builder, Runtime};
@@ -31,24 +31,25 @@ pub fn block_on<F: Future>(fut: F) -> Result<F::Output> {
     // Blocking inside a runtime thread would stall or panic that runtime.
     if tokio::runtime::Handle::try_current().is_ok() {
         return Err(Error::new(
-            ErrorKind::InvalidArgument,
+            cv_client::ErrorKind::InvalidArgument,
             "blocking cv call made from inside a tokio runtime; use the cv-client crate there",
         ));
     }
     match RUNTIME.get_or_init(build) {
         Ok(rt) => Ok(rt.block_on(fut)),
-        Err(msg) => Err(Error::new(ErrorKind::Other, msg.clone())),
+        Err(msg) => Err(Error::new(cv_client::ErrorKind::Other, msg.clone())),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::ErrorKind;
 
     #[test]
     fn runs_futures_and_refuses_nested_use() {
         assert_eq!(block_on(async { 7 }).unwrap(), 7);
         let nested = block_on(async { block_on(async { 1 }).unwrap_err().kind() }).unwrap();
-        assert_eq!(nested, ErrorKind::InvalidArgument);
+        assert_eq!(nested, ErrorKind::Client(cv_client::ErrorKind::InvalidArgument));
     }
 }

@@ -121,7 +121,7 @@ fn rust_client_child() {
     let Ok(spec) = std::env::var(CHILD_ENV) else { return };
     let a: Vec<&str> = spec.lines().collect();
     let iters: usize = a[3].parse().unwrap();
-    let cfg = cv_capi::config::ClientConfig::load(std::path::Path::new(a[0])).unwrap();
+    let cfg = cv_client::ClientConfig::load(std::path::Path::new(a[0])).unwrap();
     let identity = cv_net::tls::Identity::load(&cfg.tls).unwrap();
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let client = rt.block_on(async {

@@ -5,41 +5,73 @@ use cv_net::{NetError, NetErrorKind};
 use cv_wire::ErrorCode;
 use std::fmt;
 
-/// What went wrong.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ErrorKind {
+macro_rules! error_kinds {
+    ($($(#[doc = $doc:literal])* $name:ident = $code:literal, retry: $retry:literal;)*) => {
+        /// What went wrong.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum ErrorKind {
+            $($(#[doc = $doc])* $name,)*
+        }
+
+        impl ErrorKind {
+            /// Every kind, in table order.
+            pub const ALL: &'static [ErrorKind] = &[$(ErrorKind::$name),*];
+
+            /// The kind's stable number: the C ABI's `CV_ERR_*` status and the code of
+            /// `io.cv.CvErrorKind`. Never renumber one, only add.
+            pub const fn code(self) -> i32 {
+                match self { $(ErrorKind::$name => $code,)* }
+            }
+
+            /// The kind's stable name (the variant's), from which the bindings spell theirs.
+            pub const fn name(self) -> &'static str {
+                match self { $(ErrorKind::$name => stringify!($name),)* }
+            }
+
+            /// Whether an error of this kind made here may succeed if the call is made
+            /// again (an error a server reported carries its code's own flag).
+            pub const fn retryable(self) -> bool {
+                match self { $(ErrorKind::$name => $retry,)* }
+            }
+        }
+    };
+}
+
+// The client's kinds, declared once: the C and Java bindings (cv-capi) expose them with
+// these numbers and add their own three, 16 to 18, which no kind here may take.
+error_kinds! {
     /// No such file or directory.
-    NotFound,
+    NotFound = 1, retry: false;
     /// The target exists.
-    AlreadyExists,
+    AlreadyExists = 2, retry: false;
     /// A component is a file where a directory is needed.
-    NotADirectory,
+    NotADirectory = 3, retry: false;
     /// A directory where a file is needed.
-    IsADirectory,
+    IsADirectory = 4, retry: false;
     /// The directory is not empty.
-    NotEmpty,
+    NotEmpty = 5, retry: false;
     /// The path is invalid (relative, too long, escapes the root).
-    InvalidPath,
+    InvalidPath = 6, retry: false;
     /// An argument is not acceptable (offset past the end, bad range).
-    InvalidArgument,
+    InvalidArgument = 7, retry: false;
     /// Refused: missing permission or identity.
-    PermissionDenied,
+    PermissionDenied = 8, retry: false;
     /// The deadline passed.
-    Timeout,
+    Timeout = 9, retry: true;
     /// A server or worker cannot be reached or is not ready.
-    Unavailable,
+    Unavailable = 10, retry: true;
     /// Stored bytes failed their checksum.
-    Corrupt,
+    Corrupt = 11, retry: true;
     /// Storage is full.
-    NoSpace,
+    NoSpace = 12, retry: false;
     /// The peer broke the protocol, or versions differ.
-    Protocol,
+    Protocol = 13, retry: false;
     /// Certificates or configuration.
-    Config,
-    /// A request cv does not carry out, such as a rename across a mount boundary.
-    Unsupported,
+    Config = 14, retry: false;
     /// Anything else the server reported.
-    Other,
+    Other = 15, retry: false;
+    /// A request cv does not carry out, such as a rename across a mount boundary.
+    Unsupported = 19, retry: false;
 }
 
 /// A client error.
@@ -57,8 +89,7 @@ pub type Result<T> = std::result::Result<T, Error>;
 impl Error {
     /// A new error.
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        let retryable = matches!(kind, ErrorKind::Timeout | ErrorKind::Unavailable | ErrorKind::Corrupt);
-        Error { kind, retryable, message: message.into(), source: None }
+        Error { kind, retryable: kind.retryable(), message: message.into(), source: None }
     }
 
     /// The kind.
@@ -81,6 +112,7 @@ impl Error {
     }
 }
 
+/// The kind a wire code becomes: every code maps here and only here.
 fn kind_of(code: ErrorCode) -> ErrorKind {
     match code {
         ErrorCode::NotFound => ErrorKind::NotFound,
@@ -133,5 +165,37 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         self.source.as_deref().map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_are_unique_and_leave_the_bindings_theirs() {
+        let mut seen = std::collections::HashSet::new();
+        for &k in ErrorKind::ALL {
+            assert!(seen.insert(k.code()), "duplicate code {}", k.code());
+            assert!(k.code() > 0 && !(16..=18).contains(&k.code()), "{k:?} takes code {}", k.code());
+            assert_eq!(format!("{k:?}"), k.name());
+        }
+    }
+
+    #[test]
+    fn local_errors_take_their_kinds_retry_flag() {
+        for &k in ErrorKind::ALL {
+            assert_eq!(Error::new(k, "x").retryable(), k.retryable(), "{k:?}");
+        }
+        let retryable: Vec<_> = ErrorKind::ALL.iter().filter(|k| k.retryable()).collect();
+        assert_eq!(retryable, [&ErrorKind::Timeout, &ErrorKind::Unavailable, &ErrorKind::Corrupt]);
+    }
+
+    #[test]
+    fn remote_errors_keep_their_codes_retry_flag() {
+        for &c in ErrorCode::ALL {
+            let e = Error::from(NetError::remote(c, "x", None));
+            assert_eq!((e.kind(), e.retryable()), (kind_of(c), c.retryable()), "{c:?}");
+        }
     }
 }

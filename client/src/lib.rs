@@ -8,6 +8,7 @@
 mod block;
 mod client;
 mod config;
+mod config_file;
 mod error;
 mod file;
 mod pool;
@@ -17,6 +18,7 @@ mod writer;
 
 pub use client::Client;
 pub use config::ClientSettings;
+pub use config_file::{ClientConfig, toml_error};
 pub use cv_wire::msg::{FileKind, FileStatus, FreeOk, MountInfo, MountMode, UfsRef};
 pub use error::{Error, ErrorKind, Result};
 pub use file::File;

@@ -17,26 +17,37 @@
 //! socket_buffer = "4MiB"
 //! ```
 
-use cv_net::config::{ConfigError, TlsConfig};
-use cv_net::quic::TransportSettings;
+use cv_client::ClientConfig;
+use cv_net::config::ConfigError;
 use serde::Deserialize;
+use serde::de::IgnoredAny;
 use std::path::Path;
 
 /// The whole file.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug)]
 pub struct CvConfig {
-    /// This node's identity under the cluster CA.
-    pub tls: TlsConfig,
-    /// QUIC settings shared by every connection this process makes or takes.
-    #[serde(default)]
-    pub transport: TransportSettings,
-    /// Client settings (`cvctl fs`, `cvctl report`, benchmarks, applications).
-    pub client: Option<cv_client::ClientSettings>,
+    /// `[tls]`, `[transport]` and `[client]`: what every role and every client reads,
+    /// parsed by the same loader as the C and Java bindings use.
+    pub common: ClientConfig,
     /// Master server settings (`cvctl master`); flags may override some.
     pub master: Option<cv_master::server::ServerConfig>,
     /// Worker settings (`cvctl worker`); flags may override some.
     pub worker: Option<cv_worker::WorkerSettings>,
+}
+
+/// The role sections, and no section nobody reads (a misspelt one is an error).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Roles {
+    // Read by [`ClientConfig`].
+    #[serde(rename = "tls")]
+    _tls: Option<IgnoredAny>,
+    #[serde(rename = "transport")]
+    _transport: Option<IgnoredAny>,
+    #[serde(rename = "client")]
+    _client: Option<IgnoredAny>,
+    master: Option<cv_master::server::ServerConfig>,
+    worker: Option<cv_worker::WorkerSettings>,
 }
 
 impl CvConfig {
@@ -49,35 +60,16 @@ impl CvConfig {
 
     /// Parses and validates TOML text.
     pub fn parse(text: &str) -> Result<CvConfig, ConfigError> {
-        let cfg: CvConfig = toml::from_str(text).map_err(|e| {
-            let field = e.span().map(|s| describe_span(text, s)).unwrap_or_else(|| "(file)".into());
-            ConfigError::new(field, e.message().to_string())
-        })?;
-        cfg.validate()?;
-        Ok(cfg)
-    }
-
-    fn validate(&self) -> Result<(), ConfigError> {
-        self.tls.validate("tls")?;
-        self.transport.validate("transport")?;
-        if let Some(c) = &self.client {
-            c.validate("client")?;
-        }
-        if let Some(m) = &self.master {
+        let common = ClientConfig::from_toml_str(text)?;
+        let roles: Roles = toml::from_str(text).map_err(|e| cv_client::toml_error(text, &e))?;
+        if let Some(m) = &roles.master {
             m.validate("master")?;
         }
-        if let Some(w) = &self.worker {
+        if let Some(w) = &roles.worker {
             w.validate("worker")?;
         }
-        Ok(())
+        Ok(CvConfig { common, master: roles.master, worker: roles.worker })
     }
-}
-
-/// "line N: <the line>" for a TOML error span, so the field is visible.
-fn describe_span(text: &str, span: std::ops::Range<usize>) -> String {
-    let line_no = text[..span.start.min(text.len())].matches('\n').count() + 1;
-    let line = text.lines().nth(line_no - 1).unwrap_or("").trim();
-    format!("line {line_no}: {line}")
 }
 
 #[cfg(test)]
@@ -98,7 +90,8 @@ mod tests {
     fn valid_file_parses_with_defaults() {
         let dir = certs();
         let cfg = CvConfig::parse(&tls_section(dir.path())).unwrap();
-        assert_eq!(cfg.transport, TransportSettings::default());
+        assert_eq!(cfg.common.transport, cv_net::quic::TransportSettings::default());
+        assert_eq!(cfg.common.client, cv_client::ClientSettings::default());
     }
 
     #[test]
@@ -117,5 +110,9 @@ mod tests {
 
         let text = "[tls]\nca = \"/nonexistent/ca.pem\"\ncert = \"/x\"\nkey = \"/y\"\n";
         assert_eq!(CvConfig::parse(text).unwrap_err().field, "tls.ca");
+
+        let text = tls_section(dir.path()) + "[wroker]\nshards = 1\n";
+        let e = CvConfig::parse(&text).unwrap_err();
+        assert!(e.problem.contains("wroker") && e.field.contains("wroker"), "{e}");
     }
 }

@@ -23,13 +23,13 @@ impl ClientArgs {
     /// Loads the file, applies overrides and connects.
     pub async fn connect(&self) -> Result<Client, Box<dyn std::error::Error + Send + Sync>> {
         let cfg = CvConfig::load(&self.config)?;
-        let mut settings = cfg.client.clone().unwrap_or_default();
+        let mut settings = cfg.common.client.clone();
         if let Some(m) = self.master {
             settings.master = m;
         }
         settings.validate("client")?;
-        let identity = Identity::load(&cfg.tls)?;
-        Ok(Client::connect(settings, &identity, &cfg.transport).await?)
+        let identity = Identity::load(&cfg.common.tls)?;
+        Ok(Client::connect(settings, &identity, &cfg.common.transport).await?)
     }
 
     /// Connects, runs `f` with the client and shuts the client down whatever `f` returned,

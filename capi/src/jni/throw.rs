@@ -3,6 +3,7 @@
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::guard;
+use cv_client::ErrorKind as K;
 use jni::JNIEnv;
 use jni::objects::{JThrowable, JValue};
 
@@ -24,10 +25,10 @@ pub(super) fn run<'l, T>(env: &mut JNIEnv<'l>, default: T, f: impl FnOnce(&mut J
 /// catch (`FileNotFoundException`, `EOFException`).
 fn class_of(kind: ErrorKind) -> &'static str {
     match kind {
-        ErrorKind::NotFound => "io/cv/CvFileNotFoundException",
+        ErrorKind::Client(K::NotFound) => "io/cv/CvFileNotFoundException",
         ErrorKind::Eof => "io/cv/CvEOFException",
-        ErrorKind::AlreadyExists => "io/cv/CvFileAlreadyExistsException",
-        ErrorKind::NotEmpty => "io/cv/CvPathIsNotEmptyDirectoryException",
+        ErrorKind::Client(K::AlreadyExists) => "io/cv/CvFileAlreadyExistsException",
+        ErrorKind::Client(K::NotEmpty) => "io/cv/CvPathIsNotEmptyDirectoryException",
         _ => "io/cv/CvException",
     }
 }
@@ -57,7 +58,7 @@ impl From<jni::errors::Error> for Error {
                 Error::invalid(format!("null argument ({what})"))
             }
             // An exception is pending; `throw` keeps it.
-            jni::errors::Error::JavaException => Error::new(ErrorKind::Other, "Java exception"),
+            jni::errors::Error::JavaException => Error::new(K::Other, "Java exception"),
             other => Error::new(ErrorKind::Internal, format!("JNI: {other}")),
         }
     }

@@ -1,9 +1,11 @@
-//! Error mapping for the server: master error kinds to wire codes (in one place), the
-//! per-request failure a handler returns, and the typed error of starting a server.
+//! Error mapping for the server: master error kinds and object-store error kinds to wire
+//! codes (each in one place, here), the per-request failure a handler returns, and the
+//! typed error of starting a server.
 
 use cv_master_core::error::{Error, ErrorKind};
 use cv_net::NetError;
 use cv_net::config::ConfigError;
+use cv_ufs::{UfsError, UfsErrorKind};
 use cv_wire::{ErrorCode, WireError};
 use std::fmt;
 
@@ -32,6 +34,18 @@ pub fn code_of(kind: ErrorKind) -> ErrorCode {
     }
 }
 
+/// The wire code a client sees for an object-store error kind. Every kind maps here and
+/// only here.
+pub fn ufs_code_of(kind: UfsErrorKind) -> ErrorCode {
+    match kind {
+        UfsErrorKind::NotFound => ErrorCode::NotFound,
+        UfsErrorKind::PermissionDenied => ErrorCode::PermissionDenied,
+        UfsErrorKind::Config => ErrorCode::InvalidArgument,
+        UfsErrorKind::Changed => ErrorCode::StaleVersion,
+        UfsErrorKind::Unavailable | UfsErrorKind::Other => ErrorCode::UfsFailed,
+    }
+}
+
 /// Why one request failed: the code and message of its error reply.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Fail {
@@ -48,6 +62,12 @@ impl Fail {
 impl From<Error> for Fail {
     fn from(e: Error) -> Self {
         Fail::new(code_of(e.kind()), e.context())
+    }
+}
+
+impl From<UfsError> for Fail {
+    fn from(e: UfsError) -> Self {
+        Fail::new(ufs_code_of(e.kind()), e.to_string())
     }
 }
 
@@ -154,5 +174,14 @@ mod tests {
         }
         let f = Fail::from(Error::new(ErrorKind::AlreadyExists, "/a"));
         assert_eq!((f.code, f.message.as_str()), (ErrorCode::AlreadyExists, "/a"));
+    }
+
+    #[test]
+    fn store_kinds_keep_their_meaning() {
+        assert_eq!(ufs_code_of(UfsErrorKind::NotFound), ErrorCode::NotFound);
+        assert_eq!(ufs_code_of(UfsErrorKind::Changed), ErrorCode::StaleVersion);
+        assert_eq!(ufs_code_of(UfsErrorKind::Config), ErrorCode::InvalidArgument);
+        // A store that is down may be up again: the client may retry.
+        assert!(ufs_code_of(UfsErrorKind::Unavailable).retryable());
     }
 }

@@ -15,7 +15,7 @@
 //! large fs-mode tree every second.
 
 use super::errors::Fail;
-use super::ufs::{UfsLayer, fail};
+use super::ufs::UfsLayer;
 use cv_master_core::MasterCore;
 use cv_master_core::path::CvPath;
 use cv_master_core::state::{PendingExport, UfsObject};
@@ -180,7 +180,7 @@ impl Exporter {
         }
         let store = ufs.store(&mount)?;
         let key = cv_master_core::state::key_of(&mount.path, path.as_str());
-        let mut w = store.writer(&key, PART).await.map_err(fail)?;
+        let mut w = store.writer(&key, PART).await?;
         if let Err(f) = self.copy_blocks(&info.blocks, &mut w).await {
             // No half object: the multipart upload is dropped.
             w.abort().await;
@@ -189,7 +189,7 @@ impl Exporter {
         // From the moment the object is visible until it is recorded, a queued delete of its
         // key (a file deleted or moved away from it earlier) must not run (`deletes.rs`).
         let _held = ufs.objects.lock().await;
-        let meta = w.close(&store).await.map_err(fail)?;
+        let meta = w.close(&store).await?;
         if meta.len != info.length {
             return Err(Fail::new(
                 ErrorCode::UfsFailed,
@@ -237,7 +237,7 @@ impl Exporter {
                     let msg = format!("block {} gave {} bytes of {len}", b.block_id, bytes.len());
                     return Err(Fail::new(ErrorCode::Internal, msg));
                 }
-                w.write(bytes).await.map_err(fail)?;
+                w.write(bytes).await?;
                 off += len;
             }
         }

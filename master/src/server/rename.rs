@@ -15,7 +15,6 @@
 use super::errors::Fail;
 use super::namespace::{done, parsed};
 use super::service::MasterService;
-use super::ufs::fail;
 use cv_master_core::path::CvPath;
 use cv_master_core::state::{Mount, MountMode, ObjectCopy, UfsObject, key_of};
 use cv_net::rpc::Reply;
@@ -85,7 +84,7 @@ async fn move_objects(
                     (ufs.clone(), copies[next].object.key.clone(), keys[next].clone(), copies[next].length);
                 let i = next;
                 copying.spawn(async move {
-                    let meta = ufs.copy(&from, &to).await.map_err(fail)?;
+                    let meta = ufs.copy(&from, &to).await?;
                     if meta.len != len {
                         let msg = format!("{from}: {} bytes in the store, {len} in cv; sync the mount", meta.len);
                         return Err(Fail::new(ErrorCode::StaleVersion, msg));

@@ -13,7 +13,7 @@ use super::errors::Fail;
 use cv_master_core::MasterCore;
 use cv_master_core::path::CvPath;
 use cv_master_core::state::{EntryKind, Mount, MountMode, Stat, UfsObject, key_of};
-use cv_ufs::{ObjectMeta, Ufs, UfsError, UfsErrorKind, UfsSettings};
+use cv_ufs::{ObjectMeta, Ufs, UfsErrorKind, UfsSettings};
 use cv_wire::ErrorCode;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -40,18 +40,6 @@ pub(super) struct UfsLayer {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// An object-store error as the client sees it.
-pub(super) fn fail(e: UfsError) -> Fail {
-    let code = match e.kind() {
-        UfsErrorKind::NotFound => ErrorCode::NotFound,
-        UfsErrorKind::PermissionDenied => ErrorCode::PermissionDenied,
-        UfsErrorKind::Config => ErrorCode::InvalidArgument,
-        UfsErrorKind::Changed => ErrorCode::StaleVersion,
-        UfsErrorKind::Unavailable | UfsErrorKind::Other => ErrorCode::UfsFailed,
-    };
-    Fail::new(code, e.to_string())
 }
 
 /// The mount's validity period.
@@ -84,7 +72,7 @@ impl UfsLayer {
         {
             return Ok(ufs.clone());
         }
-        let ufs = Ufs::connect(&m.ufs_url, &m.options, &self.settings).map_err(fail)?;
+        let ufs = Ufs::connect(&m.ufs_url, &m.options, &self.settings)?;
         stores.insert(m.path.clone(), (m.clone(), ufs.clone()));
         Ok(ufs)
     }
@@ -92,8 +80,8 @@ impl UfsLayer {
     /// Checks a new mount before it is recorded: its URL parses and its root lists.
     pub(super) async fn validate(&self, m: &Mount) -> Result<(), Fail> {
         ttl(m)?;
-        let ufs = Ufs::connect(&m.ufs_url, &m.options, &self.settings).map_err(fail)?;
-        ufs.check().await.map_err(fail)
+        let ufs = Ufs::connect(&m.ufs_url, &m.options, &self.settings)?;
+        ufs.check().await.map_err(Fail::from)
     }
 
     fn is_fresh(&self, path: &str, ttl: Duration) -> bool {
@@ -167,9 +155,9 @@ impl UfsLayer {
                     if let Some((_, Some(_))) = known {
                         core.begin_delete(path, false)?.wait_async().await?;
                     }
-                    return Err(fail(e));
+                    return Err(e.into());
                 }
-                Err(e) => return Err(fail(e)),
+                Err(e) => return Err(e.into()),
             },
         };
         let unchanged = matches!(&known, Some((_, Some(rec))) if rec.same_version(&meta));
@@ -203,11 +191,11 @@ impl UfsLayer {
     async fn read_tail(&self, core: &MasterCore, ufs: &Ufs, key: &str, meta: &ObjectMeta) -> Result<Vec<u8>, Fail> {
         let budget = core.config().default_tail_bytes.min(meta.len);
         let range = meta.len - budget..meta.len;
-        let mut tail = ufs.read(key, range, Some(&meta.version)).await.map_err(fail)?.to_vec();
+        let mut tail = ufs.read(key, range, Some(&meta.version)).await?.to_vec();
         let need = cv_wire::footer::tail_len(meta.len, &tail, core.config().default_tail_bytes);
         let cap = MAX_TAIL.min(meta.len);
         if need > tail.len() as u64 && need <= cap {
-            let more = ufs.read(key, meta.len - need..meta.len, Some(&meta.version)).await.map_err(fail)?;
+            let more = ufs.read(key, meta.len - need..meta.len, Some(&meta.version)).await?;
             tail = more.to_vec();
         }
         Ok(tail)
@@ -234,7 +222,7 @@ impl UfsLayer {
             Ok(e) => e,
             // A prefix with no objects is an empty directory to S3.
             Err(e) if e.kind() == UfsErrorKind::NotFound => Vec::new(),
-            Err(e) => return Err(fail(e)),
+            Err(e) => return Err(e.into()),
         };
         if core.inspect(|st| st.stat(dir).is_err()) {
             core.begin_mkdir(dir, true)?.wait_async().await?;

@@ -45,10 +45,10 @@ impl MasterArgs {
     pub fn run(self) -> CmdResult {
         let file = CvConfig::load(&self.config)?;
         let master = self.effective(&file)?;
-        let identity = Identity::load(&file.tls)?;
+        let identity = Identity::load(&file.common.tls)?;
         let rt = tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("cv-master").build()?;
         let _in_rt = rt.enter(); // the signal listeners need the runtime's driver
-        rt.block_on(serve_until(&master, &identity, &file.transport, shutdown_signal(), |addr| {
+        rt.block_on(serve_until(&master, &identity, &file.common.transport, shutdown_signal(), |addr| {
             println!("cv master listening on {addr} (journal {})", master.journal_dir.display());
         }))
     }
@@ -124,7 +124,7 @@ mod tests {
             journal_dir: Some(dir.path().join("journal")),
         };
         let master = args.effective(&cfg).unwrap();
-        let node = Identity::load(&cfg.tls).unwrap();
+        let node = Identity::load(&cfg.common.tls).unwrap();
         let client = Identity::load(&TlsConfig::in_dir(dir.path(), "client")).unwrap();
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
         rt.block_on(async {
@@ -134,12 +134,12 @@ mod tests {
                 let stop = async move {
                     let _ = stop_rx.await;
                 };
-                let server = serve_until(&master, &node, &cfg.transport, stop, move |a| {
+                let server = serve_until(&master, &node, &cfg.common.transport, stop, move |a| {
                     let _ = addr_tx.send(a);
                 });
                 let talk = async {
                     let addr = addr_rx.await.unwrap();
-                    let ep = client_endpoint(&client, &cfg.transport).unwrap();
+                    let ep = client_endpoint(&client, &cfg.common.transport).unwrap();
                     let conn = Conn::connect(&ep, addr, Role::Admin, "test", Limits::DEFAULT).await.unwrap();
                     if round == 0 {
                         conn.call(&Mkdir { path: "/kept".into(), parents: false, mode: 0o755 }, &[]).await.unwrap();

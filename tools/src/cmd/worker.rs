@@ -67,13 +67,13 @@ impl WorkerArgs {
     pub fn run(self) -> CmdResult {
         let file = CvConfig::load(&self.config)?;
         let settings = self.effective(&file)?;
-        let identity = Identity::load(&file.tls)?;
+        let identity = Identity::load(&file.common.tls)?;
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         let _in_rt = rt.enter(); // the signal listeners need the runtime's driver
         serve_until(
             &settings,
             &identity,
-            &file.transport,
+            &file.common.transport,
             |stop| rt.block_on(stop),
             shutdown_signal(),
             |w| {
@@ -183,19 +183,26 @@ mod tests {
         settings.bind = "127.0.0.1".parse().unwrap();
         settings.sync_data = false;
         settings.pin_cores = false;
-        let node = Identity::load(&cfg.tls).unwrap();
+        let node = Identity::load(&cfg.common.tls).unwrap();
         let client = Identity::load(&TlsConfig::in_dir(dir.path(), "client")).unwrap();
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let addr = std::cell::Cell::new(None);
         let stop = async {
-            let ep = client_endpoint(&client, &cfg.transport).unwrap();
+            let ep = client_endpoint(&client, &cfg.common.transport).unwrap();
             let conn = Conn::connect(&ep, addr.get().unwrap(), Role::Admin, "test", Limits::DEFAULT).await.unwrap();
             let pong: Pong = conn.call(&Ping { nonce: 3 }, &[]).await.unwrap().decode_body().unwrap();
             assert_eq!(pong.nonce, 3);
             ep.close(0u32.into(), b"done");
         };
-        serve_until(&settings, &node, &cfg.transport, |s| rt.block_on(s), stop, |w| addr.set(Some(w.shard_addrs()[0])))
-            .unwrap();
+        serve_until(
+            &settings,
+            &node,
+            &cfg.common.transport,
+            |s| rt.block_on(s),
+            stop,
+            |w| addr.set(Some(w.shard_addrs()[0])),
+        )
+        .unwrap();
         assert!(dir.path().join("data/shard-0/blocks.index").exists());
     }
 }

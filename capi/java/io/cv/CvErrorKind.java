@@ -1,6 +1,9 @@
 package io.cv;
 
-/** What went wrong; the codes are the CV_ERR_* values of cv.h. */
+/**
+ * What went wrong; the codes are the CV_ERR_* values of cv.h (capi/tests/header.rs checks both
+ * against the Rust table).
+ */
 public enum CvErrorKind {
     NOT_FOUND(1),
     ALREADY_EXISTS(2),

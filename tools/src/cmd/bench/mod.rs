@@ -87,9 +87,9 @@ impl Target {
         tune: impl Fn(ClientSettings) -> ClientSettings,
     ) -> Result<Client, Box<dyn std::error::Error + Send + Sync>> {
         let cfg = CvConfig::load(&self.config)?;
-        let settings = tune(ClientSettings { master, ..cfg.client.clone().unwrap_or_default() });
+        let settings = tune(ClientSettings { master, ..cfg.common.client.clone() });
         settings.validate("client")?;
-        Ok(Client::connect(settings, &Identity::load(&cfg.tls)?, &cfg.transport).await?)
+        Ok(Client::connect(settings, &Identity::load(&cfg.common.tls)?, &cfg.common.transport).await?)
     }
 }
 
