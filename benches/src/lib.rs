@@ -2,6 +2,7 @@
 //! both with their ratio. Run through `cvctl bench <name>` (release build):
 //! the machines are shared and noisy, so only same-run ratios are claimed.
 
+pub mod embedded_s3;
 pub mod fuse_bench;
 pub mod master_bench;
 pub mod open_latency;

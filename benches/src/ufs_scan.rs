@@ -28,10 +28,10 @@ pub mod ops;
 pub mod print;
 pub mod store;
 
+use crate::embedded_s3::{DelayProxy, Op, Request};
 use crate::open_latency::BenchError;
 use crate::report::histogram;
 use cv_client::{Client, MountMode};
-use cv_testkit::{DelayProxy, Op};
 use hdrhistogram::Histogram;
 use ops::{ChunkPlan, ChunkReads, FileScan, cv_file, direct_file};
 use serde::Serialize;
@@ -435,8 +435,8 @@ pub async fn wait_for_heartbeats(client: &Client, n: u32) -> Result<Duration, Be
 /// fetched, had HEAD). A block counts as fetched when a ranged GET inside its
 /// extent reached the store (a shard fetches the reader's range first, then
 /// the rest of the block).
-fn cold_fetches(scan: &FileScan, log: &[cv_testkit::Request], key: &str) -> (u64, u64, bool) {
-    let on_key = |r: &&cv_testkit::Request| r.path.ends_with(&format!("/{key}"));
+fn cold_fetches(scan: &FileScan, log: &[Request], key: &str) -> (u64, u64, bool) {
+    let on_key = |r: &&Request| r.path.ends_with(&format!("/{key}"));
     let gets: Vec<(u64, u64)> = log
         .iter()
         .filter(on_key)

@@ -1,10 +1,10 @@
 //! The object store under the benchmarks: the in-process S3 server of
-//! cv-testkit (which counts every request it serves) or any OpenDAL URL with
-//! options; plain OpenDAL operators on it for the direct side; and the
-//! per-operation request tally.
+//! cv-testkit (which counts every request it serves; feature `embedded-s3`,
+//! see `embedded_s3.rs`) or any OpenDAL URL with options; plain OpenDAL
+//! operators on it for the direct side; and the per-operation request tally.
 
+use crate::embedded_s3::{Op, Request, S3Server};
 use crate::open_latency::BenchError;
-use cv_testkit::{Op, Request, S3Server};
 use opendal::Operator;
 use serde::Serialize;
 use std::net::SocketAddr;
@@ -25,8 +25,10 @@ pub struct Store {
 
 impl Store {
     /// Starts cv-testkit's S3 server (s3s + s3s-fs over real HTTP on
-    /// 127.0.0.1, SigV4) serving `dir`, with an empty bucket.
+    /// 127.0.0.1, SigV4) serving `dir`, with an empty bucket. Fails with
+    /// how to get it when built without feature `embedded-s3`.
     pub fn embedded(dir: &Path) -> Result<Store, BenchError> {
+        crate::embedded_s3::require()?;
         std::fs::create_dir_all(dir)?;
         let s3 = S3Server::start(dir)?;
         s3.create_bucket(EMBEDDED_BUCKET)?;

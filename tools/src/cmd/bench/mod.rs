@@ -139,6 +139,7 @@ pub enum Bench {
     /// Parquet files in object storage (an embedded S3 server): open, footer,
     /// K column chunks — direct through OpenDAL, and through a cache-mode
     /// mount cold and warm; store on loopback and behind an added round trip.
+    /// Needs a cvctl built with `--features embedded-s3`.
     Scan(scan::ScanArgs),
 }
 

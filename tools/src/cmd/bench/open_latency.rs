@@ -48,7 +48,8 @@ pub struct OpenLatencyArgs {
     baseline_options: Vec<String>,
     /// Start cv-testkit's S3 server (s3s + s3s-fs, real HTTP on 127.0.0.1) in
     /// this process and use it as `--baseline`; its request log shows what
-    /// each series cost at the store.
+    /// each series cost at the store. Needs a cvctl built with `--features
+    /// embedded-s3`.
     #[arg(long)]
     s3_embedded: bool,
     /// Work directory (default: a temporary one, removed at the end).
@@ -125,6 +126,9 @@ fn speed(baseline_us: f64, cv_us: f64) -> String {
 impl OpenLatencyArgs {
     /// The files live in object storage; cv reads them through a cache-mode mount.
     fn run_mounted(self) -> CmdResult {
+        if self.s3_embedded {
+            cv_benches::embedded_s3::require()?;
+        }
         let options = self
             .baseline_options
             .iter()

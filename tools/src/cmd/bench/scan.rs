@@ -1,8 +1,9 @@
 //! `cvctl bench scan`: M Parquet files in an S3 store (the embedded testkit
-//! server), each opened, footer parsed, K column chunks read — direct from
-//! the store through OpenDAL, and through a cache-mode mount in cv, cold and
-//! warm; with the store on loopback and behind a delay proxy. The work is
-//! in `cv_benches::ufs_scan`; this file is the command line and the cluster.
+//! server: feature `embedded-s3`), each opened, footer parsed, K column
+//! chunks read — direct from the store through OpenDAL, and through a
+//! cache-mode mount in cv, cold and warm; with the store on loopback and
+//! behind a delay proxy. The work is in `cv_benches::ufs_scan`; this file is
+//! the command line and the cluster.
 
 use crate::cluster::ClusterOptions;
 use crate::cmd::CmdResult;
@@ -60,6 +61,7 @@ pub struct ScanArgs {
 impl ScanArgs {
     /// Runs the benchmark.
     pub fn run(self) -> CmdResult {
+        cv_benches::embedded_s3::require()?;
         if self.files == 0 || self.chunks == 0 {
             return Err("--files and --chunks must be at least 1".into());
         }
