@@ -36,9 +36,8 @@ mod tests {
     #[test]
     fn with_the_feature_the_embedded_store_starts() {
         assert!(require().is_ok());
-        let dir = std::env::temp_dir().join(format!("cv-benches-embedded-s3-{}", std::process::id()));
-        S3Server::start(&dir).expect("the embedded S3 server starts").shutdown();
-        let _ = std::fs::remove_dir_all(&dir);
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        S3Server::start(dir.path()).expect("the embedded S3 server starts").shutdown();
     }
 
     /// `cargo test -p cv-benches` (no feature) runs this one.

@@ -8,6 +8,9 @@ use serde::{Deserialize, Serialize};
 use std::hint::black_box;
 use std::time::Instant;
 
+/// A block location for the serde baseline: id, offset, len, worker, shard, ip, port.
+type SerdeBlock = (u64, u64, u64, u64, u16, [u8; 16], u16);
+
 /// The same open reply as a serde type, with the tail inline (what a
 /// conventional RPC would carry).
 #[derive(Serialize, Deserialize)]
@@ -18,7 +21,7 @@ struct SerdeOpenOk {
     mtime_ms: u64,
     version: u64,
     mode: u32,
-    blocks: Vec<(u64, u64, u64, u64, u16, String)>,
+    blocks: Vec<SerdeBlock>,
     tail_offset: u64,
     // As bytes, not a sequence of u8: the fast serde path, a fair baseline.
     #[serde(with = "serde_bytes")]
@@ -61,7 +64,7 @@ fn sample(blocks: usize) -> OpenOk {
                 len: 4 << 20,
                 worker_id: i % 3,
                 shard: (i % 2) as u16,
-                addr: format!("10.0.0.{}:7200", i % 3),
+                addr: cv_wire::msg::ShardAddr::new(([10, 0, 0, (i % 3) as u8], 7200).into()),
             })
             .collect(),
         tail_cached: true,
@@ -86,7 +89,7 @@ pub fn run(iters: u32, blocks: usize) -> CodecResult {
         blocks: msg
             .blocks
             .iter()
-            .map(|b| (b.block_id, b.offset, b.len, b.worker_id, b.shard, b.addr.clone()))
+            .map(|b| (b.block_id, b.offset, b.len, b.worker_id, b.shard, b.addr.ip, b.addr.port))
             .collect(),
         tail_offset: msg.tail_offset,
         tail: tail.clone(),

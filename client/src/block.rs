@@ -368,7 +368,7 @@ mod tests {
             len: BLOCK,
             worker_id: 1,
             shard: 0,
-            addr: server.addr.to_string(),
+            addr: cv_wire::msg::ShardAddr::new(server.addr),
         };
         let status = FileStatus {
             id: 1,

@@ -244,15 +244,3 @@ impl Client {
 fn name_of(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }
-
-/// Resolves a `host:port` from a block map.
-pub(crate) async fn resolve(addr: &str) -> Result<SocketAddr> {
-    if let Ok(a) = addr.parse() {
-        return Ok(a);
-    }
-    tokio::net::lookup_host(addr)
-        .await
-        .map_err(|e| Error::new(ErrorKind::Unavailable, format!("resolve {addr}: {e}")))?
-        .next()
-        .ok_or_else(|| Error::new(ErrorKind::Unavailable, format!("resolve {addr}: no address")))
-}

@@ -1,7 +1,7 @@
 //! An open file: its block map and tail, and positioned reads.
 
 use crate::block::{Dst, Received};
-use crate::client::{Client, resolve};
+use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
 use crate::reader::SequentialReader;
 use cv_wire::msg::{BlockLoc, BlockSource, FileStatus, ReadBlock, UfsRef};
@@ -100,7 +100,7 @@ impl File {
             let client = self.inner.client.clone();
             let source = self.inner.source(&loc);
             set.spawn(async move {
-                let addr = resolve(&loc.addr).await?;
+                let addr = loc.addr.socket_addr();
                 let req =
                     ReadBlock { block_id: loc.block_id, offset: 0, len: 0, source, fill_only: true, verify: false };
                 client.call(addr, "load block", &req, &[]).await?;
@@ -299,7 +299,7 @@ pub(crate) async fn fetch(
     len: u64,
     dst: Dst<'_>,
 ) -> Result<()> {
-    let addr = resolve(&loc.addr).await?;
+    let addr = loc.addr.socket_addr();
     let req = ReadBlock { block_id: loc.block_id, offset, len, source, fill_only: false, verify: false };
     client.read_block(addr, &req, dst).await
 }

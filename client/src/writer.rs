@@ -2,7 +2,7 @@
 //! block in flight while the next fills), then `close` completes the file
 //! with its tail so the master can serve the footer on open.
 
-use crate::client::{Client, resolve};
+use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
 use bytes::Bytes;
 use cv_wire::msg::{AddBlock, AddBlockOk, BlockLen, Complete, Done, FileStatus, WriteBlock, WriteBlockOk};
@@ -130,7 +130,7 @@ impl Writer {
 /// its shard; checks the shard's crc against ours.
 async fn write_block(client: &Client, file_id: u64, index: u32, data: Bytes, pinned: bool) -> Result<BlockLen> {
     let ok: AddBlockOk = client.master("add block", &AddBlock { file_id, index }, &[]).await?.decode_body()?;
-    let addr = resolve(&ok.block.addr).await?;
+    let addr = ok.block.addr.socket_addr();
     let req = WriteBlock { block_id: ok.block.block_id, pinned };
     let reply = client.call(addr, "write block", &req, &[&data]).await?;
     let w: WriteBlockOk = reply.decode_body()?;

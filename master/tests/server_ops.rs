@@ -178,6 +178,31 @@ async fn mounts_never_return_secrets() {
     server.shutdown().await;
 }
 
+/// A worker may advertise a name; the master resolves it once, at registration, and block
+/// locations carry the address. A name that does not resolve is refused, naming it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_host_name_is_resolved_once_at_registration() {
+    let h = Harness::new();
+    let server = h.start().await;
+    let worker = h.connect(&server, Role::Worker).await;
+    let named = RegisterWorker {
+        worker_id: None,
+        host: "localhost".into(),
+        shard_ports: vec![7001],
+        capacity: 1 << 30,
+        used: 0,
+    };
+    let (ok, _): (RegisterOk, _) = call(&worker, &named, &[]).await;
+    let host = server.core().inspect(|st| st.worker(ok.worker_id).map(|w| w.host.clone())).unwrap();
+    assert!(host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback()), "journaled {host}");
+    let c = h.connect(&server, Role::Client).await;
+    let (_, block) = write_file(&c, "/named", b"abc", 3).await;
+    assert!(block.addr.socket_addr().ip().is_loopback() && block.addr.port == 7001, "{}", block.addr);
+    let bad = RegisterWorker { host: "no-such-host.invalid".into(), ..named };
+    assert_eq!(call_err(&worker, &bad).await, ErrorCode::InvalidArgument);
+    server.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn open_returns_the_footer_in_the_same_reply() {
     let h = Harness::new();
@@ -190,7 +215,8 @@ async fn open_returns_the_footer_in_the_same_reply() {
     let bytes = parquet_bytes(200 << 10, 3000);
     let (file_id, block) = write_file(&c, "/t.parquet", &bytes, 64 << 10).await;
     assert_eq!(block.worker_id, worker_id);
-    assert!(block.addr == "127.0.0.1:7001" || block.addr == "127.0.0.1:7002", "{}", block.addr);
+    let addr = block.addr.socket_addr();
+    assert!(["127.0.0.1:7001", "127.0.0.1:7002"].contains(&addr.to_string().as_str()), "{addr}");
     let (open, tail): (OpenOk, _) = call(&c, &Open { path: "/t.parquet".into() }, &[]).await;
     assert_eq!(open.status.id, file_id);
     assert_eq!(open.status.length, bytes.len() as u64);

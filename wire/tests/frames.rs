@@ -22,7 +22,14 @@ fn status(path: &str) -> FileStatus {
 }
 
 fn loc(id: u64) -> BlockLoc {
-    BlockLoc { block_id: id, offset: id * 4096, len: 4096, worker_id: 3, shard: 1, addr: "127.0.0.1:7001".into() }
+    BlockLoc {
+        block_id: id,
+        offset: id * 4096,
+        len: 4096,
+        worker_id: 3,
+        shard: 1,
+        addr: ShardAddr::new(([127, 0, 0, 1], 7001).into()),
+    }
 }
 
 /// Encodes, decodes, validates and copies back; returns the kind exercised.

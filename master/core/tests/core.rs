@@ -58,7 +58,7 @@ fn open_returns_blocks_and_footer_in_one_call() {
         assert_eq!(b.offset_in_file, offset);
         assert!(b.worker_id == w1 || b.worker_id == w2);
         let ports = if b.worker_id == w1 { [9001, 9002] } else { [9101, 9102] };
-        assert_eq!(b.port, ports[usize::from(b.shard)]);
+        assert_eq!(b.addr.map(|a| a.port()), Some(ports[usize::from(b.shard)]));
         offset += b.len;
     }
     assert_eq!(offset, bytes.len() as u64);

@@ -1,6 +1,10 @@
 //! State values to wire messages: statuses, block locations, redacted mounts.
 
+use std::net::SocketAddr;
+
+use super::errors::Fail;
 use cv_master_core::state::{self, EntryKind, FileState};
+use cv_wire::ErrorCode;
 use cv_wire::msg::{self, FileKind, FileStatus, KeyValue, MountInfo};
 
 /// A file's or directory's status as the wire carries it.
@@ -20,20 +24,25 @@ pub(super) fn status(path: String, s: &state::Stat, block_size: u64) -> FileStat
     }
 }
 
-/// `host:port`, with brackets around an IPv6 literal.
-pub(super) fn host_port(host: &str, port: u16) -> String {
-    if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") }
+/// The endpoint of `shard` of `worker`, as readers dial it. `None` only for a worker whose
+/// journaled host predates resolving hosts at registration, until it registers again.
+pub(super) fn shard_addr(worker: u64, shard: u16, addr: Option<SocketAddr>) -> Result<msg::ShardAddr, Fail> {
+    let addr = addr.ok_or_else(|| {
+        let msg = format!("worker {worker} has no IP address for shard {shard} until it registers again");
+        Fail::new(ErrorCode::Unavailable, msg)
+    })?;
+    Ok(msg::ShardAddr::new(addr))
 }
 
-pub(super) fn block_loc(b: &state::BlockLoc) -> msg::BlockLoc {
-    msg::BlockLoc {
+pub(super) fn block_loc(b: &state::BlockLoc) -> Result<msg::BlockLoc, Fail> {
+    Ok(msg::BlockLoc {
         block_id: b.block_id,
         offset: b.offset_in_file,
         len: b.len,
         worker_id: b.worker_id,
         shard: b.shard,
-        addr: host_port(&b.host, b.port),
-    }
+        addr: shard_addr(b.worker_id, b.shard, b.addr)?,
+    })
 }
 
 /// The child `name` of the normalized directory `dir`.
@@ -92,8 +101,13 @@ mod tests {
 
     #[test]
     fn addresses_and_child_paths() {
-        assert_eq!(host_port("10.0.0.1", 7), "10.0.0.1:7");
-        assert_eq!(host_port("::1", 7), "[::1]:7");
+        let v4 = shard_addr(1, 0, Some("10.0.0.1:7".parse().unwrap())).unwrap();
+        assert_eq!((v4.to_string(), v4.socket_addr()), ("10.0.0.1:7".into(), "10.0.0.1:7".parse().unwrap()));
+        let v6 = shard_addr(1, 0, Some("[::1]:7".parse().unwrap())).unwrap();
+        assert_eq!(v6.to_string(), "[::1]:7");
+        let none = shard_addr(3, 2, None).unwrap_err();
+        assert_eq!(none.code, ErrorCode::Unavailable);
+        assert!(none.message.contains("worker 3") && none.message.contains("shard 2"), "{}", none.message);
         assert_eq!(child_path("/", "a"), "/a");
         assert_eq!(child_path("/a", "b"), "/a/b");
     }

@@ -221,11 +221,7 @@ impl Exporter {
         w: &mut cv_ufs::UfsWriter,
     ) -> Result<(), Fail> {
         for b in blocks {
-            let addr = tokio::net::lookup_host((b.host.as_str(), b.port))
-                .await
-                .ok()
-                .and_then(|mut a| a.next())
-                .ok_or_else(|| Fail::new(ErrorCode::Unavailable, format!("worker host {}", b.host)))?;
+            let addr = super::convert::shard_addr(b.worker_id, b.shard, b.addr)?.socket_addr();
             let mut off = 0;
             while off < b.len {
                 let len = READ_PIECE.min(b.len - off);

@@ -12,6 +12,7 @@ mod mounts;
 mod namespace;
 mod rename;
 mod replay;
+mod request;
 mod run;
 mod service;
 mod ufs;

@@ -4,13 +4,13 @@
 use super::convert::{mode_to_state, mode_to_wire, mount_info};
 use super::errors::Fail;
 use super::namespace::parsed;
+use super::request::Req;
 use super::service::MasterService;
 use cv_net::rpc::Reply;
-use cv_wire::Frame;
 use cv_wire::msg::{Done, Free, FreeOk, GetMount, GetMountOk, KeyValue, ListMountsOk, Mount, SyncMount, Unmount};
 
-pub(super) async fn mount(s: &MasterService, frame: &Frame) -> Result<Reply, Fail> {
-    let req: Mount = frame.decode_body()?;
+pub(super) async fn mount(s: &MasterService, q: Req<'_, Mount>) -> Result<Reply, Fail> {
+    let req = q.owned()?;
     let options: Vec<(String, String)> = req.options.into_iter().map(|kv| (kv.key, kv.value)).collect();
     let mode = mode_to_state(req.mode);
     let path = parsed(&req.cv_path)?;
@@ -22,12 +22,12 @@ pub(super) async fn mount(s: &MasterService, frame: &Frame) -> Result<Reply, Fai
     }
     s.core.begin_mount(&path, &mount.ufs_url, mount.mode, mount.options)?.wait_async().await?;
     tracing::info!(path = %path, "mounted");
-    Ok(Reply::ok(frame.header().request_id, &Done {}, Vec::new()))
+    Ok(q.reply(&Done {}))
 }
 
 /// A mount with its credentials, for a worker that fetches blocks under it.
-pub(super) async fn get_mount(s: &MasterService, frame: &Frame) -> Result<Reply, Fail> {
-    let req: GetMount = frame.decode_body()?;
+pub(super) async fn get_mount(s: &MasterService, q: Req<'_, GetMount>) -> Result<Reply, Fail> {
+    let req = q.owned()?;
     let path = parsed(&req.cv_path)?;
     let core = s.core.clone();
     let mounts = tokio::task::spawn_blocking(move || core.list_mounts())
@@ -42,36 +42,34 @@ pub(super) async fn get_mount(s: &MasterService, frame: &Frame) -> Result<Reply,
         mode: mode_to_wire(m.mode),
         options: m.options.into_iter().map(|(key, value)| KeyValue { key, value }).collect(),
     };
-    Ok(Reply::ok(frame.header().request_id, &GetMountOk { mount }, Vec::new()))
+    Ok(q.reply(&GetMountOk { mount }))
 }
 
 /// Forgets what was read from the store under a path: the next use reads it again.
-pub(super) async fn sync(s: &MasterService, frame: &Frame) -> Result<Reply, Fail> {
-    let req: SyncMount = frame.decode_body()?;
+pub(super) async fn sync(s: &MasterService, q: Req<'_, SyncMount>) -> Result<Reply, Fail> {
+    let req = q.owned()?;
     let path = parsed(&req.cv_path)?;
     if s.core.inspect(|st| st.mount_for(&path).is_none()) {
         return Err(Fail::new(cv_wire::ErrorCode::NotFound, format!("{} is not under a mount", req.cv_path)));
     }
     s.ufs.sync(&path);
-    Ok(Reply::ok(frame.header().request_id, &Done {}, Vec::new()))
+    Ok(q.reply(&Done {}))
 }
 
 /// Drops cached blocks of object copies; their metadata stays.
-pub(super) async fn free(s: &MasterService, frame: &Frame) -> Result<Reply, Fail> {
-    let req: Free = frame.decode_body()?;
+pub(super) async fn free(s: &MasterService, q: Req<'_, Free>) -> Result<Reply, Fail> {
+    let req = q.owned()?;
     let (files, blocks, skipped) = s.core.begin_free(&parsed(&req.path)?)?.wait_async().await?;
-    Ok(Reply::ok(frame.header().request_id, &FreeOk { files, blocks, skipped }, Vec::new()))
+    Ok(q.reply(&FreeOk { files, blocks, skipped }))
 }
 
-pub(super) async fn unmount(s: &MasterService, frame: &Frame) -> Result<Reply, Fail> {
-    let req: Unmount = frame.decode_body()?;
+pub(super) async fn unmount(s: &MasterService, q: Req<'_, Unmount>) -> Result<Reply, Fail> {
+    let req = q.owned()?;
     s.core.begin_unmount(&parsed(&req.cv_path)?, req.force)?.wait_async().await?;
-    Ok(Reply::ok(frame.header().request_id, &Done {}, Vec::new()))
+    Ok(q.reply(&Done {}))
 }
 
-pub(super) async fn list(s: &MasterService, frame: &Frame) -> Result<Reply, Fail> {
-    // Checks the body is a ListMounts even though it carries nothing.
-    frame.access::<cv_wire::msg::ListMounts>()?;
+pub(super) async fn list(s: &MasterService, q: Req<'_, cv_wire::msg::ListMounts>) -> Result<Reply, Fail> {
     // The core's list_mounts waits blocking for durability; run it off the reactor.
     let core = s.core.clone();
     let mounts = tokio::task::spawn_blocking(move || core.list_mounts())
@@ -79,5 +77,5 @@ pub(super) async fn list(s: &MasterService, frame: &Frame) -> Result<Reply, Fail
         .map_err(|e| Fail::new(cv_wire::ErrorCode::Internal, format!("list mounts task: {e}")))??;
     let mut mounts: Vec<_> = mounts.iter().map(mount_info).collect();
     mounts.sort_by(|a, b| a.cv_path.cmp(&b.cv_path));
-    Ok(Reply::ok(frame.header().request_id, &ListMountsOk { mounts }, Vec::new()))
+    Ok(q.reply(&ListMountsOk { mounts }))
 }

@@ -1,18 +1,19 @@
 //! Namespace requests: open (with the tail as payload), stat, list, mkdir, create, add-block,
 //! complete (tail from the payload), delete (renames: `rename.rs`). Each awaits its durability ticket.
 
-use super::convert::{block_loc, child_path, host_port, status};
+use super::convert::{block_loc, child_path, shard_addr, status};
 use super::errors::Fail;
+use super::request::Req;
 use super::service::MasterService;
 use cv_master_core::Tail;
 use cv_master_core::path::CvPath;
 use cv_master_core::state::MountMode;
 use cv_net::rpc::Reply;
+use cv_wire::ErrorCode;
 use cv_wire::msg::{
-    AddBlock, AddBlockOk, BlockLoc, Complete, Create, CreateOk, Delete, Done, FileKind, FileStatus, List, ListOk,
-    Mkdir, Open, OpenOk, Stat, StatOk, UfsRef,
+    AddBlock, AddBlockOk, BlockLoc, Complete, Create, CreateOk, Delete, FileKind, FileStatus, List, ListOk, Mkdir,
+    Open, OpenOk, Stat, StatOk, UfsRef,
 };
-use cv_wire::{ErrorCode, Frame};
 
 /// Most entries one list page returns, whatever the client asks.
 const MAX_LIST_PAGE: u32 = 10_000;
@@ -21,12 +22,8 @@ pub(super) fn parsed(raw: &str) -> Result<CvPath, Fail> {
     CvPath::parse(raw).map_err(|e| Fail::from(cv_master_core::Error::from(e)))
 }
 
-pub(super) fn done(frame: &Frame) -> Reply {
-    Reply::ok(frame.header().request_id, &Done {}, Vec::new())
-}
-
-pub(super) async fn open(s: &MasterService, frame: &Frame) -> Result<Reply, Fail> {
-    let raw = frame.access::<Open>()?.path.as_str();
+pub(super) async fn open(s: &MasterService, q: Req<'_, Open>) -> Result<Reply, Fail> {
+    let raw = q.body.path.as_str();
     let cv = parsed(raw)?;
     s.ufs.before_open(&s.core, &cv).await?;
     let pending = s.core.begin_open(&cv)?;
@@ -50,16 +47,16 @@ pub(super) async fn open(s: &MasterService, frame: &Frame) -> Result<Reply, Fail
             complete: true,
             block_size: s.core.config().block_size,
         },
-        blocks: info.blocks.iter().map(block_loc).collect(),
+        blocks: info.blocks.iter().map(block_loc).collect::<Result<_, _>>()?,
         tail_cached,
         tail_offset,
         ufs: info.ufs.map(|o| UfsRef { mount: o.mount, key: o.key, version: o.version }),
     };
-    Ok(Reply::ok(frame.header().request_id, &ok, payload))
+    Ok(Reply::ok(q.id, &ok, payload))
 }
 
-pub(super) async fn stat(s: &MasterService, frame: &Frame) -> Result<Reply, Fail> {
-    let raw = frame.access::<Stat>()?.path.as_str();
+pub(super) async fn stat(s: &MasterService, q: Req<'_, Stat>) -> Result<Reply, Fail> {
+    let raw = q.body.path.as_str();
     let cv = parsed(raw)?;
     // A child's metadata comes with its directory's listing: one LIST for all siblings.
     if let Some(parent) = cv.parent() {
@@ -69,11 +66,11 @@ pub(super) async fn stat(s: &MasterService, frame: &Frame) -> Result<Reply, Fail
     let path = cv.as_str().to_owned();
     let st = pending.wait_async().await?;
     let ok = StatOk { status: status(path, &st, s.core.config().block_size) };
-    Ok(Reply::ok(frame.header().request_id, &ok, Vec::new()))
+    Ok(q.reply(&ok))
 }
 
-pub(super) async fn list(s: &MasterService, frame: &Frame) -> Result<Reply, Fail> {
-    let req: List = frame.decode_body()?;
+pub(super) async fn list(s: &MasterService, q: Req<'_, List>) -> Result<Reply, Fail> {
+    let req = q.owned()?;
     if req.limit == 0 {
         return Err(Fail::new(ErrorCode::InvalidArgument, "list limit must be at least 1"));
     }
@@ -83,17 +80,17 @@ pub(super) async fn list(s: &MasterService, frame: &Frame) -> Result<Reply, Fail
     let page = s.core.begin_list(&dir, req.start_after.as_deref(), limit)?.wait_async().await?;
     let block_size = s.core.config().block_size;
     let entries = page.entries.iter().map(|e| status(child_path(dir.as_str(), &e.name), &e.stat, block_size)).collect();
-    Ok(Reply::ok(frame.header().request_id, &ListOk { entries, more: page.more }, Vec::new()))
+    Ok(q.reply(&ListOk { entries, more: page.more }))
 }
 
-pub(super) async fn mkdir(s: &MasterService, frame: &Frame) -> Result<Reply, Fail> {
-    let req: Mkdir = frame.decode_body()?;
+pub(super) async fn mkdir(s: &MasterService, q: Req<'_, Mkdir>) -> Result<Reply, Fail> {
+    let req = q.owned()?;
     s.core.begin_mkdir(&parsed(&req.path)?, req.parents)?.wait_async().await?;
-    Ok(done(frame))
+    Ok(q.done())
 }
 
-pub(super) async fn create(s: &MasterService, frame: &Frame) -> Result<Reply, Fail> {
-    let req: Create = frame.decode_body()?;
+pub(super) async fn create(s: &MasterService, q: Req<'_, Create>) -> Result<Reply, Fail> {
+    let req = q.owned()?;
     let block_size = s.core.config().block_size;
     if req.block_size != 0 && req.block_size != block_size {
         return Err(Fail::new(
@@ -106,11 +103,11 @@ pub(super) async fn create(s: &MasterService, frame: &Frame) -> Result<Reply, Fa
     let pin_blocks = s.core.inspect(|st| st.mount_for(&path).is_some());
     let created = s.core.begin_create(&path, req.overwrite, req.mode)?.wait_async().await?;
     let ok = CreateOk { file_id: created.file_id, block_size, pin_blocks };
-    Ok(Reply::ok(frame.header().request_id, &ok, Vec::new()))
+    Ok(q.reply(&ok))
 }
 
-pub(super) async fn add_block(s: &MasterService, frame: &Frame) -> Result<Reply, Fail> {
-    let req: AddBlock = frame.decode_body()?;
+pub(super) async fn add_block(s: &MasterService, q: Req<'_, AddBlock>) -> Result<Reply, Fail> {
+    let req = q.owned()?;
     let b = s.core.begin_add_block_at(req.file_id, req.index)?.wait_async().await?;
     let block = BlockLoc {
         block_id: b.block_id,
@@ -118,14 +115,14 @@ pub(super) async fn add_block(s: &MasterService, frame: &Frame) -> Result<Reply,
         len: 0,
         worker_id: b.worker_id,
         shard: b.shard,
-        addr: host_port(&b.host, b.port),
+        addr: shard_addr(b.worker_id, b.shard, b.addr)?,
     };
-    Ok(Reply::ok(frame.header().request_id, &AddBlockOk { block }, Vec::new()))
+    Ok(q.reply(&AddBlockOk { block }))
 }
 
-pub(super) async fn complete(s: &MasterService, frame: &Frame) -> Result<Reply, Fail> {
-    let req: Complete = frame.decode_body()?;
-    let payload = frame.payload();
+pub(super) async fn complete(s: &MasterService, q: Req<'_, Complete>) -> Result<Reply, Fail> {
+    let req = q.owned()?;
+    let payload = q.payload;
     let tail = (!payload.is_empty()).then(|| (req.tail_offset, payload.to_vec()));
     let lens = req.blocks.iter().map(|b| b.len).collect();
     s.core.begin_complete(req.file_id, req.length, lens, tail)?.wait_async().await?;
@@ -153,11 +150,11 @@ pub(super) async fn complete(s: &MasterService, frame: &Frame) -> Result<Reply, 
         Some((_, MountMode::Fs, _)) => s.exporter.nudge(),
         None => {}
     }
-    Ok(done(frame))
+    Ok(q.done())
 }
 
-pub(super) async fn delete(s: &MasterService, frame: &Frame) -> Result<Reply, Fail> {
-    let req: Delete = frame.decode_body()?;
+pub(super) async fn delete(s: &MasterService, q: Req<'_, Delete>) -> Result<Reply, Fail> {
+    let req = q.owned()?;
     // Objects behind the deleted files go too: cv is the truth in fs mode, and in cache mode
     // a delete through cv is a write through to the store. They are queued in the same
     // journaled step and deleted now; what fails here the exporter's loop retries.
@@ -165,5 +162,5 @@ pub(super) async fn delete(s: &MasterService, frame: &Frame) -> Result<Reply, Fa
     if s.core.inspect(|st| st.has_queued_object_deletes()) {
         super::deletes::soon(super::deletes::drain(&s.core, &s.ufs)).await;
     }
-    Ok(done(frame))
+    Ok(q.done())
 }

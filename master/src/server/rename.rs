@@ -13,22 +13,23 @@
 //! `check_rename`). The whole rename holds `UfsLayer::objects`.
 
 use super::errors::Fail;
-use super::namespace::{done, parsed};
+use super::namespace::parsed;
+use super::request::Req;
 use super::service::MasterService;
 use cv_master_core::path::CvPath;
 use cv_master_core::state::{Mount, MountMode, ObjectCopy, UfsObject, key_of};
 use cv_net::rpc::Reply;
+use cv_wire::ErrorCode;
 use cv_wire::msg::Rename;
-use cv_wire::{ErrorCode, Frame};
 
-pub(super) async fn rename(s: &MasterService, frame: &Frame) -> Result<Reply, Fail> {
-    let req: Rename = frame.decode_body()?;
+pub(super) async fn rename(s: &MasterService, q: Req<'_, Rename>) -> Result<Reply, Fail> {
+    let req = q.owned()?;
     let (src, dst) = (parsed(&req.src)?, parsed(&req.dst)?);
     let Some(mount) = s.core.inspect(|st| st.mount_for(&src).cloned()) else {
         // Nothing listed: a plain rename, which the state machine refuses if src holds copies
         // of objects (of a mount gone since).
         s.core.begin_rename_objects(&src, &dst, Vec::new())?.wait_async().await?;
-        return Ok(done(frame));
+        return Ok(q.done());
     };
     // One rename under mounts at a time: two could copy into each other's keys.
     let held = s.ufs.objects.lock().await;
@@ -43,7 +44,7 @@ pub(super) async fn rename(s: &MasterService, frame: &Frame) -> Result<Reply, Fa
         list_tree(s, &src).await?;
     }
     if !s.core.inspect(|st| st.check_rename(&src, &dst))? {
-        return Ok(done(frame));
+        return Ok(q.done());
     }
     let copies = s.core.inspect(|st| st.object_copies_under(&src));
     let moved = move_objects(s, &mount, &src, &dst, &copies).await;
@@ -54,7 +55,7 @@ pub(super) async fn rename(s: &MasterService, frame: &Frame) -> Result<Reply, Fa
     drop(held);
     moved?;
     s.ufs.sync(&src);
-    Ok(done(frame))
+    Ok(q.done())
 }
 
 /// Object copies in flight at once during one rename (each is one request the store serves

@@ -1,6 +1,7 @@
 //! The request dispatcher: one frame in, one reply out, every master-side kind of the catalogue.
 
 use super::errors::Fail;
+use super::request::Req;
 use super::{mounts, namespace, rename, replay, workers};
 use cv_master_core::MasterCore;
 use cv_master_core::config::Clock;
@@ -59,34 +60,34 @@ impl MasterService {
                 let nonce = frame.access::<Ping>()?.nonce.to_native();
                 Ok(Reply::ok(id, &Pong { nonce }, Vec::new()))
             }
-            Kind::Open => namespace::open(self, frame).await,
-            Kind::Stat => namespace::stat(self, frame).await,
-            Kind::List => namespace::list(self, frame).await,
-            Kind::Mkdir => namespace::mkdir(self, frame).await,
-            Kind::Create => namespace::create(self, frame).await,
-            Kind::AddBlock => namespace::add_block(self, frame).await,
-            Kind::Complete => namespace::complete(self, frame).await,
-            Kind::Rename => rename::rename(self, frame).await,
-            Kind::Delete => namespace::delete(self, frame).await,
-            Kind::Mount => mounts::mount(self, frame).await,
-            Kind::Unmount => mounts::unmount(self, frame).await,
-            Kind::ListMounts => mounts::list(self, frame).await,
-            Kind::SyncMount => mounts::sync(self, frame).await,
-            Kind::Free => mounts::free(self, frame).await,
+            Kind::Open => namespace::open(self, Req::of(frame)?).await,
+            Kind::Stat => namespace::stat(self, Req::of(frame)?).await,
+            Kind::List => namespace::list(self, Req::of(frame)?).await,
+            Kind::Mkdir => namespace::mkdir(self, Req::of(frame)?).await,
+            Kind::Create => namespace::create(self, Req::of(frame)?).await,
+            Kind::AddBlock => namespace::add_block(self, Req::of(frame)?).await,
+            Kind::Complete => namespace::complete(self, Req::of(frame)?).await,
+            Kind::Rename => rename::rename(self, Req::of(frame)?).await,
+            Kind::Delete => namespace::delete(self, Req::of(frame)?).await,
+            Kind::Mount => mounts::mount(self, Req::of(frame)?).await,
+            Kind::Unmount => mounts::unmount(self, Req::of(frame)?).await,
+            Kind::ListMounts => mounts::list(self, Req::of(frame)?).await,
+            Kind::SyncMount => mounts::sync(self, Req::of(frame)?).await,
+            Kind::Free => mounts::free(self, Req::of(frame)?).await,
             Kind::GetMount => {
                 // Credentials go only to workers, which fetch blocks with them.
                 worker_only(peer, frame.kind())?;
-                mounts::get_mount(self, frame).await
+                mounts::get_mount(self, Req::of(frame)?).await
             }
             Kind::RegisterWorker => {
                 worker_only(peer, frame.kind())?;
-                workers::register(self, frame).await
+                workers::register(self, Req::of(frame)?).await
             }
             Kind::Heartbeat => {
                 worker_only(peer, frame.kind())?;
-                workers::heartbeat(self, frame).await
+                workers::heartbeat(self, Req::of(frame)?).await
             }
-            Kind::Report => workers::report(self, frame).await,
+            Kind::Report => workers::report(self, Req::of(frame)?).await,
             other => {
                 Err(Fail::new(ErrorCode::Unsupported, format!("{} is not a request the master serves", other.name())))
             }

@@ -1,25 +1,38 @@
 //! Worker registration and heartbeats (worker role only), and the cluster report.
 
 use super::errors::Fail;
+use super::request::Req;
 use super::service::MasterService;
 use cv_master_core::error::ErrorKind;
 use cv_net::rpc::Reply;
+use cv_wire::ErrorCode;
 use cv_wire::msg::{Heartbeat, HeartbeatOk, RegisterOk, RegisterWorker, ReportOk, WorkerCommand, WorkerInfo};
-use cv_wire::{ErrorCode, Frame};
 
-pub(super) async fn register(s: &MasterService, frame: &Frame) -> Result<Reply, Fail> {
-    let req: RegisterWorker = frame.decode_body()?;
+pub(super) async fn register(s: &MasterService, q: Req<'_, RegisterWorker>) -> Result<Reply, Fail> {
+    let req = q.owned()?;
     if req.shard_ports.is_empty() || req.shard_ports.len() > usize::from(u16::MAX) {
         return Err(Fail::new(ErrorCode::InvalidArgument, "a worker needs 1 to 65535 shard ports"));
     }
+    let host = resolve_host(&req.host).await?.to_string();
     let worker_id =
-        s.core.begin_register_worker(req.worker_id, &req.host, req.shard_ports, req.capacity)?.wait_async().await?;
+        s.core.begin_register_worker(req.worker_id, &host, req.shard_ports, req.capacity)?.wait_async().await?;
     let heartbeat_ms = u64::try_from(s.heartbeat_every.as_millis()).unwrap_or(u64::MAX);
-    Ok(Reply::ok(frame.header().request_id, &RegisterOk { worker_id, heartbeat_ms }, Vec::new()))
+    Ok(q.reply(&RegisterOk { worker_id, heartbeat_ms }))
 }
 
-pub(super) async fn heartbeat(s: &MasterService, frame: &Frame) -> Result<Reply, Fail> {
-    let req: Heartbeat = frame.decode_body()?;
+/// The IP address a worker's advertised host names, found once here so that every block
+/// location after it is a typed address that readers dial without resolving anything.
+async fn resolve_host(host: &str) -> Result<std::net::IpAddr, Fail> {
+    if let Ok(ip) = host.parse() {
+        return Ok(ip);
+    }
+    let refused = |why: String| Fail::new(ErrorCode::InvalidArgument, format!("worker host `{host}`: {why}"));
+    let mut addrs = tokio::net::lookup_host((host, 0)).await.map_err(|e| refused(format!("does not resolve: {e}")))?;
+    addrs.next().map(|a| a.ip()).ok_or_else(|| refused("resolves to no address".into()))
+}
+
+pub(super) async fn heartbeat(s: &MasterService, q: Req<'_, Heartbeat>) -> Result<Reply, Fail> {
+    let req = q.owned()?;
     s.tiers.lock().unwrap_or_else(|p| p.into_inner()).insert(req.worker_id, (req.memory, req.disk));
     let added = req.added.iter().map(|b| b.block_id).collect();
     let commands = match s.core.begin_heartbeat(req.worker_id, req.capacity, req.used, added, req.removed) {
@@ -38,11 +51,10 @@ pub(super) async fn heartbeat(s: &MasterService, frame: &Frame) -> Result<Reply,
         Err(e) if e.kind() == ErrorKind::UnknownWorker => vec![WorkerCommand::Reregister],
         Err(e) => return Err(e.into()),
     };
-    Ok(Reply::ok(frame.header().request_id, &HeartbeatOk { commands }, Vec::new()))
+    Ok(q.reply(&HeartbeatOk { commands }))
 }
 
-pub(super) async fn report(s: &MasterService, frame: &Frame) -> Result<Reply, Fail> {
-    frame.access::<cv_wire::msg::Report>()?;
+pub(super) async fn report(s: &MasterService, q: Req<'_, cv_wire::msg::Report>) -> Result<Reply, Fail> {
     // Copies the whole state (an admin call, rare): off the reactor.
     let core = s.core.clone();
     let data = tokio::task::spawn_blocking(move || core.state_data())
@@ -81,5 +93,5 @@ pub(super) async fn report(s: &MasterService, frame: &Frame) -> Result<Reply, Fa
         exported: s.exporter.exported.load(std::sync::atomic::Ordering::Relaxed),
         export_failures: s.exporter.failures.load(std::sync::atomic::Ordering::Relaxed),
     };
-    Ok(Reply::ok(frame.header().request_id, &ok, Vec::new()))
+    Ok(q.reply(&ok))
 }

@@ -46,17 +46,15 @@ pub struct NewBlock {
     pub index: u32,
     pub worker_id: WorkerId,
     pub shard: u16,
-    pub host: String,
-    pub port: u16,
+    /// The shard's endpoint (see [`crate::state::BlockLoc::addr`]).
+    pub addr: Option<std::net::SocketAddr>,
 }
 
 impl NewBlock {
     /// Block `block_id`, the file's `index`th, on `shard` of `worker`, at that shard's address.
     fn new(st: &State, block_id: BlockId, index: u32, worker: WorkerId, shard: u16) -> Self {
-        let w = st.worker(worker);
-        let host = w.map(|w| w.host.clone()).unwrap_or_default();
-        let port = w.and_then(|w| w.shard_ports.get(usize::from(shard)).copied()).unwrap_or(0);
-        Self { block_id, index, worker_id: worker, shard, host, port }
+        let addr = st.worker(worker).and_then(|w| w.shard_addr(shard));
+        Self { block_id, index, worker_id: worker, shard, addr }
     }
 }
 

@@ -142,8 +142,7 @@ impl State {
                 len: info.len,
                 worker_id: info.worker,
                 shard: info.shard,
-                host: worker.map(|w| w.host.clone()).unwrap_or_default(),
-                port: worker.and_then(|w| w.shard_ports.get(usize::from(info.shard)).copied()).unwrap_or(0),
+                addr: worker.and_then(|w| w.shard_addr(info.shard)),
                 worker_live: worker.is_some_and(|w| w.live),
             });
             offset += info.len;

@@ -105,7 +105,7 @@ fn blocks_complete_open() {
     assert_eq!(open.blocks.len(), 2);
     assert_eq!((open.blocks[0].block_id, open.blocks[0].offset_in_file, open.blocks[0].len), (b0, 0, 4));
     assert_eq!((open.blocks[1].block_id, open.blocks[1].offset_in_file, open.blocks[1].len), (b1, 4, 3));
-    assert_eq!(open.blocks[0].port, 7000);
+    assert_eq!(open.blocks[0].addr, Some("127.0.0.1:7000".parse().unwrap()));
     assert!(open.blocks[0].worker_live);
     assert_eq!(st.stat(&cv("/f")).unwrap().state, Some(FileState::Complete));
 }

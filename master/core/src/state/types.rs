@@ -84,6 +84,8 @@ pub struct UfsObject {
 #[derive(Debug, Clone, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 pub struct Worker {
     pub id: WorkerId,
+    /// The IP address the worker is dialed at (the server resolves an advertised name once,
+    /// at registration).
     pub host: String,
     /// One UDP port per shard; the shard number is the index.
     pub shard_ports: Vec<u16>,
@@ -91,6 +93,15 @@ pub struct Worker {
     pub used: u64,
     pub last_heartbeat: u64,
     pub live: bool,
+}
+
+impl Worker {
+    /// The endpoint of `shard`, if the worker has that shard and its host is an IP address.
+    pub fn shard_addr(&self, shard: u16) -> Option<std::net::SocketAddr> {
+        let port = *self.shard_ports.get(usize::from(shard))?;
+        let ip: std::net::IpAddr = self.host.parse().ok()?;
+        Some(std::net::SocketAddr::new(ip, port))
+    }
 }
 
 /// Everything durable. Maps are ordered so that equal histories give equal (and comparable) data.

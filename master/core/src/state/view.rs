@@ -1,5 +1,7 @@
 //! Read-only answers built from the state: stat, listings, the block map of an open file.
 
+use std::net::SocketAddr;
+
 use super::types::{BlockId, FileState, InodeId, WorkerId};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,8 +45,9 @@ pub struct BlockLoc {
     pub len: u64,
     pub worker_id: WorkerId,
     pub shard: u16,
-    pub host: String,
-    pub port: u16,
+    /// The owning shard's endpoint; `None` if its worker's registered host is not an IP
+    /// address (only a journal written before registration resolved hosts).
+    pub addr: Option<SocketAddr>,
     /// False when the owner is lost: the client reads around it (e.g. from object storage).
     pub worker_live: bool,
 }
