@@ -32,15 +32,15 @@ fn restart_keeps_blocks_pins_and_free_space() {
         assert_eq!(store.block_ids(), vec![1, 2, 3]);
         assert_eq!(get(&store, 1).await, pattern(1, 100_000));
         assert_eq!(get(&store, 2).await, pattern(2, 4096));
-        assert_eq!(store.stat(3).unwrap().len, 0);
-        assert!(store.stat(1).unwrap().pinned);
-        assert!(!store.stat(2).unwrap().pinned);
+        assert_eq!(store.lookup(3).unwrap().len(), 0);
+        assert!(store.lookup(1).unwrap().pinned());
+        assert!(!store.lookup(2).unwrap().pinned());
         let u = store.usage();
         assert_eq!(u.used_bytes, 102_400 + 4096);
         assert_eq!(u.pinned_bytes, 102_400);
         // Space of block 4 is free again: a new block does not overlap a live one.
         let s5 = put(&store, 5, &pattern(5, 8192), false).await;
-        let s1 = store.stat(1).unwrap();
+        let s1 = store.lookup(1).unwrap().stat();
         assert!(s5.disk_offset >= s1.disk_offset + 102_400 || s5.disk_offset + 8192 <= s1.disk_offset);
         assert_eq!(get(&store, 1).await, pattern(1, 100_000));
         assert!(store.drain_report().added == vec![5], "a reopen reports no old blocks as new");
