@@ -22,9 +22,10 @@ pub fn scratch() -> tempfile::TempDir {
     tempfile::Builder::new().prefix("cv-store-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir")
 }
 
-/// A small store: 256 KiB blocks of 64 KiB chunks, 1 MiB memory tier, one dir of `capacity` bytes.
+/// A small store, named as the worker names its stores (`blocks`): 256 KiB blocks of 64 KiB
+/// chunks, 1 MiB memory tier, one dir of `capacity` bytes.
 pub fn config(dir: &Path, capacity: u64) -> StoreConfig {
-    let mut c = StoreConfig::new("shard-0", vec![DataDir { path: dir.to_path_buf(), capacity_bytes: capacity }]);
+    let mut c = StoreConfig::new("blocks", vec![DataDir { path: dir.to_path_buf(), capacity_bytes: capacity }]);
     c.block_size = 256 << 10;
     c.chunk_size = 64 << 10;
     c.memory_tier_bytes = 1 << 20;

@@ -22,7 +22,7 @@ fn flip_byte(path: &std::path::Path, at: u64) {
 fn flipped_byte_is_detected_never_returned_and_dropped_durably() {
     let dir = scratch();
     let cfg = config(dir.path(), 4 << 20);
-    let data_file = dir.path().join("shard-0.data");
+    let data_file = dir.path().join("blocks.data");
     let c = cfg.clone();
     let off = std::cell::Cell::new(0u64);
     run(|| async {
@@ -64,7 +64,7 @@ fn flipped_byte_is_detected_never_returned_and_dropped_durably() {
 fn corrupt_block_in_memory_tier_path_is_also_checked() {
     let dir = scratch();
     let cfg = config(dir.path(), 4 << 20);
-    let data_file = dir.path().join("shard-0.data");
+    let data_file = dir.path().join("blocks.data");
     let c = cfg.clone();
     run(|| async move {
         let store = BlockStore::open(c).await.unwrap();
@@ -87,7 +87,7 @@ fn corrupt_block_in_memory_tier_path_is_also_checked() {
 fn a_reader_checked_read_gives_the_stored_crc_and_never_caches_a_bad_chunk() {
     let dir = scratch();
     let cfg = config(dir.path(), 4 << 20);
-    let data_file = dir.path().join("shard-0.data");
+    let data_file = dir.path().join("blocks.data");
     run(|| async move {
         let store = BlockStore::open(cfg).await.unwrap();
         let data = pattern(7, 200_000);

@@ -200,7 +200,7 @@ fn open_with_o_direct(suffix: &str) -> Vec<bool> {
 #[test]
 fn data_files_are_really_opened_with_o_direct() {
     let dir = scratch();
-    let suffix = format!("{}/shard-0.data", dir.path().file_name().unwrap().to_string_lossy());
+    let suffix = format!("{}/blocks.data", dir.path().file_name().unwrap().to_string_lossy());
     run(|| async move {
         let store = BlockStore::open(config(dir.path(), 1 << 20)).await.unwrap();
         put(&store, 1, &pattern(1, 5000), false).await;
