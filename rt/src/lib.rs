@@ -7,7 +7,7 @@
 //! threads (an eventfd polled on the same ring). Why not glommio, which the design started
 //! with: each glommio sleep and wake-up cost ~17 `io_uring_enter` calls and a `membarrier`
 //! IPI per request (three rings, preemption timers re-armed every turn); see
-//! worker/ARCHITECTURE.md, "Shard runtime", for the measurement.
+//! worker/ARCHITECTURE.md, "Shard runtime", and worker/MEASUREMENTS.md for the measurements.
 //!
 //! Tasks are `async-task` tasks (not `Send`; they never leave the thread). Their wakers are
 //! `Send`: a waker used on another thread (the fetch pool, a control-plane channel) pushes

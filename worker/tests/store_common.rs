@@ -5,7 +5,7 @@ use std::future::Future;
 use std::path::Path;
 
 use cv_rt::{Runtime, RuntimeConfig};
-use cv_worker::store::{BlockStat, BlockStore, DataDir, StoreConfig};
+use cv_worker::store::{BlockBytes, BlockStat, BlockStore, DataDir, Result, StoreConfig, Verify};
 
 /// Runs `f` on a fresh shard runtime on this thread.
 pub fn run<F, Fut>(f: F)
@@ -22,9 +22,10 @@ pub fn scratch() -> tempfile::TempDir {
     tempfile::Builder::new().prefix("cv-store-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir")
 }
 
-/// A small store: 256 KiB blocks of 64 KiB chunks, 1 MiB memory tier, one dir of `capacity` bytes.
+/// A small store, named as the worker names its stores (`blocks`): 256 KiB blocks of 64 KiB
+/// chunks, 1 MiB memory tier, one dir of `capacity` bytes.
 pub fn config(dir: &Path, capacity: u64) -> StoreConfig {
-    let mut c = StoreConfig::new("shard-0", vec![DataDir { path: dir.to_path_buf(), capacity_bytes: capacity }]);
+    let mut c = StoreConfig::new("blocks", vec![DataDir { path: dir.to_path_buf(), capacity_bytes: capacity }]);
     c.block_size = 256 << 10;
     c.chunk_size = 64 << 10;
     c.memory_tier_bytes = 1 << 20;
@@ -56,6 +57,11 @@ pub async fn put(store: &BlockStore, id: u64, data: &[u8], pinned: bool) -> Bloc
 
 /// Reads the whole block back as one buffer.
 pub async fn get(store: &BlockStore, id: u64) -> Vec<u8> {
-    let len = store.stat(id).expect("stat").len;
+    let len = store.lookup(id).expect("lookup").len();
     store.read(id, 0, len).await.expect("read").to_vec()
+}
+
+/// One lookup, then a read of it with the chunks checked as `verify` says (the shard's path).
+pub async fn read_with(store: &BlockStore, id: u64, offset: u64, len: u64, verify: Verify) -> Result<BlockBytes> {
+    store.read_block(&store.lookup(id)?, offset, len, verify).await
 }

@@ -6,7 +6,7 @@ mod common;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
 
-use common::{config, get, pattern, put, run, scratch};
+use common::{config, get, pattern, put, read_with, run, scratch};
 use cv_worker::store::{BlockStore, ErrorKind, Verify};
 
 fn flip_byte(path: &std::path::Path, at: u64) {
@@ -22,7 +22,7 @@ fn flip_byte(path: &std::path::Path, at: u64) {
 fn flipped_byte_is_detected_never_returned_and_dropped_durably() {
     let dir = scratch();
     let cfg = config(dir.path(), 4 << 20);
-    let data_file = dir.path().join("shard-0.data");
+    let data_file = dir.path().join("blocks.data");
     let c = cfg.clone();
     let off = std::cell::Cell::new(0u64);
     run(|| async {
@@ -64,7 +64,7 @@ fn flipped_byte_is_detected_never_returned_and_dropped_durably() {
 fn corrupt_block_in_memory_tier_path_is_also_checked() {
     let dir = scratch();
     let cfg = config(dir.path(), 4 << 20);
-    let data_file = dir.path().join("shard-0.data");
+    let data_file = dir.path().join("blocks.data");
     let c = cfg.clone();
     run(|| async move {
         let store = BlockStore::open(c).await.unwrap();
@@ -87,7 +87,7 @@ fn corrupt_block_in_memory_tier_path_is_also_checked() {
 fn a_reader_checked_read_gives_the_stored_crc_and_never_caches_a_bad_chunk() {
     let dir = scratch();
     let cfg = config(dir.path(), 4 << 20);
-    let data_file = dir.path().join("shard-0.data");
+    let data_file = dir.path().join("blocks.data");
     run(|| async move {
         let store = BlockStore::open(cfg).await.unwrap();
         let data = pattern(7, 200_000);
@@ -97,7 +97,7 @@ fn a_reader_checked_read_gives_the_stored_crc_and_never_caches_a_bad_chunk() {
         // Chunk 1 read whole and left to the reader: the bytes are the disk's, the crc the one
         // stored when the block was written, so the reader's check of one against the other fails.
         for _ in 0..3 {
-            let got = store.read_verified(7, whole.0, whole.1, Verify::ByReader).await.unwrap();
+            let got = read_with(&store, 7, whole.0, whole.1, Verify::ByReader).await.unwrap();
             let bytes = got.to_vec();
             assert_ne!(bytes, data[65_536..131_072], "the flipped byte is in the bytes");
             assert_eq!(got.crc32(), crc32fast::hash(&data[65_536..131_072]), "the stored crc");
@@ -107,17 +107,17 @@ fn a_reader_checked_read_gives_the_stored_crc_and_never_caches_a_bad_chunk() {
         assert_eq!(store.stats().memory.bytes_used, 0, "a chunk failing its crc is not admitted");
         // An intact chunk read whole twice is admitted, and then served from memory.
         for _ in 0..2 {
-            let got = store.read_verified(7, 0, 65_536, Verify::ByReader).await.unwrap();
+            let got = read_with(&store, 7, 0, 65_536, Verify::ByReader).await.unwrap();
             assert_eq!(got.crc32(), crc32fast::hash(&got.to_vec()));
         }
         assert_eq!(store.stats().memory.bytes_used, 65_536);
-        let from_memory = store.read_verified(7, 0, 65_536, Verify::ByReader).await.unwrap();
+        let from_memory = read_with(&store, 7, 0, 65_536, Verify::ByReader).await.unwrap();
         assert_eq!(
             (from_memory.to_vec(), from_memory.crc32()),
             (data[..65_536].to_vec(), crc32fast::hash(&data[..65_536]))
         );
         // Part of the bad chunk: its stored crc does not cover the range, so it is checked here.
-        let err = store.read_verified(7, partial.0, partial.1, Verify::ByReader).await.unwrap_err();
+        let err = read_with(&store, 7, partial.0, partial.1, Verify::ByReader).await.unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Corrupt);
         assert_eq!(store.read(7, 0, 10).await.unwrap_err().kind(), ErrorKind::NotFound, "dropped");
         assert_eq!(store.stats().memory.bytes_used, 0, "its memory-tier chunks went with it");
@@ -126,14 +126,14 @@ fn a_reader_checked_read_gives_the_stored_crc_and_never_caches_a_bad_chunk() {
         // when admitted, checked again now) is served; a bad chunk on disk drops the block.
         let st = put(&store, 8, &data, false).await;
         for _ in 0..2 {
-            store.read_verified(8, 0, 65_536, Verify::ByReader).await.unwrap();
+            read_with(&store, 8, 0, 65_536, Verify::ByReader).await.unwrap();
         }
         assert_eq!(store.stats().memory.bytes_used, 65_536);
         flip_byte(&data_file, st.disk_offset + 10);
         flip_byte(&data_file, st.disk_offset + 70_000);
-        let got = store.read_verified(8, 0, 65_536, Verify::Here).await.unwrap();
+        let got = read_with(&store, 8, 0, 65_536, Verify::Here).await.unwrap();
         assert_eq!((got.to_vec(), got.crc32()), (data[..65_536].to_vec(), crc32fast::hash(&data[..65_536])));
-        let err = store.read_verified(8, 0, 131_072, Verify::Here).await.unwrap_err();
+        let err = read_with(&store, 8, 0, 131_072, Verify::Here).await.unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Corrupt);
         assert_eq!(store.read(8, 0, 10).await.unwrap_err().kind(), ErrorKind::NotFound);
         assert_eq!(store.stats().corrupt_blocks, 2);

@@ -32,15 +32,15 @@ fn restart_keeps_blocks_pins_and_free_space() {
         assert_eq!(store.block_ids(), vec![1, 2, 3]);
         assert_eq!(get(&store, 1).await, pattern(1, 100_000));
         assert_eq!(get(&store, 2).await, pattern(2, 4096));
-        assert_eq!(store.stat(3).unwrap().len, 0);
-        assert!(store.stat(1).unwrap().pinned);
-        assert!(!store.stat(2).unwrap().pinned);
+        assert_eq!(store.lookup(3).unwrap().len(), 0);
+        assert!(store.lookup(1).unwrap().pinned());
+        assert!(!store.lookup(2).unwrap().pinned());
         let u = store.usage();
         assert_eq!(u.used_bytes, 102_400 + 4096);
         assert_eq!(u.pinned_bytes, 102_400);
         // Space of block 4 is free again: a new block does not overlap a live one.
         let s5 = put(&store, 5, &pattern(5, 8192), false).await;
-        let s1 = store.stat(1).unwrap();
+        let s1 = store.lookup(1).unwrap().stat();
         assert!(s5.disk_offset >= s1.disk_offset + 102_400 || s5.disk_offset + 8192 <= s1.disk_offset);
         assert_eq!(get(&store, 1).await, pattern(1, 100_000));
         assert!(store.drain_report().added == vec![5], "a reopen reports no old blocks as new");
@@ -74,7 +74,7 @@ fn crash_mid_write_leaves_no_half_block() {
 fn torn_index_tail_is_cut_and_earlier_blocks_survive() {
     let dir = scratch();
     let cfg = config(dir.path(), 4 << 20);
-    let index = dir.path().join("shard-0.index");
+    let index = dir.path().join("blocks.index");
     let c = cfg.clone();
     run(|| async move {
         let store = BlockStore::open(c).await.unwrap();
@@ -108,7 +108,7 @@ fn index_log_is_compacted_and_stays_correct() {
     let dir = scratch();
     let mut cfg = config(dir.path(), 4 << 20);
     cfg.index_compact_bytes = 4096;
-    let index = dir.path().join("shard-0.index");
+    let index = dir.path().join("blocks.index");
     let c = cfg.clone();
     run(|| async move {
         let store = BlockStore::open(c).await.unwrap();
@@ -140,7 +140,7 @@ fn data_file_of_another_store_is_refused() {
         sa.close().await.unwrap();
         let sb = BlockStore::open(config(b.path(), 1 << 20)).await.unwrap();
         sb.close().await.unwrap();
-        std::fs::copy(b.path().join("shard-0.index"), a.path().join("shard-0.index")).unwrap();
+        std::fs::copy(b.path().join("blocks.index"), a.path().join("blocks.index")).unwrap();
         let err = BlockStore::open(config(a.path(), 1 << 20)).await.unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Incompatible);
     });
@@ -207,7 +207,7 @@ fn v1_fixture_opens_as_a_store_index() {
     let dir = scratch();
     // The fixture's block 9 lives in a data file that does not exist here: the store opens,
     // starts that data file empty, and drops the entry instead of serving garbage.
-    std::fs::copy(fixture_path(), dir.path().join("shard-0.index")).unwrap();
+    std::fs::copy(fixture_path(), dir.path().join("blocks.index")).unwrap();
     let cfg = config(dir.path(), 1 << 20);
     run(|| async move {
         let store = BlockStore::open(cfg).await.unwrap();

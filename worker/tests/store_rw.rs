@@ -66,9 +66,13 @@ fn bad_requests_are_typed_errors() {
         assert_eq!(err.kind(), ErrorKind::NotFound);
         assert!(!err.retryable());
 
+        // A range reaching past the end is cut there; an offset past the end is refused.
         put(&store, 9, &pattern(9, 5000), false).await;
-        let err = store.read(9, 4000, 1001).await.unwrap_err();
+        assert_eq!(store.read(9, 4000, 1001).await.unwrap().to_vec(), &pattern(9, 5000)[4000..]);
+        assert!(store.read(9, 5000, 1).await.unwrap().is_empty());
+        let err = store.read(9, 5001, 1).await.unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+        assert!(err.to_string().contains("block 9"), "{err}");
         let err = store.read(9, u64::MAX, 2).await.unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidArgument);
 
@@ -96,7 +100,7 @@ fn uncommitted_block_is_invisible_and_abort_frees_space() {
         let mut w = store.begin_write(5, 100_000, false).await.unwrap();
         w.append(&pattern(5, 100_000)).await.unwrap();
         assert_eq!(store.read(5, 0, 1).await.unwrap_err().kind(), ErrorKind::NotFound);
-        assert_eq!(store.stat(5).unwrap_err().kind(), ErrorKind::NotFound);
+        assert_eq!(store.lookup(5).unwrap_err().kind(), ErrorKind::NotFound);
         assert!(store.usage().used_bytes > before);
         w.abort();
         assert_eq!(store.usage().used_bytes, before);
@@ -145,7 +149,7 @@ fn memory_tier_counts_hits_after_second_touch() {
         assert_eq!(store.read(3, 0, 100_000).await.unwrap().to_vec(), data);
         let s1 = store.stats().memory;
         assert_eq!((s1.hits, s1.misses, s1.bytes_used), (0, 2, 0));
-        assert!(!store.in_memory(3).unwrap(), "remembered is not resident");
+        assert!(!store.in_memory(&store.lookup(3).unwrap()), "remembered is not resident");
         // Second read: misses again, now admitted.
         store.read(3, 0, 100_000).await.unwrap();
         let s2 = store.stats().memory;
@@ -157,17 +161,17 @@ fn memory_tier_counts_hits_after_second_touch() {
         assert_eq!(got.crc32(), crc32fast::hash(&data[65_000..67_000]));
         let s3 = store.stats().memory;
         assert_eq!((s3.hits, s3.misses), (2, 4));
-        assert!(store.in_memory(3).unwrap());
+        assert!(store.in_memory(&store.lookup(3).unwrap()));
         assert_eq!(store.stats().disk.hits, 3);
         assert_eq!(store.stats().memory.hits, 2, "a stat is not a read");
         // Rewriting the block is a new incarnation: none of it is in memory.
         put(&store, 3, &data, false).await;
-        assert!(!store.in_memory(3).unwrap());
+        assert!(!store.in_memory(&store.lookup(3).unwrap()));
         assert_eq!(store.stats().memory.bytes_used, 0, "the old incarnation's chunks went with it");
         // Read twice, it is admitted again; deleting the block drops its chunks from memory.
         assert_eq!(store.read(3, 0, 100_000).await.unwrap().to_vec(), data);
         store.read(3, 0, 100_000).await.unwrap();
-        assert!(store.in_memory(3).unwrap());
+        assert!(store.in_memory(&store.lookup(3).unwrap()));
         store.delete(3).await.unwrap();
         assert_eq!(store.stats().memory.bytes_used, 0);
     });
@@ -196,7 +200,7 @@ fn open_with_o_direct(suffix: &str) -> Vec<bool> {
 #[test]
 fn data_files_are_really_opened_with_o_direct() {
     let dir = scratch();
-    let suffix = format!("{}/shard-0.data", dir.path().file_name().unwrap().to_string_lossy());
+    let suffix = format!("{}/blocks.data", dir.path().file_name().unwrap().to_string_lossy());
     run(|| async move {
         let store = BlockStore::open(config(dir.path(), 1 << 20)).await.unwrap();
         put(&store, 1, &pattern(1, 5000), false).await;

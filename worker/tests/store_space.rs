@@ -66,7 +66,7 @@ fn high_watermark_evicts_down_to_low() {
         put(&store, 8, &pattern(8, BLOCK), false).await;
         let u = store.usage();
         assert!(u.used_bytes <= 5 * BLOCK as u64, "evicted down to the low watermark: {u:?}");
-        assert!(store.stat(8).is_ok(), "the new block stays");
+        assert!(store.lookup(8).is_ok(), "the new block stays");
     });
 }
 

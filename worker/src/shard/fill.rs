@@ -187,7 +187,7 @@ impl Fills {
         Self { store, fetcher, flights: RefCell::new(HashMap::new()), next_id: Cell::new(0) }
     }
 
-    /// The bytes `r` of block `block_id` (already clamped to its length), filled from `source`
+    /// The bytes `r` of block `block_id` (already cut by `store::clamp`), filled from `source`
     /// if needed, as they arrive.
     pub(crate) fn read(
         self: &Rc<Self>,

@@ -15,7 +15,7 @@ use super::conn::ShardCtx;
 use super::fill::FillError;
 use super::frame_io::{Head, ReadFail, read_payload};
 use super::reply::Reply;
-use crate::store::{ErrorKind, StoreError, Verify};
+use crate::store::{ErrorKind, StoreError, Verify, clamp};
 use cv_rt::quic::{RecvStream, VarInt};
 
 /// Answers one request whose header and body have been read.
@@ -120,20 +120,21 @@ async fn read_block(ctx: &ShardCtx, frame: &Frame) -> Result<Reply, Refusal> {
         Some(s) => Some(checked_source(ctx, block_id, offset, s)?),
         None => None,
     };
-    let held = match ctx.store.stat(block_id) {
-        Ok(stat) => Some(stat.len),
+    // One lookup: its length answers `fill_only`, and the read reads that incarnation.
+    let held = match ctx.store.lookup(block_id) {
+        Ok(block) => Some(block),
         Err(e) if e.kind() == ErrorKind::NotFound && source.is_some() => None,
         Err(e) => return Err(e.into()),
     };
-    if let Some(block_len) = held {
+    if let Some(block) = held {
+        let block_len = block.len();
         if fill_only {
             return Ok(Reply::ok(request_id, &ReadBlockOk { block_len }));
         }
-        let n = clamp(block_id, block_len, offset, len)?;
         // The reader checks chunks sent whole against their stored crcs (the frame crc) and
         // asks again with `verify` if that fails: checking them here too would hash them twice.
         let verify = if req.verify { Verify::Here } else { Verify::ByReader };
-        match ctx.store.read_verified(block_id, offset, n, verify).await {
+        match ctx.store.read_block(&block, offset, len, verify).await {
             Ok(bytes) => return Ok(Reply::with_block(request_id, &ReadBlockOk { block_len }, bytes)),
             Err(e) => {
                 if e.kind() == ErrorKind::Corrupt {
@@ -155,8 +156,9 @@ async fn read_block(ctx: &ShardCtx, frame: &Frame) -> Result<Reply, Refusal> {
         ctx.fills.load(&ctx.gate, block_id, source).await.map_err(refused)?;
         return Ok(Reply::ok(request_id, &ReadBlockOk { block_len }));
     }
-    let n = clamp(block_id, block_len, offset, len)?;
-    let mut filling = ctx.fills.read(&ctx.gate, block_id, source, offset..offset + n).map_err(refused)?;
+    let range = clamp(block_id, block_len, offset, len)?;
+    let n = range.end - range.start;
+    let mut filling = ctx.fills.read(&ctx.gate, block_id, source, range).map_err(refused)?;
     // Until the first bytes come, a failure is still an error reply.
     let first = match filling.next().await {
         None => bytes::Bytes::new(),
@@ -166,18 +168,6 @@ async fn read_block(ctx: &ShardCtx, frame: &Frame) -> Result<Reply, Refusal> {
         return Ok(Reply::with_shared(request_id, &ReadBlockOk { block_len }, first));
     }
     Ok(Reply::streamed(request_id, &ReadBlockOk { block_len }, n, first, filling))
-}
-
-/// Bytes to answer at `offset`: up to `len`, shorter at the block's end (as the protocol
-/// allows); an offset past the end is refused.
-fn clamp(block_id: u64, block_len: u64, offset: u64, len: u64) -> Result<u64, Refusal> {
-    if offset > block_len {
-        return Err(Refusal::new(
-            ErrorCode::InvalidArgument,
-            format!("offset {offset} past the end of block {block_id} ({block_len} bytes)"),
-        ));
-    }
-    Ok(len.min(block_len - offset))
 }
 
 /// A request's source, checked: a block of 1 to `block_size` bytes at an offset that does
@@ -203,8 +193,8 @@ fn checked_source(ctx: &ShardCtx, block_id: u64, offset: u64, s: &ArchivedBlockS
 fn stat_block(ctx: &ShardCtx, frame: &Frame) -> Result<Reply, Refusal> {
     let block_id = frame.access::<StatBlock>()?.block_id.to_native();
     owned(ctx, block_id)?;
-    let s = ctx.store.stat(block_id)?;
-    let ok = StatBlockOk { len: s.len, pinned: s.pinned, in_memory: ctx.store.in_memory(block_id)? };
+    let block = ctx.store.lookup(block_id)?;
+    let ok = StatBlockOk { len: block.len(), pinned: block.pinned(), in_memory: ctx.store.in_memory(&block) };
     Ok(Reply::ok(frame.header().request_id, &ok))
 }
 

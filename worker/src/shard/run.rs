@@ -145,7 +145,7 @@ fn report(ctx: &ShardCtx, full: bool) -> ShardReport {
     let deltas = store.drain_report();
     let ids = if full { store.block_ids() } else { deltas.added };
     // A block gone between the drain and the stat shows up as removed in the next drain.
-    let added = ids.into_iter().filter_map(|id| store.stat(id).ok().map(|s| (id, s.len))).collect();
+    let added = ids.into_iter().filter_map(|id| store.lookup(id).ok().map(|b| (id, b.len()))).collect();
     ShardReport { shard: ctx.index, added, removed: deltas.removed, usage: store.usage(), stats: store.stats() }
 }
 

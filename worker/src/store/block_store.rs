@@ -25,7 +25,7 @@ use super::stats::{StoreStats, TierStats, Usage};
 use super::writer::BlockWriter;
 use cv_rt::{AsyncMutex, AsyncMutexGuard};
 
-/// What `stat` tells about a committed block.
+/// Size and placement of a committed block (from [`BlockRef::stat`](super::BlockRef::stat), or a commit).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BlockStat {
     /// Block id.
@@ -70,7 +70,7 @@ impl Entry {
         }
     }
 
-    fn stat(&self, block_id: u64) -> BlockStat {
+    pub(crate) fn stat(&self, block_id: u64) -> BlockStat {
         BlockStat {
             block_id,
             len: self.len,
@@ -456,19 +456,6 @@ impl BlockStore {
         };
         self.retire(vec![(block_id, e)]).await?;
         Ok(true)
-    }
-
-    /// Size and placement of a committed block.
-    pub fn stat(&self, block_id: u64) -> Result<BlockStat> {
-        self.state().blocks.get(&block_id).map(|e| e.stat(block_id)).ok_or_else(|| not_found(block_id))
-    }
-
-    /// Whether some chunks of a committed block are in the memory tier (a stat's question,
-    /// apart from [`BlockStore::stat`], which every read asks: this one looks up each chunk).
-    pub fn in_memory(&self, block_id: u64) -> Result<bool> {
-        let st = self.state();
-        let e = st.blocks.get(&block_id).ok_or_else(|| not_found(block_id))?;
-        Ok(st.mem.holds_any(e.seq, e.crcs.len() as u32))
     }
 
     /// Pins (never evicted) or unpins a committed block; durable when this returns.

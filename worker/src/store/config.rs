@@ -31,7 +31,8 @@ impl Default for Watermarks {
 /// Configuration of one shard's store.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoreConfig {
-    /// File-name stem of this store's files (e.g. `shard-0`): `<dir>/<name>.data`, `<dir0>/<name>.index`.
+    /// File-name stem of this store's files (the worker's is `blocks`): `<dir>/<name>.data` in
+    /// every data dir, `<dir0>/<name>.index` in the first.
     pub name: String,
     /// Data directories; the index lives in the first.
     pub data_dirs: Vec<DataDir>,

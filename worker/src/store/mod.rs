@@ -1,14 +1,18 @@
 //! Per-shard block store: O_DIRECT files through io_uring, chunk checksums, tiers, eviction.
 //!
 //! One [`BlockStore`] lives on one shard runtime (it is `!Send`). Blocks are written in
-//! pieces through a [`BlockWriter`] and become visible only when committed; every chunk read
-//! is checked against its crc32, by the store or by the reader ([`Verify`]). The block index
+//! pieces through a [`BlockWriter`] and become visible only when committed. A request looks
+//! its block up once ([`BlockStore::lookup`], a [`BlockRef`]) and reads that incarnation
+//! ([`BlockStore::read_block`], the range cut by [`clamp`]); every chunk read is checked
+//! against its crc32, by the store or by the reader ([`Verify`]). The block index
 //! is an append-only log, so a restarted store serves its blocks at once. Byte formats:
 //! `worker/STORE-FORMAT.md`.
 //!
-//! Layout: [`dma`] is the only O_DIRECT code; [`format`](mod@format) the byte formats; `journal` the
-//! index log file; `extent` free space; [`policy`] S3-FIFO; `memtier` hot chunks in RAM.
+//! Layout: [`dma`] is the only O_DIRECT code; [`format`](mod@format) the byte formats;
+//! `journal` the index log file; `extent` free space; [`policy`] S3-FIFO; `memtier` hot
+//! chunks in RAM; `block_ref` a lookup and the rule of a read's range; `read` the read path.
 
+mod block_ref;
 mod block_store;
 mod config;
 pub mod dma;
@@ -24,6 +28,7 @@ mod stats;
 mod view;
 mod writer;
 
+pub use block_ref::{BlockRef, clamp};
 pub use block_store::{BlockStat, BlockStore};
 pub use config::{DataDir, StoreConfig, Watermarks};
 pub use dma::DiskBytes;

@@ -6,7 +6,10 @@
 //! against it (the frame crc) is the verification, so the bytes are not hashed twice. A
 //! reader whose check fails reads again with `Here`, which drops the block on a mismatch.
 
-use super::block_store::{BlockStore, Entry, not_found};
+use std::ops::Range;
+
+use super::block_ref::{BlockRef, clamp};
+use super::block_store::{BlockStore, not_found};
 use super::error::{ErrorKind, Result, StoreError};
 use super::view::BlockBytes;
 
@@ -22,29 +25,31 @@ pub enum Verify {
 }
 
 impl BlockStore {
-    /// Reads `len` bytes at `offset` of block `block_id`, every chunk checked here.
-    ///
-    /// `NotFound` if the block is absent; `Corrupt` if a chunk fails its checksum, in which
-    /// case the block is dropped from the store (fetch it again and rewrite it).
+    /// Reads up to `len` bytes at `offset` of block `block_id`, every chunk checked here: a
+    /// [`BlockStore::lookup`], then [`BlockStore::read_block`] (for callers holding no
+    /// [`BlockRef`]; an absent block counts as a disk-tier miss).
     pub async fn read(&self, block_id: u64, offset: u64, len: u64) -> Result<BlockBytes> {
-        self.read_verified(block_id, offset, len, Verify::Here).await
+        let block = self.lookup(block_id).inspect_err(|_| self.state().disk_stats.misses += 1)?;
+        self.read_block(&block, offset, len, Verify::Here).await
     }
 
-    /// [`BlockStore::read`], with the chunks checked as `verify` says.
-    pub async fn read_verified(&self, block_id: u64, offset: u64, len: u64, verify: Verify) -> Result<BlockBytes> {
-        let e = self.lookup(block_id)?;
-        let end = offset.checked_add(len).filter(|&end| end <= e.len).ok_or_else(|| {
-            StoreError::new(
-                ErrorKind::InvalidArgument,
-                format!("range {offset}+{len} outside block {block_id} of {} bytes", e.len),
-            )
-        })?;
+    /// Reads up to `len` bytes at `offset` of `block`, the range cut by [`clamp`], the chunks
+    /// checked as `verify` says. Counts a disk-tier hit and refreshes the block's recency.
+    ///
+    /// `NotFound` if the incarnation `block` names is gone (deleted, evicted or rewritten since
+    /// the lookup, or during the read): never another incarnation's bytes. `Corrupt` if a chunk
+    /// fails its checksum, in which case the block is dropped (fetch it again and rewrite it).
+    pub async fn read_block(&self, block: &BlockRef, offset: u64, len: u64, verify: Verify) -> Result<BlockBytes> {
+        let (block_id, e) = (block.block_id, &block.entry);
+        let Range { start: offset, end } = clamp(block_id, e.len, offset, len)?;
+        self.count_read(block)?;
         let mut out = BlockBytes::default();
-        if len == 0 {
+        if offset == end {
             return Ok(out);
         }
         let cs = u64::from(e.chunk_size);
         let (first, last) = ((offset / cs) as u32, ((end - 1) / cs) as u32);
+        // Memory-tier chunks are keyed by incarnation: these are `block`'s, whatever happens next.
         let cached: Vec<Option<bytes::Bytes>> = {
             let mut st = self.state();
             let mut get = |c: u32| {
@@ -76,44 +81,49 @@ impl BlockStore {
             while run_end < last && cached[(run_end + 1 - first) as usize].is_none() {
                 run_end += 1;
             }
-            let (bytes, crc) = self.read_run(block_id, &e, c, run_end, offset, end, verify).await?;
+            let (bytes, crc) = self.read_run(block, c, run_end, offset, end, verify).await?;
             out.push_disk(bytes, crc);
             c = run_end + 1;
         }
         Ok(out)
     }
 
-    fn lookup(&self, block_id: u64) -> Result<Entry> {
+    /// A read of `block` starts: a disk-tier hit if its incarnation is still the committed
+    /// one, else a miss and `NotFound`.
+    fn count_read(&self, block: &BlockRef) -> Result<()> {
         let mut st = self.state();
-        match st.blocks.get(&block_id).cloned() {
-            Some(e) => {
-                st.disk_stats.hits += 1;
-                st.disk_policy.touch(&block_id);
-                Ok(e)
-            }
-            None => {
-                st.disk_stats.misses += 1;
-                Err(not_found(block_id))
-            }
+        if !block.is_live(&st) {
+            st.disk_stats.misses += 1;
+            return Err(not_found(block.block_id));
         }
+        st.disk_stats.hits += 1;
+        st.disk_policy.touch(&block.block_id);
+        Ok(())
     }
 
-    /// Reads whole chunks `first..=last` in one aligned read, verifies them (all with
-    /// `Verify::Here`, only the partial edge chunks with `ByReader`), offers them to the
+    /// A read counted as a hit found its block gone after all: a miss.
+    fn lost(&self, block_id: u64) -> StoreError {
+        let mut st = self.state();
+        st.disk_stats.hits = st.disk_stats.hits.saturating_sub(1);
+        st.disk_stats.misses += 1;
+        not_found(block_id)
+    }
+
+    /// Reads whole chunks `first..=last` of `block` in one aligned read, verifies them (all
+    /// with `Verify::Here`, only the partial edge chunks with `ByReader`), offers them to the
     /// memory tier, and returns the part of them inside `[offset, end)` with its crc32: whole
     /// chunks contribute their stored checksum, partial edge chunks are checksummed again
     /// (over the bytes returned).
-    #[allow(clippy::too_many_arguments)]
     async fn read_run(
         &self,
-        block_id: u64,
-        e: &Entry,
+        block: &BlockRef,
         first: u32,
         last: u32,
         offset: u64,
         end: u64,
         verify: Verify,
     ) -> Result<(super::dma::DiskBytes, u32)> {
+        let (block_id, e) = (block.block_id, &block.entry);
         let cs = u64::from(e.chunk_size);
         let start = u64::from(first) * cs;
         let stop = (u64::from(last) + 1).saturating_mul(cs).min(e.len);
@@ -122,6 +132,13 @@ impl BlockStore {
                 StoreError::new(ErrorKind::Corrupt, format!("block {block_id} names a missing data dir"))
             })?;
         let bytes = file.read(e.offset + start, (stop - start) as usize).await?;
+        // An extent is freed only after its block is detached, and an incarnation once detached
+        // never returns: still live now, the block owned these bytes for the whole read. Gone,
+        // they may be another block's (its extent reused), so they are not returned. From here
+        // to the end nothing awaits (but a drop), so it stays live.
+        if !block.is_live(&self.state()) {
+            return Err(self.lost(block_id));
+        }
         // The range to return, relative to `bytes`.
         let (lo, hi) = ((offset.max(start) - start) as usize, (end.min(stop) - start) as usize);
         // Chunk `c`'s bytes in `bytes`, and whether they are checked here: all with `Here`,
@@ -138,7 +155,7 @@ impl BlockStore {
             let (c_lo, c_hi, whole, checked_here) = chunk(c);
             let stored = e.crcs.get(c as usize).copied();
             if checked_here && Some(crc32fast::hash(&bytes[c_lo..c_hi])) != stored {
-                return Err(self.drop_corrupt(block_id, e, c).await);
+                return Err(self.drop_corrupt(block, c).await);
             }
             if whole {
                 let crc = stored.unwrap_or_default();
@@ -149,25 +166,23 @@ impl BlockStore {
         }
         {
             let mut st = self.state();
-            // Only while this incarnation is still the live one.
-            if st.blocks.get(&block_id).is_some_and(|cur| cur.seq == e.seq) {
-                for c in first..=last {
-                    let (c_lo, c_hi, _, checked_here) = chunk(c);
-                    let unchecked = if checked_here { None } else { e.crcs.get(c as usize).copied() };
-                    st.mem.offer((e.seq, c), &bytes[c_lo..c_hi], unchecked);
-                }
+            for c in first..=last {
+                let (c_lo, c_hi, _, checked_here) = chunk(c);
+                let unchecked = if checked_here { None } else { e.crcs.get(c as usize).copied() };
+                st.mem.offer((e.seq, c), &bytes[c_lo..c_hi], unchecked);
             }
         }
         let view = bytes.slice(lo, hi - lo).ok_or_else(|| StoreError::new(ErrorKind::Io, "read view out of range"))?;
         Ok((view, out_crc.finalize()))
     }
 
-    /// A chunk failed its crc: drop the block if it is still the incarnation we read.
-    /// A block deleted or rewritten meanwhile (its extent reused) is `NotFound` instead.
-    async fn drop_corrupt(&self, block_id: u64, e: &Entry, chunk: u32) -> StoreError {
+    /// A chunk of `block` failed its crc: drop the block if it is still that incarnation
+    /// (else it is `NotFound`: a block deleted or rewritten meanwhile is not dropped again).
+    async fn drop_corrupt(&self, block: &BlockRef, chunk: u32) -> StoreError {
+        let block_id = block.block_id;
         let detached = {
             let mut st = self.state();
-            if st.blocks.get(&block_id).is_some_and(|cur| cur.seq == e.seq) {
+            if block.is_live(&st) {
                 st.corrupt_blocks += 1;
                 st.disk_stats.hits = st.disk_stats.hits.saturating_sub(1);
                 st.disk_stats.misses += 1;
