@@ -19,7 +19,7 @@ pub struct ClientSettings {
     /// Chunks (`read_chunk` each) the sequential reader keeps in flight ahead of the caller.
     /// A chunk's time is a disk read at the worker plus its transfer, one after the other, so
     /// the window must cover both: at 8 × 1 MiB, sequential reads measured 20 % faster than at
-    /// 4 (worker ARCHITECTURE.md, "Where a read's time goes").
+    /// 4 (worker/MEASUREMENTS.md, "Where a read's time goes").
     pub prefetch_depth: u32,
     /// Bytes per request of the sequential reader.
     pub read_chunk: cv_net::config::ByteSize,
