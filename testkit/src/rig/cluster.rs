@@ -1,0 +1,239 @@
+//! A cv cluster on a [`Rig`]: `cvctl master` on host 1, `cvctl worker` on hosts 2..=N, driven
+//! through the real `cvctl` binary (its path given by the caller), with a cluster CA from
+//! `cvctl cert init` and a client config for `cvctl fs` / `cvctl report` in the root namespace.
+
+use std::net::SocketAddrV4;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use super::cv_config::{self, MASTER_PORT, WorkerFile};
+use super::error::RigError;
+use super::hosts::Rig;
+use super::process::ProcId;
+use super::report::Report;
+
+/// How to lay the cluster out.
+#[derive(Clone, Debug)]
+pub struct ClusterSpec {
+    /// The `cvctl` binary (in cv-tools' tests: `env!("CARGO_BIN_EXE_cvctl")`).
+    pub cvctl: PathBuf,
+    /// Worker processes, one per host after the master's.
+    pub workers: usize,
+    /// The master declares a worker lost after this long without a heartbeat.
+    pub heartbeat_timeout: Duration,
+    /// Each worker's disk capacity.
+    pub worker_capacity: u64,
+    /// Put each worker's data on a tmpfs of this many bytes (`None`: the rig's temp dir).
+    pub worker_disk: Option<u64>,
+    /// Each worker's memory tier.
+    pub memory_tier: u64,
+    /// Deadline of each `cvctl fs` / `report` call (the client's `deadline`).
+    pub client_deadline: Duration,
+    /// How long [`CvCluster::start`] waits for every worker to be live.
+    pub ready_timeout: Duration,
+}
+
+impl ClusterSpec {
+    /// Small, fast defaults: a 2 s heartbeat timeout, 64 MiB per worker.
+    pub fn new(cvctl: impl Into<PathBuf>, workers: usize) -> ClusterSpec {
+        ClusterSpec {
+            cvctl: cvctl.into(),
+            workers,
+            heartbeat_timeout: Duration::from_secs(2),
+            worker_capacity: 64 << 20,
+            worker_disk: None,
+            memory_tier: 16 << 20,
+            client_deadline: Duration::from_secs(10),
+            ready_timeout: Duration::from_secs(15),
+        }
+    }
+}
+
+/// A running cluster; dropping it (or its rig) stops every process and removes the rig.
+#[derive(Debug)]
+pub struct CvCluster {
+    rig: Rig,
+    cvctl: PathBuf,
+    client_config: PathBuf,
+    master: ProcId,
+    /// `(host index, process)` per worker.
+    workers: Vec<(usize, ProcId)>,
+}
+
+/// The host of the master.
+const MASTER_HOST: usize = 1;
+
+impl CvCluster {
+    /// Creates a rig of `1 + spec.workers` hosts, the certificates and configs, starts the master and
+    /// the workers, and waits until the master counts every worker live.
+    pub fn start(spec: &ClusterSpec) -> Result<CvCluster, RigError> {
+        let rig = Rig::new(1 + spec.workers)?;
+        let certs = rig.dir().join("certs");
+        let out = run(Command::new(&spec.cvctl).args(["cert", "init", "--cluster", "rig", "--dir"]).arg(&certs))?;
+        check(&out, "cvctl cert init")?;
+        let master_addr = SocketAddrV4::new(rig.host(MASTER_HOST)?.addr, MASTER_PORT);
+
+        let mdir = rig.host_dir(MASTER_HOST)?;
+        let mconf = write(
+            &mdir.join("cv.toml"),
+            &cv_config::master(&certs, master_addr, &mdir.join("journal"), spec.heartbeat_timeout),
+        )?;
+        let master = rig.spawn(MASTER_HOST, "master", &cvctl_cmd(&spec.cvctl, &["master", "--config"], &mconf))?;
+
+        let mut workers = Vec::new();
+        for h in MASTER_HOST + 1..=MASTER_HOST + spec.workers {
+            let data = match spec.worker_disk {
+                Some(bytes) => rig.small_disk(h, bytes)?,
+                None => rig.host_dir(h)?.join("data"),
+            };
+            let file = WorkerFile {
+                master: master_addr,
+                addr: rig.host(h)?.addr,
+                node: format!("rig-worker-h{h}"),
+                data_dir: &data,
+                capacity: spec.worker_capacity,
+                memory_tier: spec.memory_tier,
+                master_call_timeout: Duration::from_secs(1),
+            };
+            let conf = write(&rig.host_dir(h)?.join("cv.toml"), &cv_config::worker(&certs, &file))?;
+            workers.push((
+                h,
+                rig.spawn(h, &format!("worker-h{h}"), &cvctl_cmd(&spec.cvctl, &["worker", "--config"], &conf))?,
+            ));
+        }
+        let client_config =
+            write(&rig.dir().join("client.toml"), &cv_config::client(&certs, master_addr, spec.client_deadline))?;
+        let cluster = CvCluster { rig, cvctl: spec.cvctl.clone(), client_config, master, workers };
+        let hosts: Vec<String> = cluster.worker_hosts().iter().map(|&h| cluster.host_name(h)).collect();
+        cluster.wait_for("every worker live", spec.ready_timeout, |r| hosts.iter().all(|h| r.live(h)))?;
+        Ok(cluster)
+    }
+
+    /// The rig under the cluster (kill, pause, cut links…).
+    pub fn rig(&self) -> &Rig {
+        &self.rig
+    }
+
+    /// The master's process.
+    pub fn master(&self) -> ProcId {
+        self.master
+    }
+
+    /// The host indices of the workers, in order.
+    pub fn worker_hosts(&self) -> Vec<usize> {
+        self.workers.iter().map(|&(h, _)| h).collect()
+    }
+
+    /// The process of the worker on host `index`.
+    pub fn worker(&self, index: usize) -> Result<ProcId, RigError> {
+        self.workers
+            .iter()
+            .find(|&&(h, _)| h == index)
+            .map(|&(_, p)| p)
+            .ok_or_else(|| RigError::Unknown(format!("worker on host {index}")))
+    }
+
+    /// The name the worker on host `index` advertises (its address), as `report` shows it.
+    pub fn host_name(&self, index: usize) -> String {
+        self.rig.host(index).map(|h| h.addr.to_string()).unwrap_or_default()
+    }
+
+    /// The client config file (`cvctl fs --config …`).
+    pub fn client_config(&self) -> &Path {
+        &self.client_config
+    }
+
+    /// Runs `cvctl <args…>` in the root namespace with the client config after `args[0]` (e.g.
+    /// `["fs", "put", a, b]` runs `cvctl fs --config client.toml put a b`).
+    pub fn cvctl(&self, args: &[&str]) -> Result<Output, RigError> {
+        let mut cmd = Command::new(&self.cvctl);
+        if let Some((first, rest)) = args.split_first() {
+            cmd.arg(first).arg("--config").arg(&self.client_config).args(rest);
+        }
+        run(&mut cmd)
+    }
+
+    /// `cvctl fs <args…>`, failing (with the processes' logs) unless it exits 0; its stdout.
+    pub fn fs(&self, args: &[&str]) -> Result<Vec<u8>, RigError> {
+        let mut all = vec!["fs"];
+        all.extend_from_slice(args);
+        let out = self.cvctl(&all)?;
+        check(&out, &format!("cvctl {}", all.join(" "))).map_err(|e| self.with_logs(e))?;
+        Ok(out.stdout)
+    }
+
+    /// `cvctl report --json`, parsed.
+    pub fn report(&self) -> Result<Report, RigError> {
+        let out = self.cvctl(&["report", "--json"])?;
+        check(&out, "cvctl report --json")?;
+        Report::parse(&String::from_utf8_lossy(&out.stdout))
+    }
+
+    /// Polls the report until `ok` holds; the time it took. A timeout names `what`, the last
+    /// report (or its error) and carries every process's log.
+    pub fn wait_for(
+        &self,
+        what: &str,
+        timeout: Duration,
+        mut ok: impl FnMut(&Report) -> bool,
+    ) -> Result<Duration, RigError> {
+        let start = Instant::now();
+        loop {
+            let last = match self.report() {
+                Ok(r) if ok(&r) => return Ok(start.elapsed()),
+                Ok(r) => r.summary(),
+                Err(e) => e.to_string(),
+            };
+            if start.elapsed() > timeout {
+                return Err(RigError::Timeout {
+                    what: format!("{what} within {timeout:?}; last report: {last}"),
+                    logs: self.rig.logs(),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Stops every process and removes the rig, reporting the first error.
+    pub fn shutdown(self) -> Result<(), RigError> {
+        self.rig.shutdown()
+    }
+
+    fn with_logs(&self, e: RigError) -> RigError {
+        match e {
+            RigError::Command { cmd, detail } => {
+                RigError::Command { cmd, detail: format!("{detail}\n{}", self.rig.logs()) }
+            }
+            other => other,
+        }
+    }
+}
+
+fn cvctl_cmd(cvctl: &Path, args: &[&str], config: &Path) -> Command {
+    let mut c = Command::new(cvctl);
+    c.args(args).arg(config).env("CV_LOG", "info");
+    c
+}
+
+fn run(cmd: &mut Command) -> Result<Output, RigError> {
+    cmd.output().map_err(|e| RigError::Command {
+        cmd: cmd.get_program().to_string_lossy().into_owned(),
+        detail: format!("cannot start: {e}"),
+    })
+}
+
+fn check(out: &Output, what: &str) -> Result<(), RigError> {
+    if out.status.success() {
+        return Ok(());
+    }
+    Err(RigError::Command {
+        cmd: what.to_string(),
+        detail: format!("{}: {}", out.status, String::from_utf8_lossy(&out.stderr).trim()),
+    })
+}
+
+fn write(path: &Path, text: &str) -> Result<PathBuf, RigError> {
+    std::fs::write(path, text).map_err(|e| RigError::io(format!("write {}", path.display()), e))?;
+    Ok(path.to_path_buf())
+}
