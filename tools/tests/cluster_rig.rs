@@ -96,3 +96,37 @@ fn files_round_trip_and_dead_or_cut_workers_go_not_live() {
     cluster.shutdown().unwrap();
     eprintln!("whole test {:?}", started.elapsed());
 }
+
+/// Issue 20's first finding: a full worker evicted the only copy of an acknowledged file to
+/// make room for the next one. Blocks written through cv are pinned now, so the worker refuses
+/// the write that does not fit (`NoSpace`) and every file acknowledged before it reads back.
+#[test]
+fn a_full_worker_refuses_the_write_and_keeps_every_acknowledged_file() {
+    if let Some(why) = Rig::unavailable() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    // Room for twelve 4 MiB blocks; each file is five.
+    let spec = ClusterSpec { worker_capacity: 48 << 20, ..ClusterSpec::new(env!("CARGO_BIN_EXE_cvctl"), 1) };
+    let cluster = CvCluster::start(&spec).unwrap();
+    let dir = cluster.rig().dir().join("files");
+    std::fs::create_dir_all(&dir).unwrap();
+    let put = |i: u64| {
+        let data = random_bytes(20 << 20, 100 + i);
+        let local = dir.join(format!("full{i}.bin"));
+        std::fs::write(&local, &data).unwrap();
+        (cluster.fs(&["put", local.to_str().unwrap(), &format!("/full{i}.bin")]), data)
+    };
+    let (a, a_data) = put(0);
+    let (b, b_data) = put(1);
+    a.unwrap();
+    b.unwrap();
+    let (c, _) = put(2);
+    let refused = c.expect_err("a third 20 MiB file does not fit in 48 MiB beside two pinned ones").to_string();
+    assert!(refused.contains("NoSpace"), "the refusal names the cause: {refused}");
+    for (i, data) in [(0, &a_data), (1, &b_data)] {
+        let back = cluster.fs(&["cat", &format!("/full{i}.bin")]).unwrap();
+        assert!(back == *data, "/full{i}.bin: cat returned {} bytes, not the {} put", back.len(), data.len());
+    }
+    cluster.shutdown().unwrap();
+}

@@ -99,8 +99,11 @@ pub(super) async fn create(s: &MasterService, q: Req<'_, Create>) -> Result<Repl
         ));
     }
     let path = parsed(&req.path)?;
-    // Under a mount the blocks are the only copy until the file is in the store.
-    let pin_blocks = s.core.inspect(|st| st.mount_for(&path).is_some());
+    // Blocks written through cv are the only copy of their bytes: under a mount until the
+    // file is in the store (its export unpins them), outside mounts for good. Unpinned, a
+    // full worker would evict them to make room and lose an acknowledged file; pinned, it
+    // refuses the write with NoSpace instead. Only blocks filled from the store are evictable.
+    let pin_blocks = true;
     let created = s.core.begin_create(&path, req.overwrite, req.mode)?.wait_async().await?;
     let ok = CreateOk { file_id: created.file_id, block_size, pin_blocks };
     Ok(q.reply(&ok))

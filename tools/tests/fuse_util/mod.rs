@@ -24,6 +24,9 @@ pub fn mount(extra: &[&str]) -> Mounted {
     let mut opts = ClusterOptions::ephemeral(dir.path());
     // Block data need not be fsynced for these tests; the mount is what is tested.
     opts.sync_data = false;
+    // pjdfstest's open::interact_2gb publishes a file of just over 2 GiB, and blocks written
+    // through cv are pinned (the only copy): the worker must hold it whole, beside the rest.
+    opts.capacity = cv_net::config::ByteSize::gib(3);
     let cluster = rt.block_on(LocalCluster::start(&opts)).unwrap();
     let mnt = dir.path().join("mnt");
     std::fs::create_dir(&mnt).unwrap();

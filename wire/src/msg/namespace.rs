@@ -118,8 +118,9 @@ pub struct CreateOk {
     pub file_id: u64,
     /// Block size in force for the file.
     pub block_size: u64,
-    /// Write blocks pinned: the file is under an fs-mode mount and its
-    /// blocks are the only copy until it is exported.
+    /// Write blocks pinned (never evicted): they are the only copy of the file, outside
+    /// mounts for good and under a mount until it is exported, which unpins them. Masters
+    /// of protocol version 5 always set it.
     pub pin_blocks: bool,
 }
 
