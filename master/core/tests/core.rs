@@ -146,6 +146,25 @@ fn tick_marks_silent_workers_lost() {
     assert_eq!(core.tick().unwrap(), Default::default());
 }
 
+/// A restarted master counts a worker's silence from its own start: the heartbeats it missed
+/// while down do not make it declare the worker's blocks lost the moment it is back.
+#[test]
+fn a_restarted_master_gives_workers_a_heartbeat_timeout_to_come_back() {
+    let (j, s, clock) = (MemStorage::new(), MemStorage::new(), ManualClock::new(0));
+    let cfg = MasterConfig { heartbeat_timeout: Duration::from_secs(10), ..MasterConfig::default() };
+    let core = mem_core(&j, &s, &clock, cfg.clone());
+    let w = core.register_worker(None, "a", vec![1], 1).unwrap();
+    drop(core);
+    // Down for longer than the timeout: the journal's last heartbeat is 30 s old.
+    clock.advance(Duration::from_secs(30));
+    let core = mem_core(&j, &s, &clock, cfg);
+    assert_eq!(core.tick().unwrap(), Default::default(), "lost at once after the restart");
+    clock.advance(Duration::from_secs(10));
+    assert_eq!(core.tick().unwrap(), Default::default(), "lost before a whole timeout since the start");
+    clock.advance(Duration::from_millis(1));
+    assert_eq!(core.tick().unwrap().lost_workers, vec![w], "silent for a whole timeout since the start");
+}
+
 #[test]
 fn delete_hands_block_deletes_to_the_worker() {
     let (j, s, clock) = (MemStorage::new(), MemStorage::new(), ManualClock::new(0));

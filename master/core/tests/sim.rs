@@ -166,9 +166,10 @@ impl Model {
         self.workers.values().any(|w| w.live)
     }
 
-    fn tick(&mut self, now: u64) {
+    /// `started`: when the master last started; silence counts from then at the earliest.
+    fn tick(&mut self, now: u64, started: u64) {
         for w in self.workers.values_mut() {
-            if w.live && now.saturating_sub(w.last_hb) > TIMEOUT_MS {
+            if w.live && now.saturating_sub(w.last_hb.max(started)) > TIMEOUT_MS {
                 w.live = false;
             }
         }
@@ -209,6 +210,8 @@ struct Sim {
     cfg: MasterConfig,
     core: Option<MasterCore>,
     model: Model,
+    /// When the master last started (its restart grace period).
+    started: u64,
     restarts: u32,
     uncertain: u32,
 }
@@ -243,6 +246,7 @@ impl Sim {
             cfg,
             core: None,
             model: Model::new(),
+            started: 0,
             restarts: 0,
             uncertain: 0,
         };
@@ -257,6 +261,7 @@ impl Sim {
     fn start(&mut self) {
         let storages = Storages { journal: Box::new(self.j.clone()), snapshot: Box::new(self.s.clone()) };
         let clock = Arc::new(self.clock.clone());
+        self.started = self.clock.now_ms_pub();
         self.core = Some(MasterCore::start(self.cfg.clone(), storages, clock).expect("recovery"));
     }
 
@@ -415,7 +420,7 @@ impl Sim {
             }
             _ => {
                 self.clock.advance(Duration::from_millis(self.rng.gen_range(0..6_000)));
-                next.tick(self.clock.now_ms_pub());
+                next.tick(self.clock.now_ms_pub(), self.started);
                 (self.core().tick().map(|_| ()), Ok(()))
             }
         };

@@ -90,6 +90,9 @@ pub struct MasterCore {
     config: MasterConfig,
     clock: Arc<dyn Clock>,
     recovery: RecoveryInfo,
+    /// When this core started (the injected clock): the journal's last heartbeats are from
+    /// before the restart, so every worker gets a heartbeat timeout from here to reconnect.
+    started_ms: u64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -132,6 +135,7 @@ impl MasterCore {
             ring: Ring::default(),
             ring_epoch: u64::MAX,
         };
+        let started_ms = clock.now_ms();
         Ok(Self {
             inner: Mutex::new(inner),
             tails: Mutex::new(TailCache::new(config.tail_budget_bytes)),
@@ -139,6 +143,7 @@ impl MasterCore {
             config,
             clock,
             recovery,
+            started_ms,
         })
     }
 

@@ -84,12 +84,14 @@ impl MasterCore {
         self.begin_heartbeat(worker_id, capacity, used, added, removed)?.wait()
     }
 
-    /// Marks workers silent for longer than the heartbeat timeout as lost.
+    /// Marks workers silent for longer than the heartbeat timeout as lost. A restarted core
+    /// counts silence from its start at the earliest: heartbeats could not reach it while it
+    /// was down, so each worker gets a whole timeout to reconnect before its blocks are lost.
     pub fn tick(&self) -> Result<TickReport> {
         let timeout = self.config.heartbeat_timeout.as_millis() as u64;
         let mut lost = Vec::new();
         let result = self.submit(|g, now| {
-            lost = g.state.expired_workers(now, timeout);
+            lost = g.state.expired_workers(now, timeout, self.started_ms);
             if lost.is_empty() {
                 // Nothing to journal: signal "no mutation" through a typed error caught below.
                 return Err(Error::new(ErrorKind::NotFound, "no expired workers"));

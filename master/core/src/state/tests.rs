@@ -191,7 +191,7 @@ fn lost_workers_report_missing_blocks_and_revive() {
     let w2 = worker(&mut st, 2);
     let f = create(&mut st, "/f", false).unwrap();
     let b = add_block(&mut st, f, w1).unwrap();
-    assert_eq!(st.expired_workers(1_000, 500), vec![w1, w2]);
+    assert_eq!(st.expired_workers(1_000, 500, 0), vec![w1, w2]);
     let epoch = st.live_epoch();
     let lost = st.apply(&Mutation::WorkersLost { worker_ids: vec![w1], now: 1_000 }).unwrap();
     assert_eq!(lost, Applied::WorkersLost { missing_blocks: vec![b] });
@@ -201,7 +201,7 @@ fn lost_workers_report_missing_blocks_and_revive() {
     let hb = Mutation::Heartbeat { worker_id: w1, now: 2_000, capacity: 1, used: 0, added: vec![], removed: vec![] };
     st.apply(&hb).unwrap();
     assert_eq!(st.live_shards().len(), 4);
-    assert_eq!(st.expired_workers(2_100, 500), vec![w2]);
+    assert_eq!(st.expired_workers(2_100, 500, 0), vec![w2]);
 }
 
 #[test]

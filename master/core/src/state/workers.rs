@@ -113,12 +113,13 @@ impl State {
         Ok(Applied::WorkersLost { missing_blocks: missing })
     }
 
-    /// Live workers whose last heartbeat is older than `timeout_ms` at `now`.
-    pub fn expired_workers(&self, now: u64, timeout_ms: u64) -> Vec<WorkerId> {
+    /// Live workers silent for more than `timeout_ms` at `now`, counting silence from their
+    /// last heartbeat or from `not_before` (when the master started), whichever is later.
+    pub fn expired_workers(&self, now: u64, timeout_ms: u64, not_before: u64) -> Vec<WorkerId> {
         self.data
             .workers
             .values()
-            .filter(|w| w.live && now.saturating_sub(w.last_heartbeat) > timeout_ms)
+            .filter(|w| w.live && now.saturating_sub(w.last_heartbeat.max(not_before)) > timeout_ms)
             .map(|w| w.id)
             .collect()
     }
