@@ -13,7 +13,7 @@ use bytes::{Buf, Bytes};
 use cv_net::rpc::{self, Conn};
 use cv_net::{NetError, NetErrorKind, timeline};
 use cv_wire::msg::{ReadBlock, ReadBlockOk};
-use cv_wire::{Flags, Kind, Message, TRAILER_LEN, WireError, WireErrorKind};
+use cv_wire::{Flags, Inbound, Kind, Message, TRAILER_LEN, WireError, WireErrorKind};
 use std::collections::VecDeque;
 
 /// Where a block read's bytes go.
@@ -165,12 +165,12 @@ pub(crate) async fn read_block(conn: &Conn, req: &ReadBlock, mut dst: Dst<'_>) -
     let (mut send, mut recv) = conn.quinn().open_bi().await.map_err(|e| net("open stream", e))?;
     rpc::write_frame(&mut send, &frame, &[]).await?;
 
-    let (inbound, body) = rpc::read_head(&mut recv, &LIMITS).await?;
+    let inbound = rpc::read_head(&mut recv, &LIMITS).await?;
     cv_net::timeline_mark!(timeline::FIRST, port(), id);
     let header = *inbound.header();
     let known = [Flags::default(), Flags(Flags::PAYLOAD_CRC_AFTER)];
     if header.kind != Kind::ReadBlockOk || !known.contains(&header.flags) {
-        return Err(other_reply(&mut recv, (inbound, body)).await);
+        return Err(other_reply(&mut recv, inbound).await);
     }
     let got = header.payload_len as usize;
     if got != want {
@@ -180,7 +180,7 @@ pub(crate) async fn read_block(conn: &Conn, req: &ReadBlock, mut dst: Dst<'_>) -
         ));
     }
 
-    let mut check = inbound.check(&body).map_err(wire)?;
+    let mut check = inbound.check().map_err(wire)?;
     if let Dst::Received(r) = &mut dst {
         r.clear();
     }
@@ -209,7 +209,7 @@ pub(crate) async fn read_block(conn: &Conn, req: &ReadBlock, mut dst: Dst<'_>) -
     let trailer = &mut trailer[..check.trailer_len()];
     recv.read_exact(trailer).await.map_err(read_exact_err)?;
     check.finish(trailer).map_err(|e| bad_bytes(req.block_id, e))?;
-    let ok = ReadBlockOk::access(&body).map_err(wire)?;
+    let ok = ReadBlockOk::access(inbound.body()).map_err(wire)?;
     ReadBlockOk::check(ok, &LIMITS).map_err(wire)?;
     rpc::end_read(recv)?;
     cv_net::timeline_mark!(timeline::DONE, port(), id);
@@ -218,8 +218,8 @@ pub(crate) async fn read_block(conn: &Conn, req: &ReadBlock, mut dst: Dst<'_>) -
 
 /// The rest of a reply that is not a plain `ReadBlockOk`, read and verified as any frame,
 /// turned into the error it is: the server's error, or an unexpected kind.
-async fn other_reply(recv: &mut quinn::RecvStream, head: rpc::Head) -> Error {
-    let flags = head.0.header().flags;
+async fn other_reply(recv: &mut quinn::RecvStream, head: Inbound) -> Error {
+    let flags = head.header().flags;
     let checked = rpc::read_rest(recv, head, &LIMITS)
         .await
         .and_then(rpc::check_reply)

@@ -8,7 +8,6 @@ use crate::error::{NetError, NetErrorKind};
 use crate::quic::{TransportSettings, bind_udp, client_config, server_config};
 use crate::tls::{Identity, SERVER_NAME};
 use cv_wire::msg::{ErrorReply, Hello, HelloOk, Role};
-use cv_wire::rkyv::util::AlignedVec;
 use cv_wire::{
     EncodedFrame, ErrorCode, Frame, HEADER_LEN, Held, Inbound, Limits, Message, PROTOCOL_VERSION, RequestBudget,
 };
@@ -65,12 +64,9 @@ pub fn client_endpoint(identity: &Identity, settings: &TransportSettings) -> Res
     Ok(ep)
 }
 
-/// A frame's header (parsed once) and body, read; its payload is still on the stream.
-pub type Head = (Inbound, AlignedVec);
-
 /// Reads a frame's header, checked against `limits` before anything is allocated, then
-/// its body.
-pub async fn read_head(recv: &mut quinn::RecvStream, limits: &Limits) -> Result<Head, NetError> {
+/// its body; the payload is still on the stream.
+pub async fn read_head(recv: &mut quinn::RecvStream, limits: &Limits) -> Result<Inbound, NetError> {
     let inbound = read_header(recv, limits).await?;
     read_body(recv, inbound).await
 }
@@ -83,10 +79,9 @@ async fn read_header(recv: &mut quinn::RecvStream, limits: &Limits) -> Result<In
 }
 
 /// Reads the body that the header announces.
-async fn read_body(recv: &mut quinn::RecvStream, inbound: Inbound) -> Result<Head, NetError> {
-    let mut body = inbound.body_buf();
-    recv.read_exact(&mut body).await.map_err(read_err)?;
-    Ok((inbound, body))
+async fn read_body(recv: &mut quinn::RecvStream, mut inbound: Inbound) -> Result<Inbound, NetError> {
+    recv.read_exact(inbound.body_mut()).await.map_err(read_err)?;
+    Ok(inbound)
 }
 
 /// Reads one frame: header first (checked against `limits` before anything
@@ -112,8 +107,7 @@ async fn read_request(
 }
 
 /// Reads the payload that follows `head` and checks the whole frame.
-pub async fn read_rest(recv: &mut quinn::RecvStream, head: Head, limits: &Limits) -> Result<Frame, NetError> {
-    let (inbound, body) = head;
+pub async fn read_rest(recv: &mut quinn::RecvStream, inbound: Inbound, limits: &Limits) -> Result<Frame, NetError> {
     // Chunks appended as they come: no zero-filling of a buffer the stream then overwrites.
     let want = inbound.header().after_body_len();
     let mut payload = Vec::with_capacity(want);
@@ -123,7 +117,7 @@ pub async fn read_rest(recv: &mut quinn::RecvStream, head: Head, limits: &Limits
             None => return Err(read_err(quinn::ReadExactError::FinishedEarly(payload.len()))),
         }
     }
-    Ok(inbound.finish(body, payload, limits)?)
+    Ok(inbound.finish(payload, limits)?)
 }
 
 /// How long [`end_read`] lets a stream's end be late before it gives up on it.

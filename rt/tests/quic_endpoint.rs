@@ -8,12 +8,6 @@
 //! - `U` upload: the reply is crc32 (u32) and length (u64) of the payload.
 //! - `X` early drop: the server drops the receive half unread, replies `ok`.
 //! - `R` abandon: the server drops both halves at once (reset + stop).
-#![allow(
-    clippy::disallowed_types,
-    clippy::disallowed_methods,
-    clippy::disallowed_macros,
-    reason = "the peer is a stock quinn client on tokio; the ban is for the runtime's own code"
-)]
 
 use std::cell::RefCell;
 use std::net::SocketAddr;

@@ -3,9 +3,9 @@
 //!
 //! The header is parsed once, into an [`Inbound`], and checked against the limits before
 //! anything is allocated. A server then reserves what the request will buffer from its
-//! connection's [`RequestBudget`], reads the body and the rest through its own stream type,
-//! and [`Inbound::finish`] verifies the checksum and yields the [`Frame`] without parsing the
-//! header again.
+//! connection's [`RequestBudget`], reads the body into [`Inbound::body_mut`] and the rest
+//! through its own stream type, and [`Inbound::finish`] verifies the checksum and yields the
+//! [`Frame`] without parsing the header again.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,18 +16,22 @@ use crate::error::{WireError, WireErrorKind};
 use crate::frame::{Frame, FrameCheck, FrameHeader, HEADER_LEN};
 use crate::limits::Limits;
 
-/// A frame whose header has arrived: raw bytes and their parsed, limit-checked form.
+/// A frame as it arrives: its header (raw bytes and their parsed, limit-checked form), then
+/// its body; what follows the body is still on the stream.
 #[derive(Debug)]
 pub struct Inbound {
     raw: [u8; HEADER_LEN],
     header: FrameHeader,
+    /// Empty (not allocated) until [`Inbound::body_mut`].
+    body: AlignedVec,
 }
 
 impl Inbound {
     /// Parses and checks the header (magic, version, kind, declared lengths against `limits`).
+    /// Allocates nothing.
     pub fn parse(raw: [u8; HEADER_LEN], limits: &Limits) -> Result<Inbound, WireError> {
         let header = FrameHeader::parse(&raw, limits)?;
-        Ok(Inbound { raw, header })
+        Ok(Inbound { raw, header, body: AlignedVec::new() })
     }
 
     /// The parsed header.
@@ -35,23 +39,32 @@ impl Inbound {
         &self.header
     }
 
-    /// A zeroed, aligned buffer of exactly the body's length, to read the body into.
-    pub fn body_buf(&self) -> AlignedVec {
-        let mut body = AlignedVec::with_capacity(self.header.body_len as usize);
-        body.resize(self.header.body_len as usize, 0);
-        body
+    /// The body's buffer, to read exactly the body into: allocated (zeroed, aligned) on the
+    /// first call, once the caller has reserved it from its budget.
+    pub fn body_mut(&mut self) -> &mut [u8] {
+        let len = self.header.body_len as usize;
+        if self.body.len() != len {
+            self.body.reserve_exact(len);
+            self.body.resize(len, 0);
+        }
+        &mut self.body
+    }
+
+    /// The body as read into [`Inbound::body_mut`].
+    pub fn body(&self) -> &[u8] {
+        &self.body
     }
 
     /// Starts the checksum of a frame whose payload the caller streams elsewhere (a block
     /// write into the store) instead of gathering it.
-    pub fn check(&self, body: &[u8]) -> Result<FrameCheck, WireError> {
-        FrameCheck::new(&self.raw, &self.header, body)
+    pub fn check(&self) -> Result<FrameCheck, WireError> {
+        FrameCheck::new(&self.raw, &self.header, &self.body)
     }
 
-    /// Completes the frame with its body and the [`FrameHeader::after_body_len`] bytes after
-    /// it (the payload, and its crc when the frame carries it there), and verifies the checksum.
-    pub fn finish(self, body: AlignedVec, after_body: Vec<u8>, limits: &Limits) -> Result<Frame, WireError> {
-        Frame::assemble(self.raw, self.header, body, after_body, limits)
+    /// Completes the frame with the [`FrameHeader::after_body_len`] bytes after its body (the
+    /// payload, and its crc when the frame carries it there), and verifies the checksum.
+    pub fn finish(self, after_body: Vec<u8>, limits: &Limits) -> Result<Frame, WireError> {
+        Frame::assemble(self.raw, self.header, self.body, after_body, limits)
     }
 }
 
@@ -167,13 +180,15 @@ mod tests {
         let wire = encode(&Ping { nonce: 9 }, 3, b"abc").unwrap();
         let mut bytes = wire.head().to_vec();
         bytes.extend_from_slice(b"abc");
-        let head = inbound(&wire);
-        let body_len = head.header().body_len as usize;
-        let mut body = head.body_buf();
-        body.copy_from_slice(&bytes[HEADER_LEN..HEADER_LEN + body_len]);
-        let frame = head.finish(body.clone(), b"abc".to_vec(), &Limits::DEFAULT).unwrap();
+        let read = |after: &[u8]| {
+            let mut head = inbound(&wire);
+            let body_len = head.header().body_len as usize;
+            head.body_mut().copy_from_slice(&bytes[HEADER_LEN..HEADER_LEN + body_len]);
+            head.finish(after.to_vec(), &Limits::DEFAULT)
+        };
+        let frame = read(b"abc").unwrap();
         assert_eq!((frame.header().request_id, frame.payload()), (3, &b"abc"[..]));
-        let bad = inbound(&wire).finish(body, b"abd".to_vec(), &Limits::DEFAULT).unwrap_err();
+        let bad = read(b"abd").unwrap_err();
         assert_eq!(bad.kind(), WireErrorKind::Checksum);
     }
 }

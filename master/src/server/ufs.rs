@@ -118,7 +118,7 @@ impl UfsLayer {
     pub(super) async fn before_open(&self, core: &MasterCore, path: &CvPath) -> Result<(), Fail> {
         let Some(m) = Self::cache_mount(core, path) else { return Ok(()) };
         let ttl = ttl(&m)?;
-        if self.is_fresh(path.as_str(), ttl) && self.has_tail(core, path) {
+        if self.is_fresh(path.as_str(), ttl) && core.has_tail(path) {
             return Ok(());
         }
         let guard = self.flight(path.as_str()).await;
@@ -126,10 +126,6 @@ impl UfsLayer {
         drop(guard);
         self.done_flight(path.as_str());
         r
-    }
-
-    fn has_tail(&self, core: &MasterCore, path: &CvPath) -> bool {
-        core.has_tail(path)
     }
 
     async fn refresh_file(&self, core: &MasterCore, m: &Mount, path: &CvPath, ttl: Duration) -> Result<(), Fail> {

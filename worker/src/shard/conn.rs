@@ -7,10 +7,10 @@ use std::time::Duration;
 use cv_net::timeline;
 use cv_rt::Gate;
 use cv_wire::msg::{Hello, HelloOk, Role};
-use cv_wire::{ErrorCode, Held, Limits, PROTOCOL_VERSION, RequestBudget};
+use cv_wire::{ErrorCode, Held, Inbound, Limits, PROTOCOL_VERSION, RequestBudget};
 
 use super::fill::Fills;
-use super::frame_io::{Head, ReadFail, read_body, read_frame, read_header};
+use super::frame_io::{ReadFail, read_body, read_frame, read_header};
 use super::handler;
 use super::reply::Reply;
 use crate::store::BlockStore;
@@ -116,7 +116,7 @@ async fn read_request(
     recv: &mut RecvStream,
     limits: &Limits,
     budget: &RequestBudget,
-) -> Result<(Head, Held), ReadFail> {
+) -> Result<(Inbound, Held), ReadFail> {
     let inbound = read_header(recv, limits).await?;
     let held = budget.hold(inbound.header()).map_err(ReadFail::Wire)?;
     Ok((read_body(recv, inbound).await?, held))

@@ -5,8 +5,7 @@
 
 use std::fmt;
 
-use cv_wire::rkyv::util::AlignedVec;
-use cv_wire::{ErrorCode, Frame, FrameHeader, HEADER_LEN, Inbound, Limits, WireError};
+use cv_wire::{ErrorCode, Frame, HEADER_LEN, Inbound, Limits, WireError};
 
 use cv_rt::quic::{ErrorKind as QuicErrorKind, QuicError, RecvStream};
 
@@ -47,27 +46,8 @@ impl fmt::Display for ReadFail {
     }
 }
 
-/// A request's header (parsed once) and body, read; the payload is still on the stream.
-#[derive(Debug)]
-pub(crate) struct Head {
-    pub(crate) inbound: Inbound,
-    pub(crate) body: AlignedVec,
-}
-
-impl Head {
-    /// The parsed header.
-    pub(crate) fn header(&self) -> &FrameHeader {
-        self.inbound.header()
-    }
-
-    /// Completes the frame with its payload and verifies the checksum.
-    pub(crate) fn into_frame(self, payload: Vec<u8>, limits: &Limits) -> Result<Frame, WireError> {
-        self.inbound.finish(self.body, payload, limits)
-    }
-}
-
 /// Reads the header (parsed against `limits` before any allocation) and the body.
-pub(crate) async fn read_head(recv: &mut RecvStream, limits: &Limits) -> Result<Head, ReadFail> {
+pub(crate) async fn read_head(recv: &mut RecvStream, limits: &Limits) -> Result<Inbound, ReadFail> {
     let inbound = read_header(recv, limits).await?;
     read_body(recv, inbound).await
 }
@@ -81,15 +61,14 @@ pub(crate) async fn read_header(recv: &mut RecvStream, limits: &Limits) -> Resul
 }
 
 /// Reads the body that the header announces.
-pub(crate) async fn read_body(recv: &mut RecvStream, inbound: Inbound) -> Result<Head, ReadFail> {
-    let mut body = inbound.body_buf();
-    recv.read_exact(&mut body).await.map_err(|e| ReadFail::from_quic(e, "body"))?;
-    Ok(Head { inbound, body })
+pub(crate) async fn read_body(recv: &mut RecvStream, mut inbound: Inbound) -> Result<Inbound, ReadFail> {
+    recv.read_exact(inbound.body_mut()).await.map_err(|e| ReadFail::from_quic(e, "body"))?;
+    Ok(inbound)
 }
 
 /// Reads what follows the body of `head`: the payload (its length is already within the
 /// limits) and its trailing crc when the frame has one.
-pub(crate) async fn read_payload(recv: &mut RecvStream, head: &Head) -> Result<Vec<u8>, ReadFail> {
+pub(crate) async fn read_payload(recv: &mut RecvStream, head: &Inbound) -> Result<Vec<u8>, ReadFail> {
     let mut payload = vec![0u8; head.header().after_body_len()];
     recv.read_exact(&mut payload).await.map_err(|e| ReadFail::from_quic(e, "payload"))?;
     Ok(payload)
@@ -99,5 +78,5 @@ pub(crate) async fn read_payload(recv: &mut RecvStream, head: &Head) -> Result<V
 pub(crate) async fn read_frame(recv: &mut RecvStream, limits: &Limits) -> Result<Frame, ReadFail> {
     let head = read_head(recv, limits).await?;
     let payload = read_payload(recv, &head).await?;
-    head.into_frame(payload, limits).map_err(ReadFail::Wire)
+    head.finish(payload, limits).map_err(ReadFail::Wire)
 }

@@ -8,18 +8,18 @@ use cv_wire::msg::{
     ArchivedBlockSource, BlockSource, DeleteBlocks, Done, Ping, Pong, ReadBlock, ReadBlockOk, StatBlock, StatBlockOk,
     UfsRef, WriteBlock, WriteBlockOk,
 };
-use cv_wire::{ErrorCode, Frame, Kind, Message, block_shard};
+use cv_wire::{ErrorCode, Frame, Inbound, Kind, Message, block_shard};
 
 use super::codes::store_code;
 use super::conn::ShardCtx;
 use super::fill::FillError;
-use super::frame_io::{Head, ReadFail, read_payload};
+use super::frame_io::{ReadFail, read_payload};
 use super::reply::Reply;
 use crate::store::{ErrorKind, StoreError, Verify, clamp};
 use cv_rt::quic::{RecvStream, VarInt};
 
 /// Answers one request whose header and body have been read.
-pub(crate) async fn dispatch(ctx: &ShardCtx, head: Head, recv: &mut RecvStream) -> Reply {
+pub(crate) async fn dispatch(ctx: &ShardCtx, head: Inbound, recv: &mut RecvStream) -> Reply {
     let id = head.header().request_id;
     if head.header().kind == Kind::WriteBlock {
         return write_block(ctx, head, recv).await;
@@ -37,7 +37,7 @@ pub(crate) async fn dispatch(ctx: &ShardCtx, head: Head, recv: &mut RecvStream) 
     } else {
         Vec::new()
     };
-    let frame = match head.into_frame(payload, &ctx.limits) {
+    let frame = match head.finish(payload, &ctx.limits) {
         Ok(f) => f,
         Err(e) => return Reply::error(id, e.code(), &e.to_string(), None),
     };
@@ -213,7 +213,7 @@ async fn delete_blocks(ctx: &ShardCtx, frame: &Frame) -> Result<Reply, Refusal> 
 
 /// Streams the payload into a block writer, verifies the frame checksum over everything
 /// received, and only then commits. Any failure drops the writer: nothing becomes visible.
-async fn write_block(ctx: &ShardCtx, head: Head, recv: &mut RecvStream) -> Reply {
+async fn write_block(ctx: &ShardCtx, head: Inbound, recv: &mut RecvStream) -> Reply {
     let id = head.header().request_id;
     let refuse = |recv: &mut RecvStream, r: Refusal| {
         // The rest of the payload is not wanted: give the stream's credit back.
@@ -221,7 +221,7 @@ async fn write_block(ctx: &ShardCtx, head: Head, recv: &mut RecvStream) -> Reply
         r.reply(id)
     };
     let (block_id, pinned) =
-        match WriteBlock::access(&head.body).and_then(|a| WriteBlock::check(a, &ctx.limits).map(|_| a)) {
+        match WriteBlock::access(head.body()).and_then(|a| WriteBlock::check(a, &ctx.limits).map(|_| a)) {
             Ok(req) => (req.block_id.to_native(), req.pinned),
             Err(e) => return refuse(recv, e.into()),
         };
@@ -233,7 +233,7 @@ async fn write_block(ctx: &ShardCtx, head: Head, recv: &mut RecvStream) -> Reply
         Ok(w) => w,
         Err(e) => return refuse(recv, e.into()),
     };
-    let mut check = match head.inbound.check(&head.body) {
+    let mut check = match head.check() {
         Ok(c) => c,
         Err(e) => return refuse(recv, e.into()),
     };
