@@ -65,6 +65,7 @@ fn sample(blocks: usize) -> OpenOk {
                 worker_id: i % 3,
                 shard: (i % 2) as u16,
                 addr: cv_wire::msg::ShardAddr::new(([10, 0, 0, (i % 3) as u8], 7200).into()),
+                lost: false,
             })
             .collect(),
         tail_cached: true,

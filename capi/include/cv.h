@@ -54,6 +54,9 @@ extern "C" {
 #define CV_ERR_EOF 17               /* a read that must be complete passes the end */
 #define CV_ERR_INTERNAL 18          /* a bug in the library (caught) */
 #define CV_ERR_UNSUPPORTED 19       /* not done by cv, e.g. a rename across mounts */
+#define CV_ERR_WORKER_UNREACHABLE 20 /* a worker cannot be reached, after failover (retryable) */
+#define CV_ERR_DATA_LOSS 21         /* the only copy of acknowledged bytes is gone */
+#define CV_ERR_STORE_UNAVAILABLE 22 /* the object store failed or is unreachable (retryable) */
 
 /* Handles. */
 typedef uint64_t cv_client_t;

@@ -369,6 +369,7 @@ mod tests {
             worker_id: 1,
             shard: 0,
             addr: cv_wire::msg::ShardAddr::new(server.addr),
+            lost: false,
         };
         let status = FileStatus {
             id: 1,

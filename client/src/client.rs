@@ -80,27 +80,57 @@ impl Client {
         .await
     }
 
-    /// Reads `req.len` bytes of a block from the shard at `addr` into `dst`, with the
-    /// deadline and retries of [`Client::call`]. On error `dst` holds unspecified bytes.
+    /// Reads `req.len` bytes of block `loc` from its shard into `dst`, with the retries of
+    /// [`Client::call`] until `deadline`. On error `dst` holds unspecified bytes.
     ///
     /// After a `Corrupt` answer (bytes failing their checksum here, or the worker's own
     /// finding) the retries ask the worker to check every chunk (`verify`): a corrupt block is
     /// then dropped there and, if it has a source, fetched again.
-    pub(crate) async fn read_block(&self, addr: SocketAddr, req: &ReadBlock, mut dst: Dst<'_>) -> Result<()> {
-        let mut attempts = Attempts::new(&self.inner.settings, "read block");
+    ///
+    /// A shard that cannot be dialed, or whose connection dies under the read (silent past the
+    /// transport's idle timeout: a dead, paused or cut-off worker), is not tried again:
+    /// `WorkerUnreachable`, naming it, for the caller to fail over.
+    pub(crate) async fn read_block(
+        &self,
+        loc: &BlockLoc,
+        req: &ReadBlock,
+        mut dst: Dst<'_>,
+        deadline: tokio::time::Instant,
+    ) -> Result<()> {
+        let addr = loc.addr.socket_addr();
+        let pool = &self.inner.pool;
+        let unreachable = |why: &dyn std::fmt::Display| {
+            let (w, s) = (loc.worker_id, loc.shard);
+            Error::new(ErrorKind::WorkerUnreachable, format!("worker {w} shard {s} at {addr}: {why}"))
+        };
+        if let Some(since) = pool.down_since(addr) {
+            return Err(unreachable(&format_args!("unreachable {} ms ago", since.as_millis())));
+        }
+        let mut attempts = Attempts::until(&self.inner.settings, "read block", deadline);
         let mut verified: Option<ReadBlock> = None;
         loop {
             let req = verified.as_ref().unwrap_or(req);
             let attempt = async {
-                let conn = self.inner.pool.get(addr).await?;
+                let conn = match pool.get(addr).await {
+                    Ok(c) => c,
+                    Err(e) if matches!(e.kind(), ErrorKind::Unavailable | ErrorKind::Timeout) => {
+                        pool.mark_down(addr);
+                        return Err(unreachable(&format_args!("cannot connect: {}", e.message())));
+                    }
+                    Err(e) => return Err(e),
+                };
                 let res = crate::block::read_block(&conn, req, dst.reborrow()).await;
-                if res.is_err() && conn.is_closed() {
-                    self.inner.pool.forget(addr);
+                match res {
+                    Err(e) if conn.is_closed() => {
+                        pool.mark_down(addr);
+                        Err(unreachable(&format_args!("connection lost: {}", e.message())))
+                    }
+                    other => other,
                 }
-                res
             };
             match attempts.run(attempt).await {
                 Ok(()) => return Ok(()),
+                Err(e) if e.kind() == ErrorKind::WorkerUnreachable => return Err(e),
                 Err(e) => {
                     if e.kind() == ErrorKind::Corrupt && !req.verify {
                         verified = Some(ReadBlock { verify: true, ..req.clone() });
@@ -233,7 +263,7 @@ impl Client {
 
     /// Closes every connection and waits (at most a second) until the servers have been
     /// told. Without the wait, a process that exits right after closing leaves its
-    /// connections open on the master and the shards until their idle timeout (30 s), each
+    /// connections open on the master and the shards until their idle timeout, each
     /// counting against the shards' connection cap.
     pub async fn shutdown(&self) {
         self.inner.pool.close();

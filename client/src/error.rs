@@ -72,6 +72,16 @@ error_kinds! {
     Other = 15, retry: false;
     /// A request cv does not carry out, such as a rename across a mount boundary.
     Unsupported = 19, retry: false;
+    /// A worker did not answer within the transport's idle timeout, or could not be dialed;
+    /// the message names the worker, its shard and address. Reads fail over before they
+    /// report it: this is what is left when no other owner could serve either.
+    WorkerUnreachable = 20, retry: true;
+    /// Acknowledged bytes whose only copy is gone: their worker is lost, or its disk dropped
+    /// the block (a checksum failure, a lost disk). The message names the file and the block.
+    DataLoss = 21, retry: false;
+    /// The object store behind a mount failed or could not be reached (after the server's own
+    /// retries); the message names the store and what failed.
+    StoreUnavailable = 22, retry: true;
 }
 
 /// A client error.
@@ -131,7 +141,9 @@ fn kind_of(code: ErrorCode) -> ErrorKind {
         ErrorCode::NoSpace => ErrorKind::NoSpace,
         ErrorCode::VersionMismatch | ErrorCode::Malformed | ErrorCode::LimitExceeded => ErrorKind::Protocol,
         ErrorCode::Unsupported => ErrorKind::Unsupported,
-        ErrorCode::Internal | ErrorCode::UfsFailed => ErrorKind::Other,
+        ErrorCode::UfsFailed => ErrorKind::StoreUnavailable,
+        ErrorCode::DataLoss => ErrorKind::DataLoss,
+        ErrorCode::Internal => ErrorKind::Other,
     }
 }
 
@@ -188,7 +200,14 @@ mod tests {
             assert_eq!(Error::new(k, "x").retryable(), k.retryable(), "{k:?}");
         }
         let retryable: Vec<_> = ErrorKind::ALL.iter().filter(|k| k.retryable()).collect();
-        assert_eq!(retryable, [&ErrorKind::Timeout, &ErrorKind::Unavailable, &ErrorKind::Corrupt]);
+        let want = [
+            ErrorKind::Timeout,
+            ErrorKind::Unavailable,
+            ErrorKind::Corrupt,
+            ErrorKind::WorkerUnreachable,
+            ErrorKind::StoreUnavailable,
+        ];
+        assert_eq!(retryable, want.iter().collect::<Vec<_>>());
     }
 
     #[test]

@@ -5,8 +5,11 @@ use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
 use crate::reader::SequentialReader;
 use cv_wire::msg::{BlockLoc, BlockSource, FileStatus, ReadBlock, UfsRef};
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use tokio::task::JoinSet;
+use tokio::time::{Instant, sleep};
 
 /// An open file. Reads that fall inside the tail are served from memory.
 #[derive(Clone, Debug)]
@@ -22,6 +25,10 @@ pub(crate) struct FileInner {
     tail: Option<(u64, Vec<u8>)>,
     /// The object behind a file cached from object storage.
     ufs: Option<UfsRef>,
+    /// Blocks whose owner became unreachable after the open, where the master says they are
+    /// now (by block id). Empty, and not locked, until a read fails over.
+    moved: Mutex<HashMap<u64, BlockLoc>>,
+    any_moved: AtomicBool,
 }
 
 impl FileInner {
@@ -29,6 +36,46 @@ impl FileInner {
     fn source(&self, loc: &BlockLoc) -> Option<BlockSource> {
         let object = self.ufs.clone()?;
         Some(BlockSource { object, offset: loc.offset, len: loc.len })
+    }
+
+    /// Where block `loc` is read now: where the open said, or where a failover moved it.
+    fn current(&self, loc: &BlockLoc) -> BlockLoc {
+        if self.any_moved.load(Ordering::Acquire)
+            && let Some(moved) = self.moved.lock().expect("moved lock").get(&loc.block_id)
+        {
+            return moved.clone();
+        }
+        loc.clone()
+    }
+
+    /// Asks the master where block `loc` is now (opening the file again: same id and version,
+    /// or the file changed under the reader) and remembers the answer for later reads.
+    async fn relocate(&self, loc: &BlockLoc) -> Result<BlockLoc> {
+        let path = &self.status.path;
+        let again = self.client.open(path).await?;
+        let st = again.status();
+        if (st.id, st.version) != (self.status.id, self.status.version) {
+            return Err(Error::new(
+                ErrorKind::Unavailable,
+                format!(
+                    "{path} changed while a read failed over (version {} is now {}): open it again",
+                    self.status.version, st.version
+                ),
+            ));
+        }
+        let Some(now) = again.blocks().iter().find(|b| b.block_id == loc.block_id) else {
+            return Err(Error::new(ErrorKind::Protocol, format!("{path}: block {} left the block map", loc.block_id)));
+        };
+        self.moved.lock().expect("moved lock").insert(loc.block_id, now.clone());
+        self.any_moved.store(true, Ordering::Release);
+        Ok(now.clone())
+    }
+
+    /// The error a read of block `loc` gets when its only copy is gone.
+    fn data_loss(&self, loc: &BlockLoc, why: &str) -> Error {
+        let (path, id, w) = (&self.status.path, loc.block_id, loc.worker_id);
+        let range = format!("bytes {}..{}", loc.offset, loc.offset + loc.len);
+        Error::new(ErrorKind::DataLoss, format!("{path}: block {id} ({range}) on worker {w}: {why}"))
     }
 }
 
@@ -67,7 +114,8 @@ impl File {
         {
             return Err(Error::new(ErrorKind::Protocol, "tail does not end at the file's end"));
         }
-        Ok(File { inner: Arc::new(FileInner { client, status, blocks, tail, ufs }) })
+        let (moved, any_moved) = (Mutex::new(HashMap::new()), AtomicBool::new(false));
+        Ok(File { inner: Arc::new(FileInner { client, status, blocks, tail, ufs, moved, any_moved }) })
     }
 
     /// File length in bytes.
@@ -158,7 +206,7 @@ impl File {
             if let Some((loc, at)) = self.one_block(offset, len) {
                 // The common case: the reply lands in the caller's buffer, no copy of our own.
                 let dst = Dst::Slice(&mut buf[..len as usize]);
-                fetch(&self.inner.client, loc, self.inner.source(loc), at, len, dst).await?;
+                fetch(&self.inner, loc, at, len, dst).await?;
             } else {
                 let pieces = self.pieces(offset, len, 0);
                 self.fetch_into(pieces, buf).await?;
@@ -176,7 +224,7 @@ impl File {
         }
         let in_tail = self.inner.tail.as_ref().is_some_and(|(t, _)| end > *t);
         if !in_tail && let Some((loc, at)) = self.one_block(offset, end - offset) {
-            return fetch_owned(&self.inner.client, loc, self.inner.source(loc), at, end - offset).await;
+            return fetch_owned(&self.inner, loc, at, end - offset).await;
         }
         let mut buf = vec![0u8; (end - offset) as usize];
         let n = self.read_at(offset, &mut buf).await?;
@@ -205,10 +253,9 @@ impl File {
         let mut set = JoinSet::new();
         for &(s, e) in merged.iter().filter(|(s, _)| *s < tail_off) {
             for p in self.pieces(s, e.min(tail_off) - s, 0) {
-                let client = self.inner.client.clone();
-                let src = self.inner.source(&p.loc);
+                let file = self.inner.clone();
                 let at = s + p.dst as u64;
-                set.spawn(async move { fetch_owned(&client, &p.loc, src, p.offset, p.len).await.map(|b| (at, b)) });
+                set.spawn(async move { fetch_owned(&file, &p.loc, p.offset, p.len).await.map(|b| (at, b)) });
             }
         }
         let mut fetched: Vec<(u64, Received)> = Vec::with_capacity(set.len());
@@ -277,9 +324,8 @@ impl File {
     async fn fetch_into(&self, pieces: Vec<Piece>, buf: &mut [u8]) -> Result<()> {
         let mut set = JoinSet::new();
         for p in pieces {
-            let client = self.inner.client.clone();
-            let src = self.inner.source(&p.loc);
-            set.spawn(async move { fetch_owned(&client, &p.loc, src, p.offset, p.len).await.map(|b| (p.dst, b)) });
+            let file = self.inner.clone();
+            set.spawn(async move { fetch_owned(&file, &p.loc, p.offset, p.len).await.map(|b| (p.dst, b)) });
         }
         while let Some(res) = set.join_next().await {
             let (dst, bytes) = res.map_err(|e| Error::new(ErrorKind::Other, format!("read task: {e}")))??;
@@ -289,30 +335,55 @@ impl File {
     }
 }
 
-/// Reads `len` bytes at `offset` of a block from its shard into `dst`; `source` lets
-/// the shard fetch a block of a cached object it does not hold.
-pub(crate) async fn fetch(
-    client: &Client,
-    loc: &BlockLoc,
-    source: Option<BlockSource>,
-    offset: u64,
-    len: u64,
-    dst: Dst<'_>,
-) -> Result<()> {
-    let addr = loc.addr.socket_addr();
-    let req = ReadBlock { block_id: loc.block_id, offset, len, source, fill_only: false, verify: false };
-    client.read_block(addr, &req, dst).await
+/// Reads `len` bytes at `offset` of block `loc` of `file` into `dst`, within one call
+/// deadline however many owners it takes.
+///
+/// Failover: an owner that is unreachable (`WorkerUnreachable`, after the transport's idle
+/// timeout at most) is not waited on again; the master is asked where the block is now and
+/// the read goes there. A block the object store holds has a new owner as soon as the master
+/// has noticed the loss (its connection to the worker times out the same way), which fills it
+/// from the store; until then the master names the same owner and the ask is repeated, with
+/// backoff. A block whose only copy is gone fails with `DataLoss` naming the file: marked lost
+/// by the master, or missing from the worker that should hold it.
+pub(crate) async fn fetch(file: &FileInner, loc: &BlockLoc, offset: u64, len: u64, mut dst: Dst<'_>) -> Result<()> {
+    let settings = file.client.settings();
+    let deadline = Instant::now() + settings.deadline.get();
+    let mut pause = settings.backoff.get();
+    let mut loc = file.current(loc);
+    loop {
+        if loc.lost {
+            return Err(file.data_loss(&loc, "its only copy is on this worker, which the master has lost"));
+        }
+        let source = file.source(&loc);
+        let cv_only = source.is_none();
+        let req = ReadBlock { block_id: loc.block_id, offset, len, source, fill_only: false, verify: false };
+        let err = match file.client.read_block(&loc, &req, dst.reborrow(), deadline).await {
+            Ok(()) => return Ok(()),
+            Err(e) if e.kind() == ErrorKind::NotFound && cv_only => {
+                return Err(file.data_loss(&loc, &format!("the worker holds no copy ({})", e.message())));
+            }
+            Err(e) if e.kind() == ErrorKind::WorkerUnreachable => e,
+            Err(e) => return Err(e),
+        };
+        if Instant::now() + pause >= deadline {
+            return Err(err);
+        }
+        let now = file.relocate(&loc).await?;
+        if now.addr == loc.addr && !now.lost {
+            // The master has not noticed yet.
+            tracing::debug!(block = loc.block_id, error = %err, "owner unreachable; asking the master again");
+            sleep(pause).await;
+            pause = pause.saturating_mul(2).min(std::time::Duration::from_millis(500));
+        } else {
+            tracing::debug!(block = loc.block_id, from = %loc.addr.socket_addr(), to = %now.addr.socket_addr(), "read fails over");
+        }
+        loc = now;
+    }
 }
 
 /// [`fetch`], keeping the reply's bytes as they were received.
-pub(crate) async fn fetch_owned(
-    client: &Client,
-    loc: &BlockLoc,
-    source: Option<BlockSource>,
-    offset: u64,
-    len: u64,
-) -> Result<Received> {
+pub(crate) async fn fetch_owned(file: &FileInner, loc: &BlockLoc, offset: u64, len: u64) -> Result<Received> {
     let mut bytes = Received::default();
-    fetch(client, loc, source, offset, len, Dst::Received(&mut bytes)).await?;
+    fetch(file, loc, offset, len, Dst::Received(&mut bytes)).await?;
     Ok(bytes)
 }

@@ -7,6 +7,7 @@ use cv_wire::msg::Role;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 use tokio::sync::OnceCell;
 
 type Slot = Arc<OnceCell<Conn>>;
@@ -14,17 +15,24 @@ type Slot = Arc<OnceCell<Conn>>;
 /// Frame limits of every connection the client makes.
 pub(crate) const LIMITS: Limits = Limits::DEFAULT;
 
+/// How long a worker address that could not be reached is not dialed again: reads of it
+/// in that time fail at once and fail over, instead of each waiting out the idle timeout.
+/// About the time the master takes to notice the worker is gone (the same idle timeout).
+const DOWN_FOR: Duration = Duration::from_secs(1);
+
 /// Connections keyed by address.
 #[derive(Debug)]
 pub(crate) struct Pool {
     endpoint: quinn::Endpoint,
     node: String,
     slots: Mutex<HashMap<SocketAddr, Slot>>,
+    /// Worker addresses found unreachable, and when.
+    down: Mutex<HashMap<SocketAddr, Instant>>,
 }
 
 impl Pool {
     pub(crate) fn new(endpoint: quinn::Endpoint, node: String) -> Self {
-        Pool { endpoint, node, slots: Mutex::new(HashMap::new()) }
+        Pool { endpoint, node, slots: Mutex::new(HashMap::new()), down: Mutex::new(HashMap::new()) }
     }
 
     /// The live connection to `addr`, connecting (once, however many callers
@@ -50,6 +58,23 @@ impl Pool {
         }
     }
 
+    /// Marks `addr` unreachable (and drops its connection) for [`DOWN_FOR`].
+    pub(crate) fn mark_down(&self, addr: SocketAddr) {
+        self.forget(addr);
+        self.down.lock().expect("pool lock").insert(addr, Instant::now());
+    }
+
+    /// How long ago `addr` was marked unreachable, if that is recent enough to still count.
+    pub(crate) fn down_since(&self, addr: SocketAddr) -> Option<Duration> {
+        let mut down = self.down.lock().expect("pool lock");
+        let since = down.get(&addr)?.elapsed();
+        if since < DOWN_FOR {
+            return Some(since);
+        }
+        down.remove(&addr);
+        None
+    }
+
     /// Drops the connection to `addr` so the next call reconnects.
     pub(crate) fn forget(&self, addr: SocketAddr) {
         self.slots.lock().expect("pool lock").remove(&addr);
@@ -60,7 +85,7 @@ impl Pool {
     }
 
     /// Waits, at most `limit`, until every connection has told its peer it is closed.
-    pub(crate) async fn wait_idle(&self, limit: std::time::Duration) {
+    pub(crate) async fn wait_idle(&self, limit: Duration) {
         let _ = tokio::time::timeout(limit, self.endpoint.wait_idle()).await;
     }
 }

@@ -21,11 +21,16 @@ pub(crate) struct Attempts<'a> {
 
 impl<'a> Attempts<'a> {
     pub(crate) fn new(settings: &ClientSettings, what: &'a str) -> Self {
-        let limit = settings.deadline.get();
+        Self::until(settings, what, Instant::now() + settings.deadline.get())
+    }
+
+    /// The policy of one part of a call whose deadline is `deadline` (a read that fails over
+    /// from owner to owner spends one deadline on all of them).
+    pub(crate) fn until(settings: &ClientSettings, what: &'a str, deadline: Instant) -> Self {
         Attempts {
             what,
-            limit,
-            deadline: Instant::now() + limit,
+            limit: settings.deadline.get(),
+            deadline,
             backoff: settings.backoff.get(),
             tries: 0,
             retries: settings.retries,

@@ -3,9 +3,11 @@
 use cv_client::{Error, ErrorKind};
 use fuser::Errno;
 
-/// Maps a client error to the errno of the failed call. EIO is kept for real
-/// I/O failures (a worker or the master unreachable after the client's
-/// retries and fallbacks, bytes that failed their checksum, a broken peer).
+/// Maps a client error to the errno of the failed call. Failures of the cluster each keep
+/// an errno of their own, so an application (or its log) can tell them apart: a worker
+/// unreachable after every failover (EHOSTUNREACH), the object store failing (EREMOTEIO),
+/// bytes that failed their checksum (EBADMSG), and acknowledged data that is gone (EIO, what
+/// a disk that lost a sector says). EIO also covers a broken peer or the master unreachable.
 pub fn errno_of(e: &Error) -> Errno {
     match e.kind() {
         ErrorKind::NotFound => Errno::ENOENT,
@@ -19,7 +21,10 @@ pub fn errno_of(e: &Error) -> Errno {
         ErrorKind::Timeout => Errno::ETIMEDOUT,
         // What rename(2) says across file systems: `mv` then copies and deletes.
         ErrorKind::Unsupported => Errno::EXDEV,
-        ErrorKind::Unavailable | ErrorKind::Corrupt | ErrorKind::Protocol | ErrorKind::Config | ErrorKind::Other => {
+        ErrorKind::WorkerUnreachable => Errno::EHOSTUNREACH,
+        ErrorKind::StoreUnavailable => Errno::from_i32(libc::EREMOTEIO),
+        ErrorKind::Corrupt => Errno::EBADMSG,
+        ErrorKind::DataLoss | ErrorKind::Unavailable | ErrorKind::Protocol | ErrorKind::Config | ErrorKind::Other => {
             Errno::EIO
         }
     }
@@ -49,9 +54,24 @@ mod tests {
 
     #[test]
     fn only_failures_of_io_become_eio() {
-        for kind in [ErrorKind::Unavailable, ErrorKind::Corrupt, ErrorKind::Protocol] {
+        for kind in [ErrorKind::Unavailable, ErrorKind::DataLoss, ErrorKind::Protocol] {
             assert_eq!(errno_of(&Error::new(kind, "x")), Errno::EIO, "{kind:?}");
         }
         assert_eq!(errno_of(&Error::new(ErrorKind::Timeout, "x")), Errno::ETIMEDOUT);
+    }
+
+    #[test]
+    fn each_cluster_failure_has_an_errno_of_its_own() {
+        let cases = [
+            ErrorKind::Timeout,
+            ErrorKind::WorkerUnreachable,
+            ErrorKind::StoreUnavailable,
+            ErrorKind::Corrupt,
+            ErrorKind::DataLoss,
+        ];
+        let errnos: std::collections::HashSet<i32> =
+            cases.iter().map(|&k| i32::from(errno_of(&Error::new(k, "x")))).collect();
+        assert_eq!(errnos.len(), cases.len(), "{errnos:?}");
+        assert_eq!(errno_of(&Error::new(ErrorKind::StoreUnavailable, "x")), Errno::from_i32(libc::EREMOTEIO));
     }
 }

@@ -20,9 +20,13 @@ pub struct TransportSettings {
     pub connection_window: ByteSize,
     /// Concurrent bidirectional streams a peer may open (requests in flight).
     pub max_streams: u32,
-    /// PING interval that keeps idle connections (and NAT state) alive.
+    /// PING interval that keeps idle connections (and NAT state) alive, and lets a live peer
+    /// prove it is alive while a long request runs.
     pub keep_alive: Dur,
-    /// A connection silent this long is closed.
+    /// A connection silent this long is closed: how long a dead or cut-off peer (a killed
+    /// worker, a crashed master) goes unnoticed, by a reader waiting on it, by the master
+    /// holding the worker's control connection and by a worker waiting on its master. A
+    /// live peer answers the keep-alive PINGs, so a slow request never trips it.
     pub idle_timeout: Dur,
     /// SO_RCVBUF/SO_SNDBUF of the UDP socket (quinn does not enlarge them).
     pub socket_buffer: ByteSize,
@@ -49,8 +53,10 @@ impl Default for TransportSettings {
             stream_window: ByteSize::mib(8),
             connection_window: ByteSize::mib(64),
             max_streams: 1024,
-            keep_alive: Dur::secs(5),
-            idle_timeout: Dur::secs(30),
+            // A dead peer is noticed within 1.5 s (failover's budget is 2 s), at the cost of
+            // two PINGs a second per idle connection.
+            keep_alive: Dur::millis(500),
+            idle_timeout: Dur::millis(1500),
             socket_buffer: ByteSize::mib(4),
             ack_threshold: 64,
             max_udp_payload: ByteSize(JUMBO_UDP_PAYLOAD),

@@ -310,6 +310,9 @@ pub struct Peer {
     pub role: Role,
     /// Node name announced in the hello.
     pub node: String,
+    /// This connection's id, unique among the endpoint's connections (quinn's `stable_id`):
+    /// what [`Service::closed`] names.
+    pub conn: usize,
 }
 
 /// Boxed future returned by a [`Service`].
@@ -321,6 +324,11 @@ pub trait Service: Send + Sync + 'static {
     /// validated: the service reads it, once, through [`Frame::access`] as the message the
     /// kind names (an invalid body is its `Malformed` reply).
     fn handle<'a>(&'a self, peer: &'a Peer, frame: Frame) -> BoxFuture<'a, Reply>;
+
+    /// The connection to `peer` is gone: closed by either side, or silent past the idle
+    /// timeout (a dead or cut-off peer). Called once per served connection, after its last
+    /// request was taken.
+    fn closed(&self, _peer: &Peer) {}
 }
 
 /// Accepts connections on `endpoint` until it is closed, serving each with
@@ -361,6 +369,7 @@ async fn serve_connection<S: Service>(conn: quinn::Connection, peer: Arc<Peer>, 
             Ok(s) => s,
             Err(e) => {
                 tracing::debug!(addr = %peer.addr, error = %e, "connection ended");
+                service.closed(&peer);
                 return;
             }
         };
@@ -437,7 +446,7 @@ pub async fn accept_hello(conn: &quinn::Connection, role: Role, node: &str, limi
     let ok = HelloOk { version: PROTOCOL_VERSION, role, node: node.into() };
     let reply = Reply::ok(id, &ok, Vec::new());
     write_reply(&mut send, reply).await?;
-    Ok(Peer { addr: conn.remote_address(), role: hello.role, node: hello.node })
+    Ok(Peer { addr: conn.remote_address(), role: hello.role, node: hello.node, conn: conn.stable_id() })
 }
 
 /// Default stream and payload budget for a block-sized transfer, to size

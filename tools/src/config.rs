@@ -12,8 +12,8 @@
 //! stream_window = "8MiB"
 //! connection_window = "64MiB"
 //! max_streams = 1024
-//! keep_alive = "5s"
-//! idle_timeout = "30s"
+//! keep_alive = "500ms"
+//! idle_timeout = "1500ms"
 //! socket_buffer = "4MiB"
 //! ```
 

@@ -84,6 +84,9 @@ error_codes! {
     Unsupported = 22, retry: false;
     /// The object changed in the store since the file was opened: open it again.
     StaleVersion = 23, retry: false;
+    /// The only copy of acknowledged bytes is gone (its worker was lost, its disk dropped the
+    /// block): the message names the file and the block.
+    DataLoss = 24, retry: false;
 }
 
 #[cfg(test)]

@@ -29,6 +29,7 @@ fn loc(id: u64) -> BlockLoc {
         worker_id: 3,
         shard: 1,
         addr: ShardAddr::new(([127, 0, 0, 1], 7001).into()),
+        lost: id % 2 == 1,
     }
 }
 

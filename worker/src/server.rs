@@ -132,7 +132,8 @@ impl WorkerServer {
                 heartbeat,
                 call_timeout: (heartbeat * 4).clamp(Duration::from_secs(1), Duration::from_secs(10)),
                 retry_floor: Duration::from_millis(100),
-                retry_ceiling: Duration::from_secs(5),
+                // A restarted master sees its workers again within a second of coming back.
+                retry_ceiling: Duration::from_secs(1),
                 identity: identity.clone(),
                 transport: transport.clone(),
                 shards: handle.shards.iter().map(|(c, _)| c.clone()).collect(),

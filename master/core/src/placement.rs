@@ -31,10 +31,26 @@ impl Ring {
 
     /// The shard owning `block`, or `None` when no shard is live.
     pub fn place(&self, block: BlockId) -> Option<(WorkerId, u16)> {
-        let h = mix(block ^ 0x5851_F42D_4C95_7F2D);
-        let i = self.points.partition_point(|p| p.0 < h);
+        let i = self.start(block);
         let p = self.points.get(i).or_else(|| self.points.first())?;
         Some((p.1, p.2))
+    }
+
+    /// The worker that takes over block sequence `seq` (the key [`Self::place`] placed it by)
+    /// on shard index `shard` when its owner is gone: the first live point at or after the
+    /// key that is a shard of that index (a block id names its shard index, so it can move
+    /// only to a shard of the same index). While the owner was live that point was the
+    /// owner's own, so this is where consistent hashing puts the block without it: each lost
+    /// worker's blocks spread over the others, and no other block moves.
+    pub fn successor(&self, seq: u64, shard: u16) -> Option<WorkerId> {
+        let n = self.points.len();
+        let i = self.start(seq);
+        (0..n).map(|k| &self.points[(i + k) % n]).find(|p| p.2 == shard).map(|p| p.1)
+    }
+
+    fn start(&self, key: u64) -> usize {
+        let h = mix(key ^ 0x5851_F42D_4C95_7F2D);
+        self.points.partition_point(|p| p.0 < h)
     }
 }
 
@@ -57,6 +73,34 @@ mod tests {
     #[test]
     fn empty_ring_places_nothing() {
         assert_eq!(Ring::build(&[], 64).place(7), None);
+        assert_eq!(Ring::build(&[], 64).successor(7, 0), None);
+    }
+
+    #[test]
+    fn a_lost_workers_blocks_go_to_their_successors_and_no_other_block_moves() {
+        let all = Ring::build(&shards(4, 2), 128);
+        let without_3: Vec<_> = shards(4, 2).into_iter().filter(|s| s.0 != 3).collect();
+        let rest = Ring::build(&without_3, 128);
+        let mut taken = std::collections::HashMap::new();
+        for seq in 0..40_000u64 {
+            let (w, shard) = all.place(seq).unwrap();
+            // While every worker is live, the successor is the owner itself.
+            assert_eq!(all.successor(seq, shard), Some(w));
+            let next = rest.successor(seq, shard).unwrap();
+            if w == 3 {
+                assert_ne!(next, 3);
+                *taken.entry(next).or_insert(0u32) += 1;
+            } else {
+                assert_eq!(next, w, "seq {seq} moved off a live worker");
+            }
+        }
+        // Worker 3's quarter (~10k) spreads over the three others.
+        assert_eq!(taken.len(), 3, "{taken:?}");
+        for (&w, &n) in &taken {
+            assert!((1_500..6_000).contains(&n), "worker {w} took {n}");
+        }
+        // A shard index no live worker has: no successor.
+        assert_eq!(rest.successor(1, 5), None);
     }
 
     #[test]

@@ -41,7 +41,12 @@ pub(super) fn block_loc(b: &state::BlockLoc) -> Result<msg::BlockLoc, Fail> {
         len: b.len,
         worker_id: b.worker_id,
         shard: b.shard,
-        addr: shard_addr(b.worker_id, b.shard, b.addr)?,
+        // A lost block is not dialed: any address will do.
+        addr: match (b.lost, b.addr) {
+            (true, None) => msg::ShardAddr::new(SocketAddr::from(([0, 0, 0, 0], 0))),
+            _ => shard_addr(b.worker_id, b.shard, b.addr)?,
+        },
+        lost: b.lost,
     })
 }
 

@@ -119,6 +119,7 @@ pub(super) async fn add_block(s: &MasterService, q: Req<'_, AddBlock>) -> Result
         worker_id: b.worker_id,
         shard: b.shard,
         addr: shard_addr(b.worker_id, b.shard, b.addr)?,
+        lost: false,
     };
     Ok(q.reply(&AddBlockOk { block }))
 }

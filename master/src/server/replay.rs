@@ -129,7 +129,7 @@ mod tests {
     use std::sync::atomic::{AtomicU32, Ordering};
 
     fn peer(node: &str) -> Peer {
-        Peer { addr: "127.0.0.1:1".parse().unwrap(), role: Role::Client, node: node.into() }
+        Peer { addr: "127.0.0.1:1".parse().unwrap(), role: Role::Client, node: node.into(), conn: 0 }
     }
 
     fn reply(nonce: u64) -> Reply {

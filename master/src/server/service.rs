@@ -29,6 +29,9 @@ pub struct MasterService {
     pub(super) exporter: Arc<super::export::Exporter>,
     /// Replies of recent mutations, for their retries.
     replays: replay::Replays,
+    /// The connection each worker last registered or heartbeat on: when it closes, the
+    /// worker is lost at once (see [`Service::closed`]).
+    pub(super) worker_conns: Mutex<HashMap<u64, usize>>,
 }
 
 impl MasterService {
@@ -46,6 +49,7 @@ impl MasterService {
             ufs: Default::default(),
             exporter,
             replays: Default::default(),
+            worker_conns: Mutex::new(HashMap::new()),
         }
     }
 
@@ -81,11 +85,11 @@ impl MasterService {
             }
             Kind::RegisterWorker => {
                 worker_only(peer, frame.kind())?;
-                workers::register(self, Req::of(frame)?).await
+                workers::register(self, peer, Req::of(frame)?).await
             }
             Kind::Heartbeat => {
                 worker_only(peer, frame.kind())?;
-                workers::heartbeat(self, Req::of(frame)?).await
+                workers::heartbeat(self, peer, Req::of(frame)?).await
             }
             Kind::Report => workers::report(self, Req::of(frame)?).await,
             other => {
@@ -123,6 +127,37 @@ impl MasterService {
 }
 
 impl Service for MasterService {
+    /// A worker's control connection that closes (the process stopped or died, its host or
+    /// link went down: noticed within the transport's idle timeout) makes it lost at once,
+    /// instead of after the heartbeat timeout: readers of its cache-mode blocks are sent to
+    /// the next live owner. A worker that only lost the connection registers again on its
+    /// next one; its blocks are still its own.
+    fn closed(&self, peer: &Peer) {
+        if peer.role != Role::Worker {
+            return;
+        }
+        let gone: Vec<u64> = {
+            let mut conns = self.worker_conns.lock().unwrap_or_else(|p| p.into_inner());
+            let gone = conns.iter().filter(|(_, c)| **c == peer.conn).map(|(w, _)| *w).collect();
+            conns.retain(|_, c| *c != peer.conn);
+            gone
+        };
+        if gone.is_empty() {
+            return;
+        }
+        let core = self.core.clone();
+        let addr = peer.addr;
+        // Journaling waits for an fsync: off the connection's task.
+        tokio::task::spawn_blocking(move || match core.workers_gone(&gone) {
+            Ok(r) if !r.lost_workers.is_empty() => tracing::warn!(
+                workers = ?r.lost_workers, %addr, missing_blocks = r.missing_blocks.len(),
+                "workers lost: their connection closed"
+            ),
+            Ok(_) => {}
+            Err(e) => tracing::error!(workers = ?gone, error = %e, "could not mark workers lost"),
+        });
+    }
+
     fn handle<'a>(&'a self, peer: &'a Peer, frame: Frame) -> BoxFuture<'a, Reply> {
         Box::pin(async move {
             if replay::is_mutation(frame.kind()) {

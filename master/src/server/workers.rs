@@ -4,11 +4,11 @@ use super::errors::Fail;
 use super::request::Req;
 use super::service::MasterService;
 use cv_master_core::error::ErrorKind;
-use cv_net::rpc::Reply;
+use cv_net::rpc::{Peer, Reply};
 use cv_wire::ErrorCode;
 use cv_wire::msg::{Heartbeat, HeartbeatOk, RegisterOk, RegisterWorker, ReportOk, WorkerCommand, WorkerInfo};
 
-pub(super) async fn register(s: &MasterService, q: Req<'_, RegisterWorker>) -> Result<Reply, Fail> {
+pub(super) async fn register(s: &MasterService, peer: &Peer, q: Req<'_, RegisterWorker>) -> Result<Reply, Fail> {
     let req = q.owned()?;
     if req.shard_ports.is_empty() || req.shard_ports.len() > usize::from(u16::MAX) {
         return Err(Fail::new(ErrorCode::InvalidArgument, "a worker needs 1 to 65535 shard ports"));
@@ -16,6 +16,7 @@ pub(super) async fn register(s: &MasterService, q: Req<'_, RegisterWorker>) -> R
     let host = resolve_host(&req.host).await?.to_string();
     let worker_id =
         s.core.begin_register_worker(req.worker_id, &host, req.shard_ports, req.capacity)?.wait_async().await?;
+    s.worker_conns.lock().unwrap_or_else(|p| p.into_inner()).insert(worker_id, peer.conn);
     let heartbeat_ms = u64::try_from(s.heartbeat_every.as_millis()).unwrap_or(u64::MAX);
     Ok(q.reply(&RegisterOk { worker_id, heartbeat_ms }))
 }
@@ -31,8 +32,11 @@ async fn resolve_host(host: &str) -> Result<std::net::IpAddr, Fail> {
     addrs.next().map(|a| a.ip()).ok_or_else(|| refused("resolves to no address".into()))
 }
 
-pub(super) async fn heartbeat(s: &MasterService, q: Req<'_, Heartbeat>) -> Result<Reply, Fail> {
+pub(super) async fn heartbeat(s: &MasterService, peer: &Peer, q: Req<'_, Heartbeat>) -> Result<Reply, Fail> {
     let req = q.owned()?;
+    // The connection a worker heartbeats on is the one whose close loses it (it may be a
+    // new one after a reconnect that found its registration still known).
+    s.worker_conns.lock().unwrap_or_else(|p| p.into_inner()).insert(req.worker_id, peer.conn);
     s.tiers.lock().unwrap_or_else(|p| p.into_inner()).insert(req.worker_id, (req.memory, req.disk));
     let added = req.added.iter().map(|b| b.block_id).collect();
     let commands = match s.core.begin_heartbeat(req.worker_id, req.capacity, req.used, added, req.removed) {

@@ -84,6 +84,10 @@ pub struct BlockLoc {
     pub shard: u16,
     /// The owning shard's QUIC endpoint.
     pub addr: ShardAddr,
+    /// The block's only copy is on a worker the master has lost: reading it is a data loss
+    /// (`DataLoss`, naming the file), not a wait on a dead address. A block the object store
+    /// also holds is never lost: its location is then the next live owner's.
+    pub lost: bool,
 }
 
 /// A shard's QUIC endpoint, typed: readers dial it as it is, with nothing to parse or resolve

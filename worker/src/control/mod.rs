@@ -151,7 +151,14 @@ async fn session(
             if !heartbeat(spec, &conn, st).await? {
                 break; // the master asked us to register again
             }
-            tokio::time::sleep(interval).await;
+            // A master that died or restarted is noticed when the connection closes (its
+            // idle timeout, about a second), not at the next heartbeat.
+            tokio::select! {
+                _ = tokio::time::sleep(interval) => {}
+                e = conn.quinn().closed() => {
+                    return Err(NetError::new(NetErrorKind::Connect, format!("master connection closed: {e}")));
+                }
+            }
         }
     }
 }

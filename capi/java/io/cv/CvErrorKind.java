@@ -23,7 +23,10 @@ public enum CvErrorKind {
     BAD_HANDLE(16),
     EOF(17),
     INTERNAL(18),
-    UNSUPPORTED(19);
+    UNSUPPORTED(19),
+    WORKER_UNREACHABLE(20),
+    DATA_LOSS(21),
+    STORE_UNAVAILABLE(22);
 
     private final int code;
 

@@ -234,6 +234,20 @@ impl MasterCore {
         Ok(Pending { value, ticket })
     }
 
+    /// [`Self::read`] with the placement ring over the live shards beside the state.
+    fn read_placed<T>(&self, f: impl FnOnce(&State, &Ring) -> Result<T>) -> Result<Pending<T>> {
+        let mut g = lock(&self.inner);
+        self.healthy()?;
+        g.ring(self.config.vnodes_per_shard);
+        let value = f(&g.state, &g.ring)?;
+        let ticket = if self.config.read_waits_for_durability {
+            self.journal.wait_for(g.last_seq)
+        } else {
+            Ticket::Ready(g.last_seq)
+        };
+        Ok(Pending { value, ticket })
+    }
+
     fn done<T>(value: T, ticket: Ticket) -> Pending<T> {
         Pending { value, ticket }
     }

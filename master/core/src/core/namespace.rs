@@ -6,6 +6,7 @@ use std::sync::Arc;
 use super::{MasterCore, Pending, cv, lock};
 use crate::error::{Error, ErrorKind, Result};
 use crate::path::CvPath;
+use crate::placement::Ring;
 use crate::state::{
     Applied, BlockId, BlockLoc, EntryKind, InodeBody, InodeId, ListPage, Mutation, Stat, State, UfsObject, WorkerId,
 };
@@ -240,7 +241,13 @@ impl MasterCore {
     }
 
     pub fn begin_open(&self, path: &CvPath) -> Result<Pending<OpenInfo>> {
-        let pending = self.read(|st| st.open_file(path))?;
+        let pending = self.read_placed(|st, ring| {
+            let mut f = st.open_file(path)?;
+            if f.ufs.is_some() {
+                rehome(st, ring, &mut f.blocks);
+            }
+            Ok(f)
+        })?;
         let f = &pending.value;
         let tail = if f.length == 0 {
             Tail::Cached { offset: 0, bytes: Arc::from(&[][..]) }
@@ -285,5 +292,21 @@ impl MasterCore {
 
     pub fn list(&self, path: &str, start_after: Option<&str>, limit: usize) -> Result<ListPage> {
         self.begin_list(&cv(path)?, start_after, limit)?.wait()
+    }
+}
+
+/// Points each block of a file the object store holds whose owner is lost at the next live
+/// owner ([`Ring::successor`]), which fills it from the store at its first read. Nothing is
+/// journaled: the choice is a function of the live set, the same for every reader, and
+/// becomes the block's recorded owner once that worker reports holding it (a heartbeat
+/// adopts a block whose owner is lost).
+fn rehome(st: &State, ring: &Ring, blocks: &mut [BlockLoc]) {
+    for b in blocks.iter_mut().filter(|b| !b.worker_live) {
+        let shard = cv_wire::block_shard(b.block_id);
+        let Some(worker) = ring.successor(cv_wire::block_seq(b.block_id), shard) else { continue };
+        b.worker_id = worker;
+        b.shard = shard;
+        b.addr = st.worker(worker).and_then(|w| w.shard_addr(shard));
+        b.worker_live = true;
     }
 }

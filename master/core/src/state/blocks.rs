@@ -129,6 +129,7 @@ impl State {
         if f.state != FileState::Complete {
             return err(ErrorKind::FileIncomplete, path.as_str());
         }
+        let ufs = self.data.ufs_files.get(&id).cloned();
         let mut offset = 0;
         let mut blocks = Vec::with_capacity(f.blocks.len());
         for b in &f.blocks {
@@ -136,6 +137,7 @@ impl State {
                 return err(ErrorKind::NotFound, format!("block {b} of {path}"));
             };
             let worker = self.data.workers.get(&info.worker);
+            let worker_live = worker.is_some_and(|w| w.live);
             blocks.push(BlockLoc {
                 block_id: *b,
                 offset_in_file: offset,
@@ -143,11 +145,11 @@ impl State {
                 worker_id: info.worker,
                 shard: info.shard,
                 addr: worker.and_then(|w| w.shard_addr(info.shard)),
-                worker_live: worker.is_some_and(|w| w.live),
+                worker_live,
+                lost: !worker_live && ufs.is_none(),
             });
             offset += info.len;
         }
-        let ufs = self.data.ufs_files.get(&id).cloned();
         Ok(OpenFile { file_id: id, length: f.length, version: f.version, mtime: inode.mtime, blocks, ufs })
     }
 }

@@ -50,6 +50,8 @@ pub struct BlockLoc {
     pub addr: Option<SocketAddr>,
     /// False when the owner is lost: the client reads around it (e.g. from object storage).
     pub worker_live: bool,
+    /// The owner is lost and the block has no other copy (the object store does not hold it).
+    pub lost: bool,
 }
 
 /// A complete file as `open` sees it (the tail comes from the tail cache, not the state).
