@@ -3,6 +3,7 @@
 //! the machines are shared and noisy, so only same-run ratios are claimed.
 
 pub mod embedded_s3;
+pub mod failover;
 pub mod fuse_bench;
 pub mod master_bench;
 pub mod open_latency;

@@ -89,13 +89,16 @@ impl Client {
     ///
     /// A shard that cannot be dialed, or whose connection dies under the read (silent past the
     /// transport's idle timeout: a dead, paused or cut-off worker), is not tried again:
-    /// `WorkerUnreachable`, naming it, for the caller to fail over.
+    /// `WorkerUnreachable`, naming it, for the caller to fail over. A shard found unreachable
+    /// recently is not dialed (the same error at once) unless `confirmed`: the master, asked
+    /// after that, still names it.
     pub(crate) async fn read_block(
         &self,
         loc: &BlockLoc,
         req: &ReadBlock,
         mut dst: Dst<'_>,
         deadline: tokio::time::Instant,
+        confirmed: bool,
     ) -> Result<()> {
         let addr = loc.addr.socket_addr();
         let pool = &self.inner.pool;
@@ -103,7 +106,9 @@ impl Client {
             let (w, s) = (loc.worker_id, loc.shard);
             Error::new(ErrorKind::WorkerUnreachable, format!("worker {w} shard {s} at {addr}: {why}"))
         };
-        if let Some(since) = pool.down_since(addr) {
+        if let Some(since) = pool.down_since(addr)
+            && (since < crate::pool::DOWN_FOR || !confirmed)
+        {
             return Err(unreachable(&format_args!("unreachable {} ms ago", since.as_millis())));
         }
         let mut attempts = Attempts::until(&self.inner.settings, "read block", deadline);
@@ -125,7 +130,10 @@ impl Client {
                         pool.mark_down(addr);
                         Err(unreachable(&format_args!("connection lost: {}", e.message())))
                     }
-                    other => other,
+                    other => {
+                        pool.mark_up(addr);
+                        other
+                    }
                 }
             };
             match attempts.run(attempt).await {

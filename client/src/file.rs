@@ -66,8 +66,15 @@ impl FileInner {
         let Some(now) = again.blocks().iter().find(|b| b.block_id == loc.block_id) else {
             return Err(Error::new(ErrorKind::Protocol, format!("{path}: block {} left the block map", loc.block_id)));
         };
-        self.moved.lock().expect("moved lock").insert(loc.block_id, now.clone());
-        self.any_moved.store(true, Ordering::Release);
+        // Every block that moved, not just this one: the file's other blocks on the same
+        // worker are read where they are now without each finding out for itself.
+        let mut moved = self.moved.lock().expect("moved lock");
+        for (was, is) in self.blocks.iter().zip(again.blocks()) {
+            if was.block_id == is.block_id && (was.addr != is.addr || was.lost != is.lost) {
+                moved.insert(is.block_id, is.clone());
+            }
+        }
+        self.any_moved.store(!moved.is_empty(), Ordering::Release);
         Ok(now.clone())
     }
 
@@ -350,6 +357,8 @@ pub(crate) async fn fetch(file: &FileInner, loc: &BlockLoc, offset: u64, len: u6
     let deadline = Instant::now() + settings.deadline.get();
     let mut pause = settings.backoff.get();
     let mut loc = file.current(loc);
+    // Whether the master named `loc` after it was found unreachable (so it is dialed again).
+    let mut confirmed = false;
     loop {
         if loc.lost {
             return Err(file.data_loss(&loc, "its only copy is on this worker, which the master has lost"));
@@ -357,7 +366,7 @@ pub(crate) async fn fetch(file: &FileInner, loc: &BlockLoc, offset: u64, len: u6
         let source = file.source(&loc);
         let cv_only = source.is_none();
         let req = ReadBlock { block_id: loc.block_id, offset, len, source, fill_only: false, verify: false };
-        let err = match file.client.read_block(&loc, &req, dst.reborrow(), deadline).await {
+        let err = match file.client.read_block(&loc, &req, dst.reborrow(), deadline, confirmed).await {
             Ok(()) => return Ok(()),
             Err(e) if e.kind() == ErrorKind::NotFound && cv_only => {
                 return Err(file.data_loss(&loc, &format!("the worker holds no copy ({})", e.message())));
@@ -369,8 +378,9 @@ pub(crate) async fn fetch(file: &FileInner, loc: &BlockLoc, offset: u64, len: u6
             return Err(err);
         }
         let now = file.relocate(&loc).await?;
-        if now.addr == loc.addr && !now.lost {
-            // The master has not noticed yet.
+        confirmed = now.addr == loc.addr;
+        if confirmed && !now.lost {
+            // The master has not noticed yet, or the worker is back.
             tracing::debug!(block = loc.block_id, error = %err, "owner unreachable; asking the master again");
             sleep(pause).await;
             pause = pause.saturating_mul(2).min(std::time::Duration::from_millis(500));

@@ -15,10 +15,14 @@ type Slot = Arc<OnceCell<Conn>>;
 /// Frame limits of every connection the client makes.
 pub(crate) const LIMITS: Limits = Limits::DEFAULT;
 
-/// How long a worker address that could not be reached is not dialed again: reads of it
-/// in that time fail at once and fail over, instead of each waiting out the idle timeout.
-/// About the time the master takes to notice the worker is gone (the same idle timeout).
-const DOWN_FOR: Duration = Duration::from_secs(1);
+/// How long a worker address that could not be reached is not dialed again at all: reads of
+/// it fail at once and ask the master where to go, instead of each waiting out the idle
+/// timeout. About the time the master takes to notice the worker is gone (the same timeout).
+pub(crate) const DOWN_FOR: Duration = Duration::from_millis(1500);
+/// After that, and until this long, it is dialed only when the master, asked again, still
+/// names it (it may be back): a block map from before the failure does not send a read to
+/// a dead address.
+pub(crate) const SUSPECT_FOR: Duration = Duration::from_secs(30);
 
 /// Connections keyed by address.
 #[derive(Debug)]
@@ -64,15 +68,23 @@ impl Pool {
         self.down.lock().expect("pool lock").insert(addr, Instant::now());
     }
 
-    /// How long ago `addr` was marked unreachable, if that is recent enough to still count.
+    /// How long ago `addr` was marked unreachable, if within [`SUSPECT_FOR`].
     pub(crate) fn down_since(&self, addr: SocketAddr) -> Option<Duration> {
         let mut down = self.down.lock().expect("pool lock");
         let since = down.get(&addr)?.elapsed();
-        if since < DOWN_FOR {
+        if since < SUSPECT_FOR {
             return Some(since);
         }
         down.remove(&addr);
         None
+    }
+
+    /// `addr` answered: it is not down.
+    pub(crate) fn mark_up(&self, addr: SocketAddr) {
+        let mut down = self.down.lock().expect("pool lock");
+        if !down.is_empty() {
+            down.remove(&addr);
+        }
     }
 
     /// Drops the connection to `addr` so the next call reconnects.

@@ -112,7 +112,12 @@ where
 
 /// A loopback listener on a random port, non-blocking, ready for `TcpListener::from_std`.
 pub(crate) fn bind_loopback() -> io::Result<std::net::TcpListener> {
-    let listener = std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))?;
+    bind_at(std::net::Ipv4Addr::LOCALHOST.into())
+}
+
+/// A non-blocking listener on `ip`, random port.
+pub(crate) fn bind_at(ip: std::net::IpAddr) -> io::Result<std::net::TcpListener> {
+    let listener = std::net::TcpListener::bind((ip, 0))?;
     listener.set_nonblocking(true)?;
     Ok(listener)
 }

@@ -18,7 +18,7 @@ use s3s::service::{S3Service, S3ServiceBuilder};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::classify::classify;
-use crate::rt::{RtThread, accept_loop, bind_loopback};
+use crate::rt::{RtThread, accept_loop, bind_at};
 use crate::shaped::{Shaped, Then};
 
 /// One HTTP request as it arrived, before s3s saw it.
@@ -116,13 +116,19 @@ impl S3Server {
     /// slowed by the caller's runtime. Requires SigV4 auth with [`Self::ACCESS_KEY`] / [`Self::SECRET_KEY`]
     /// (unauthenticated requests are refused). Sets TCP_NODELAY on every accepted socket.
     pub fn start(root: &Path) -> io::Result<S3Server> {
+        Self::start_at(root, std::net::Ipv4Addr::LOCALHOST.into())
+    }
+
+    /// [`Self::start`] on `ip` (random port): the multi-host rig's bridge address, which every
+    /// host's namespace reaches, serves a store to workers on the rig.
+    pub fn start_at(root: &Path, ip: std::net::IpAddr) -> io::Result<S3Server> {
         let root = root.canonicalize()?;
         let fs = s3s_fs::FileSystem::new(&root).map_err(|e| io::Error::other(format!("s3s-fs: {e:?}")))?;
         let mut builder = S3ServiceBuilder::new(fs);
         builder.set_auth(SimpleAuth::from_single(Self::ACCESS_KEY, Self::SECRET_KEY));
         let s3 = builder.build();
 
-        let listener = bind_loopback()?;
+        let listener = bind_at(ip)?;
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared { log: Mutex::new(Vec::new()), fault: Mutex::new(Fault::None) });
         let conn_shared = shared.clone();

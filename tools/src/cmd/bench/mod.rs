@@ -1,6 +1,7 @@
 //! `cvctl bench …`: each benchmark prints the baseline and cv side by side
 //! from one run, with their ratio; `--json` prints the same as JSON.
 
+mod failover;
 mod fuse;
 mod meta;
 mod open;
@@ -141,6 +142,11 @@ pub enum Bench {
     /// mount cold and warm; store on loopback and behind an added round trip.
     /// Needs a cvctl built with `--features embedded-s3`.
     Scan(scan::ScanArgs),
+    /// kill -9 one of three workers (each in its own network namespace, a real S3 server on
+    /// the rig's bridge) while readers loop over cache-mode files: failed reads, wrong bytes,
+    /// read latency before, during and after the failover, time until every read is served
+    /// again. Needs root and a cvctl built with `--features embedded-s3`.
+    Failover(failover::FailoverArgs),
 }
 
 impl Bench {
@@ -160,6 +166,7 @@ impl Bench {
             Bench::Read(a) => a.run(),
             Bench::Scan(a) => a.run(),
             Bench::Fuse(a) => a.run(),
+            Bench::Failover(a) => a.run(),
         }
     }
 }

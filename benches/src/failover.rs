@@ -1,0 +1,118 @@
+//! `cvctl bench failover`: kill -9 one of three workers while readers loop over cache-mode
+//! files, on the multi-host rig (each process in its own network namespace, the object store
+//! on the rig's bridge). Reports failed reads, wrong bytes, read latency before the kill,
+//! in the failover window and after it, and how long after the kill every read is served
+//! again. A cv-only file whose block was on the dead worker is read too: it must fail as
+//! `DataLoss` naming the file. The baseline is the same cluster before the kill.
+//!
+//! Needs root (network namespaces) and the embedded object store (feature `embedded-s3`).
+//! `tools/tests/cluster_failover.rs` runs it shortened in CI and asserts on its report.
+
+use crate::open_latency::BenchError;
+use crate::report::{Latency, print_latency_table};
+use serde::Serialize;
+use std::path::PathBuf;
+use std::time::Duration;
+
+// The scenario needs cv-testkit (the rig, the S3 server): with feature `embedded-s3` only.
+#[cfg(feature = "embedded-s3")]
+mod rig;
+#[cfg(not(feature = "embedded-s3"))]
+mod rig {
+    pub(super) fn run(_: &super::FailoverOptions) -> Result<super::FailoverReport, super::BenchError> {
+        Err(crate::embedded_s3::MISSING.into())
+    }
+}
+
+/// Runs the scenario on a rig it creates and removes.
+pub fn run(opts: &FailoverOptions) -> Result<FailoverReport, BenchError> {
+    crate::embedded_s3::require()?;
+    rig::run(opts)
+}
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct FailoverOptions {
+    /// The `cvctl` binary that runs the master and the workers.
+    pub cvctl: PathBuf,
+    /// Concurrent readers; half keep their files open across the kill, half open per read.
+    pub readers: usize,
+    /// Objects in the cache-mode mount.
+    pub files: usize,
+    /// Bytes per object (a few 4 MiB blocks each).
+    pub file_len: usize,
+    /// Bytes per read.
+    pub read_len: usize,
+    /// Reading before the kill (the baseline).
+    pub before: Duration,
+    /// Reading after the kill.
+    pub after: Duration,
+    /// The master's heartbeat timeout: failover must not wait for it.
+    pub heartbeat_timeout: Duration,
+}
+
+impl FailoverOptions {
+    /// The run: 4 readers, 60 s in all.
+    pub fn new(cvctl: impl Into<PathBuf>) -> Self {
+        FailoverOptions {
+            cvctl: cvctl.into(),
+            readers: 4,
+            files: 8,
+            file_len: (12 << 20) + 4321,
+            read_len: 256 << 10,
+            before: Duration::from_secs(20),
+            after: Duration::from_secs(40),
+            heartbeat_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// What happened.
+#[derive(Clone, Debug, Serialize)]
+pub struct FailoverReport {
+    /// Reads that returned an error (cache-mode files: the goal is none).
+    pub failed: u64,
+    /// Reads that returned bytes other than the object's.
+    pub wrong: u64,
+    /// The first failed read's error.
+    pub first_error: Option<String>,
+    /// Blocks of the cache-mode files the killed worker owned.
+    pub victim_blocks: usize,
+    /// From the kill until every read that starts is served in normal time (under 10× the
+    /// baseline p99, at least 50 ms) and without error.
+    pub recovered_after_ms: f64,
+    /// The slowest read that started after the kill.
+    pub slowest_after_kill_ms: f64,
+    /// From the kill until the master reported the worker not live.
+    pub master_noticed_ms: Option<f64>,
+    /// Reading a cv-only file with a block on the killed worker: its error.
+    pub cv_only_error: Option<String>,
+    /// Whether that error is `DataLoss`.
+    pub cv_only_data_loss: bool,
+    /// Latency before the kill, in the failover window, after it.
+    pub latency: Vec<Latency>,
+}
+
+/// Prints the report as a table (or JSON).
+pub fn print(r: &FailoverReport, json: bool) {
+    if json {
+        println!("{}", serde_json::to_string_pretty(r).unwrap_or_default());
+        return;
+    }
+    print_latency_table("read latency, kill -9 of one worker of three (same run)", &r.latency);
+    println!("failed reads             {}", r.failed);
+    println!("wrong bytes (reads)      {}", r.wrong);
+    println!("killed worker's blocks   {}", r.victim_blocks);
+    println!("served again after       {:.0} ms (every read in normal time)", r.recovered_after_ms);
+    println!("slowest read after kill  {:.0} ms", r.slowest_after_kill_ms);
+    match r.master_noticed_ms {
+        Some(ms) => println!("master noticed after     {ms:.0} ms"),
+        None => println!("master noticed after     (not within the run)"),
+    }
+    if let Some(e) = &r.first_error {
+        println!("first failed read        {e}");
+    }
+    if let Some(e) = &r.cv_only_error {
+        println!("cv-only block on it      {e}");
+    }
+}

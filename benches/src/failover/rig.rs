@@ -1,0 +1,280 @@
+//! The failover scenario on the multi-host rig (see `failover.rs`).
+
+use super::{FailoverOptions, FailoverReport};
+use crate::open_latency::BenchError;
+use crate::report::{Latency, histogram};
+use cv_client::{Client, ClientConfig, ErrorKind, File};
+use cv_net::tls::Identity;
+use cv_testkit::S3Server;
+use cv_testkit::rig::{ClusterSpec, CvCluster, Rig};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// One read: when it started and ended (from the run's start), and whether it was right.
+#[derive(Clone, Copy, Debug)]
+struct Sample {
+    start: Duration,
+    end: Duration,
+    ok: bool,
+}
+
+/// Deterministic pseudo-random bytes (xorshift64*), different per seed.
+fn bytes(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        out.extend_from_slice(&x.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
+fn cmd_ok(out: std::process::Output, what: &str) -> Result<(), BenchError> {
+    if out.status.success() {
+        return Ok(());
+    }
+    Err(format!("{what}: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)).into())
+}
+
+/// Runs the scenario; the cluster is removed whatever happens.
+pub(super) fn run(opts: &FailoverOptions) -> Result<FailoverReport, BenchError> {
+    if let Some(why) = Rig::unavailable() {
+        return Err(format!("bench failover needs the multi-host rig: {why}").into());
+    }
+    let spec = ClusterSpec {
+        heartbeat_timeout: opts.heartbeat_timeout,
+        worker_capacity: 256 << 20,
+        client_deadline: Duration::from_secs(10),
+        ..ClusterSpec::new(&opts.cvctl, 3)
+    };
+    let cluster = CvCluster::start(&spec)?;
+    let store_dir = cluster.rig().dir().join("s3");
+    std::fs::create_dir_all(&store_dir)?;
+    let s3 = S3Server::start_at(&store_dir, cluster.rig().bridge_addr().into())?;
+    let result = scenario(opts, &cluster, &s3);
+    s3.shutdown();
+    let stopped = cluster.shutdown();
+    let report = result?;
+    stopped?;
+    Ok(report)
+}
+
+fn scenario(opts: &FailoverOptions, cluster: &CvCluster, s3: &S3Server) -> Result<FailoverReport, BenchError> {
+    s3.create_bucket("data")?;
+    let contents: Vec<Vec<u8>> = (0..opts.files).map(|i| bytes(opts.file_len, i as u64 + 1)).collect();
+    for (i, c) in contents.iter().enumerate() {
+        s3.put_object("data", &format!("f{i}.bin"), c)?;
+    }
+    let endpoint = format!("endpoint={}", s3.endpoint());
+    let key = format!("access_key_id={}", S3Server::ACCESS_KEY);
+    let secret = format!("secret_access_key={}", S3Server::SECRET_KEY);
+    let region = format!("region={}", S3Server::REGION);
+    let mount = ["mount", "add", "s3://data/", "/s3", "--mode", "cache", "-o", &endpoint, "-o", &key, "-o", &secret];
+    let mut args = mount.to_vec();
+    args.extend(["-o", &region]);
+    cmd_ok(cluster.cvctl(&args)?, "cvctl mount add")?;
+    // cv-only files: their blocks' only copies are on the workers.
+    let dir = cluster.rig().dir().join("cv-only");
+    std::fs::create_dir_all(&dir)?;
+    cluster.fs(&["mkdir", "-p", "/cv"])?;
+    for i in 0..3 {
+        let local = dir.join(format!("c{i}.bin"));
+        std::fs::write(&local, bytes(9 << 20, 100 + i))?;
+        cluster.fs(&["put", local.to_str().unwrap_or_default(), &format!("/cv/c{i}.bin")])?;
+    }
+
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    rt.block_on(measure(opts, cluster, Arc::new(contents)))
+}
+
+async fn measure(
+    opts: &FailoverOptions,
+    cluster: &CvCluster,
+    contents: Arc<Vec<Vec<u8>>>,
+) -> Result<FailoverReport, BenchError> {
+    let cfg = ClientConfig::load(cluster.client_config())?;
+    let identity = Identity::load(&cfg.tls)?;
+    let client = Client::connect(cfg.client.clone(), &identity, &cfg.transport).await?;
+    // Warm: every block read once, so each owner holds its blocks.
+    let mut owned: HashMap<u64, usize> = HashMap::new();
+    for (i, want) in contents.iter().enumerate() {
+        let f = client.open(&format!("/s3/f{i}.bin")).await?;
+        let got = f.sequential(0).read_to_end().await?;
+        if got != *want {
+            return Err(format!("/s3/f{i}.bin read back wrong before the kill").into());
+        }
+        for b in f.blocks() {
+            *owned.entry(b.worker_id).or_default() += 1;
+        }
+    }
+    // The victim: the worker that owns the most blocks.
+    let (&victim_id, &victim_blocks) = owned.iter().max_by_key(|(_, n)| **n).ok_or("no blocks")?;
+    let report = cluster.report()?;
+    let victim_host = report
+        .workers
+        .iter()
+        .find(|w| w.worker_id == victim_id)
+        .map(|w| w.host.clone())
+        .ok_or_else(|| format!("worker {victim_id} not in the report"))?;
+    let victim_index = cluster
+        .worker_hosts()
+        .into_iter()
+        .find(|&h| cluster.host_name(h) == victim_host)
+        .ok_or_else(|| format!("no rig host for {victim_host}"))?;
+    // A cv-only file with a block on the victim.
+    let mut cv_only = None;
+    for i in 0..3 {
+        let path = format!("/cv/c{i}.bin");
+        let f = client.open(&path).await?;
+        if let Some(b) = f.blocks().iter().find(|b| b.worker_id == victim_id) {
+            cv_only = Some((path, b.offset));
+            break;
+        }
+    }
+
+    let t0 = Instant::now();
+    let stop_at = opts.before + opts.after;
+    let mut tasks = Vec::new();
+    for r in 0..opts.readers {
+        let (client, contents, read_len, files) = (client.clone(), contents.clone(), opts.read_len, opts.files);
+        tasks.push(tokio::spawn(async move {
+            let keep_open = r % 2 == 0;
+            let mut open: Vec<Option<File>> = vec![None; files];
+            let mut samples = Vec::new();
+            let mut errors = Vec::new();
+            let mut x = 0x1234_5678u64 + r as u64;
+            while t0.elapsed() < stop_at {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let i = (x % files as u64) as usize;
+                let want = &contents[i];
+                let off = ((x >> 8) % (want.len() - read_len) as u64) as usize;
+                let start = t0.elapsed();
+                let got = async {
+                    let f = match (&open[i], keep_open) {
+                        (Some(f), true) => f.clone(),
+                        _ => client.open(&format!("/s3/f{i}.bin")).await?,
+                    };
+                    let mut buf = vec![0u8; read_len];
+                    let n = f.read_at(off as u64, &mut buf).await?;
+                    buf.truncate(n);
+                    Ok::<(File, Vec<u8>), cv_client::Error>((f, buf))
+                }
+                .await;
+                let end = t0.elapsed();
+                match got {
+                    Ok((f, buf)) => {
+                        let ok = buf == want[off..off + read_len];
+                        // Checked bytes: a mismatch counts as wrong.
+                        samples.push((Sample { start, end, ok }, true));
+                        open[i] = Some(f);
+                    }
+                    Err(e) => {
+                        samples.push((Sample { start, end, ok: false }, false));
+                        errors.push(format!("/s3/f{i}.bin at {off}: {e}"));
+                    }
+                }
+            }
+            (samples, errors)
+        }));
+    }
+    tokio::time::sleep(opts.before).await;
+    let killed_at = t0.elapsed();
+    cluster.rig().kill9(cluster.worker(victim_index)?)?;
+    // When the master says so (polled in the background of the readers).
+    let mut master_noticed = None;
+    while t0.elapsed() < stop_at {
+        if master_noticed.is_none() {
+            let r = cluster.report();
+            if r.as_ref().is_ok_and(|r| !r.live(&victim_host)) {
+                master_noticed = Some(t0.elapsed() - killed_at);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut samples = Vec::new();
+    let (mut failed, mut wrong, mut first_error) = (0u64, 0u64, None);
+    for t in tasks {
+        let (s, errors) = t.await?;
+        for (sample, bytes_checked) in s {
+            if !sample.ok && bytes_checked {
+                wrong += 1;
+            }
+            samples.push(sample);
+        }
+        failed += errors.len() as u64;
+        if first_error.is_none() {
+            first_error = errors.into_iter().next();
+        }
+    }
+    // The cv-only file: its block's only copy died with the worker.
+    let (cv_only_error, cv_only_data_loss) = match &cv_only {
+        Some((path, off)) => {
+            let f = client.open(path).await?;
+            let mut buf = vec![0u8; 4096];
+            match f.read_at(*off, &mut buf).await {
+                Ok(_) => (Some(format!("{path}: read succeeded after its worker died")), false),
+                Err(e) => (Some(e.to_string()), e.kind() == ErrorKind::DataLoss && e.message().contains(path)),
+            }
+        }
+        None => (None, false),
+    };
+    client.shutdown().await;
+    if std::env::var_os("CV_FAILOVER_DEBUG").is_some() {
+        eprintln!("killed at {killed_at:?}\n{}", cluster.rig().logs());
+    }
+
+    // Latency by phase.
+    let lat = |s: &Sample| (s.end - s.start).as_nanos() as u64;
+    let mut before = histogram();
+    for s in samples.iter().filter(|s| s.end <= killed_at) {
+        before.record(lat(s).max(1))?;
+    }
+    let slow = Duration::from_nanos(before.value_at_quantile(0.99) * 10).max(Duration::from_millis(50));
+    let after_kill: Vec<&Sample> = samples.iter().filter(|s| s.end > killed_at).collect();
+    let recovered = after_kill
+        .iter()
+        .filter(|s| !s.ok || s.end - s.start > slow)
+        .map(|s| s.end)
+        .max()
+        .map_or(Duration::ZERO, |end| end - killed_at);
+    let (mut window, mut after) = (histogram(), histogram());
+    for s in &after_kill {
+        let h = if s.start < killed_at + recovered { &mut window } else { &mut after };
+        h.record(lat(s).max(1))?;
+    }
+    let slowest = after_kill.iter().map(|s| s.end - s.start).max().unwrap_or_default();
+    if std::env::var_os("CV_FAILOVER_DEBUG").is_some() {
+        let mut slow: Vec<&&Sample> = after_kill.iter().filter(|s| s.end - s.start > slow).collect();
+        slow.sort_by_key(|s| s.start);
+        for s in slow {
+            eprintln!(
+                "slow read: started {:?} after the kill, took {:?}",
+                s.start.saturating_sub(killed_at),
+                s.end - s.start
+            );
+        }
+    }
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    Ok(FailoverReport {
+        failed,
+        wrong,
+        first_error,
+        victim_blocks,
+        recovered_after_ms: ms(recovered),
+        slowest_after_kill_ms: ms(slowest),
+        master_noticed_ms: master_noticed.map(ms),
+        cv_only_error,
+        cv_only_data_loss,
+        latency: vec![
+            Latency::from_hist("reads before the kill (baseline)", &before),
+            Latency::from_hist("reads in the failover window", &window),
+            Latency::from_hist("reads after it", &after),
+        ],
+    })
+}

@@ -1,0 +1,48 @@
+//! `cvctl bench failover`: kill -9 one worker of three on the multi-host rig while readers
+//! loop over cache-mode files. The work is in `cv_benches::failover`; this file is the
+//! command line. Needs root and a build with feature `embedded-s3`.
+
+use crate::cmd::CmdResult;
+use clap::Args;
+use cv_benches::failover::{self, FailoverOptions};
+use cv_net::config::{ByteSize, Dur};
+
+/// Arguments of `cvctl bench failover`.
+#[derive(Args, Debug)]
+pub struct FailoverArgs {
+    /// Concurrent readers (half keep their files open across the kill, half open per read).
+    #[arg(long, default_value_t = 4)]
+    readers: usize,
+    /// Objects in the cache-mode mount.
+    #[arg(long, default_value_t = 8)]
+    files: usize,
+    /// Bytes per read.
+    #[arg(long, default_value = "256KiB")]
+    read_size: ByteSize,
+    /// Reading before the kill (the baseline).
+    #[arg(long, default_value = "20s")]
+    before: Dur,
+    /// Reading after the kill.
+    #[arg(long, default_value = "40s")]
+    after: Dur,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+impl FailoverArgs {
+    /// Runs the benchmark.
+    pub fn run(self) -> CmdResult {
+        let opts = FailoverOptions {
+            readers: self.readers.max(1),
+            files: self.files.max(1),
+            read_len: self.read_size.bytes() as usize,
+            before: self.before.get(),
+            after: self.after.get(),
+            ..FailoverOptions::new(std::env::current_exe()?)
+        };
+        let report = failover::run(&opts)?;
+        failover::print(&report, self.json);
+        Ok(())
+    }
+}

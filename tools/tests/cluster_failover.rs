@@ -1,0 +1,43 @@
+//! Issue 20's failover measurement, shortened for CI: `cv_benches::failover` (what
+//! `cvctl bench failover` runs) on the multi-host rig, one `cvctl master` and three
+//! `cvctl worker`s in their own network namespaces and a real S3 server on the rig's bridge.
+//! One worker is killed with -9 while four readers loop over cache-mode files. Every read
+//! must succeed with the object's bytes, reads must be served in normal time again soon after
+//! the kill (the goal is 2 s; CI machines are shared, so the test allows 5), without waiting
+//! for the master's 10 s heartbeat timeout, and a cv-only file whose block was on the dead
+//! worker must read as `DataLoss` naming the file. Needs root; elsewhere it says why and returns.
+
+use cv_benches::failover::{self, FailoverOptions};
+use cv_testkit::rig::Rig;
+use std::time::Duration;
+
+#[test]
+fn killing_a_worker_fails_no_read_of_a_cache_mode_file() {
+    if let Some(why) = Rig::unavailable() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    if std::env::var_os("CV_FAILOVER_DEBUG").is_some() {
+        let filter = tracing_subscriber::EnvFilter::new("cv_client=debug");
+        let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    }
+    let opts = FailoverOptions {
+        before: Duration::from_secs(3),
+        after: Duration::from_secs(7),
+        ..FailoverOptions::new(env!("CARGO_BIN_EXE_cvctl"))
+    };
+    let r = failover::run(&opts).unwrap();
+    failover::print(&r, false);
+    assert_eq!(r.failed, 0, "reads failed: first {:?}", r.first_error);
+    assert_eq!(r.wrong, 0, "reads returned wrong bytes");
+    assert!(r.victim_blocks > 0, "the killed worker owned no block: nothing was tested");
+    assert!(
+        r.recovered_after_ms < 5_000.0,
+        "reads were slow or failing for {} ms after the kill",
+        r.recovered_after_ms
+    );
+    let noticed = r.master_noticed_ms.expect("the master reports the killed worker not live");
+    assert!(noticed < 5_000.0, "the master took {noticed} ms (its heartbeat timeout is 10 s)");
+    assert!(r.cv_only_data_loss, "a cv-only block on the killed worker: {:?}", r.cv_only_error);
+    assert!(r.latency[0].count > 0 && r.latency[2].count > 0, "reads before and after the failover");
+}
