@@ -19,7 +19,13 @@ use std::time::Duration;
 mod rig;
 #[cfg(not(feature = "embedded-s3"))]
 mod rig {
-    pub(super) fn run(_: &super::FailoverOptions) -> Result<super::FailoverReport, super::BenchError> {
+    use super::{BenchError, FailoverOptions, FailoverReport, MasterCrashOptions, MasterCrashReport};
+
+    pub(super) fn run(_: &FailoverOptions) -> Result<FailoverReport, BenchError> {
+        Err(crate::embedded_s3::MISSING.into())
+    }
+
+    pub(super) fn run_master_crash(_: &MasterCrashOptions) -> Result<MasterCrashReport, BenchError> {
         Err(crate::embedded_s3::MISSING.into())
     }
 }
@@ -28,6 +34,97 @@ mod rig {
 pub fn run(opts: &FailoverOptions) -> Result<FailoverReport, BenchError> {
     crate::embedded_s3::require()?;
     rig::run(opts)
+}
+
+/// Runs the master-crash scenario on a rig it creates and removes.
+pub fn run_master_crash(opts: &MasterCrashOptions) -> Result<MasterCrashReport, BenchError> {
+    crate::embedded_s3::require()?;
+    rig::run_master_crash(opts)
+}
+
+/// kill -9 of the master during a put storm.
+#[derive(Clone, Debug)]
+pub struct MasterCrashOptions {
+    /// The `cvctl` binary that runs the master and the workers.
+    pub cvctl: PathBuf,
+    /// Concurrent writers, each putting files one after another.
+    pub writers: usize,
+    /// Bytes per file.
+    pub file_len: usize,
+    /// Writing before the kill.
+    pub before: Duration,
+    /// How long the master is down.
+    pub down: Duration,
+    /// Writing after the master is back.
+    pub after: Duration,
+    /// The master's write lease (half-written files of writers that gave up are removed after it).
+    pub write_lease: Duration,
+}
+
+impl MasterCrashOptions {
+    /// The run: 4 writers, the master down for 3 s.
+    pub fn new(cvctl: impl Into<PathBuf>) -> Self {
+        MasterCrashOptions {
+            cvctl: cvctl.into(),
+            writers: 4,
+            file_len: (5 << 20) + 777,
+            before: Duration::from_secs(5),
+            down: Duration::from_secs(3),
+            after: Duration::from_secs(10),
+            write_lease: Duration::from_secs(5),
+        }
+    }
+}
+
+/// What a put storm across a master crash left.
+#[derive(Clone, Debug, Serialize)]
+pub struct MasterCrashReport {
+    /// Puts that returned success.
+    pub acknowledged: u64,
+    /// Acknowledged puts whose file did not read back byte for byte (the goal is none).
+    pub acknowledged_lost: u64,
+    /// Puts that returned an error.
+    pub failed: u64,
+    /// Of those, puts that failed more than 1 s after the master was serving again.
+    pub failed_after_back: u64,
+    /// The first failed put's error.
+    pub first_error: Option<String>,
+    /// From the restart until the master answered.
+    pub master_back_ms: f64,
+    /// From the master answering until every worker was live in its report.
+    pub workers_back_ms: Option<f64>,
+    /// Unfinished entries right after the storm (writers that gave up while the master was
+    /// unreachable cannot remove theirs).
+    pub unfinished_after_storm: u64,
+    /// Unfinished entries once the write lease has passed (the goal is none).
+    pub unfinished_after_lease: u64,
+    /// Put latency before the kill and across it.
+    pub latency: Vec<Latency>,
+}
+
+/// Prints the master-crash report (or JSON).
+pub fn print_master_crash(r: &MasterCrashReport, json: bool) {
+    if json {
+        println!("{}", serde_json::to_string_pretty(r).unwrap_or_default());
+        return;
+    }
+    print_latency_table("put latency, kill -9 of the master during a put storm (same run)", &r.latency);
+    println!("acknowledged puts            {}", r.acknowledged);
+    println!("acknowledged and lost        {}", r.acknowledged_lost);
+    println!("failed puts                  {}", r.failed);
+    println!("failed >1 s after master back {}", r.failed_after_back);
+    println!("master answering after       {:.0} ms", r.master_back_ms);
+    match r.workers_back_ms {
+        Some(ms) => println!("every worker live after      {ms:.0} ms more"),
+        None => println!("every worker live after      (not within the run)"),
+    }
+    println!(
+        "unfinished entries after the storm {} , after the write lease {}",
+        r.unfinished_after_storm, r.unfinished_after_lease
+    );
+    if let Some(e) = &r.first_error {
+        println!("first failed put             {e}");
+    }
 }
 
 /// What to run.

@@ -57,8 +57,16 @@ impl Writer {
         self.length == 0
     }
 
-    /// Appends `data`.
-    pub async fn write(&mut self, mut data: &[u8]) -> Result<()> {
+    /// Appends `data`. A failure is final: the file is removed (see [`Writer::abort`]) and
+    /// the error returned.
+    pub async fn write(&mut self, data: &[u8]) -> Result<()> {
+        match self.write_inner(data).await {
+            Ok(()) => Ok(()),
+            Err(e) => Err(self.failed(e).await),
+        }
+    }
+
+    async fn write_inner(&mut self, mut data: &[u8]) -> Result<()> {
         while !data.is_empty() {
             let room = self.block_size as usize - self.buf.len();
             let n = room.min(data.len());
@@ -95,8 +103,47 @@ impl Writer {
         Ok(())
     }
 
-    /// Writes the last block, sends the tail and completes the file.
+    /// Writes the last block, sends the tail and completes the file. On failure the file is
+    /// removed (unless it did become complete: a completion whose reply was lost) and the
+    /// error returned.
     pub async fn close(mut self) -> Result<FileStatus> {
+        match self.close_inner().await {
+            Ok(st) => Ok(st),
+            Err(e) => Err(self.failed(e).await),
+        }
+    }
+
+    /// Gives the file up: it is removed, so no half-written entry stays behind. (A writer
+    /// that dies without this leaves the entry until the master's write lease expires.)
+    pub async fn abort(mut self) -> Result<()> {
+        if let Some(h) = self.inflight.take() {
+            h.abort();
+        }
+        self.remove_if_unfinished().await
+    }
+
+    /// After a failure: removes the unfinished file, best effort, and returns `e`.
+    async fn failed(&mut self, e: Error) -> Error {
+        if let Some(h) = self.inflight.take() {
+            h.abort();
+        }
+        if let Err(rm) = self.remove_if_unfinished().await {
+            tracing::warn!(path = %self.path, error = %rm, "a failed write's file is left for the master's write lease");
+        }
+        e
+    }
+
+    /// Deletes the path if it still names this writer's file and the file is not complete.
+    async fn remove_if_unfinished(&self) -> Result<()> {
+        match self.client.stat(&self.path).await {
+            Ok(st) if st.id == self.file_id && !st.complete => self.client.delete(&self.path, false).await,
+            Ok(_) => Ok(()),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn close_inner(&mut self) -> Result<FileStatus> {
         self.wait_inflight().await?;
         let last = Bytes::from(std::mem::take(&mut self.buf));
         if !last.is_empty() {

@@ -1,6 +1,6 @@
 //! The failover scenario on the multi-host rig (see `failover.rs`).
 
-use super::{FailoverOptions, FailoverReport};
+use super::{FailoverOptions, FailoverReport, MasterCrashOptions, MasterCrashReport};
 use crate::open_latency::BenchError;
 use crate::report::{Latency, histogram};
 use cv_client::{Client, ClientConfig, ErrorKind, File};
@@ -275,6 +275,153 @@ async fn measure(
             Latency::from_hist("reads before the kill (baseline)", &before),
             Latency::from_hist("reads in the failover window", &window),
             Latency::from_hist("reads after it", &after),
+        ],
+    })
+}
+
+/// Runs the master-crash scenario; the cluster is removed whatever happens.
+pub(super) fn run_master_crash(opts: &MasterCrashOptions) -> Result<MasterCrashReport, BenchError> {
+    if let Some(why) = Rig::unavailable() {
+        return Err(format!("the master-crash run needs the multi-host rig: {why}").into());
+    }
+    let spec = ClusterSpec {
+        write_lease: opts.write_lease,
+        worker_capacity: 1 << 30,
+        client_deadline: Duration::from_secs(15),
+        ..ClusterSpec::new(&opts.cvctl, 3)
+    };
+    let mut cluster = CvCluster::start(&spec)?;
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let result = rt.block_on(storm(opts, &mut cluster));
+    let stopped = cluster.shutdown();
+    let report = result?;
+    stopped?;
+    Ok(report)
+}
+
+/// One put: when it started and ended (from the run's start), and its outcome.
+struct Put {
+    start: Duration,
+    end: Duration,
+    path: String,
+    seed: u64,
+    result: Result<(), String>,
+}
+
+async fn put(client: &Client, path: &str, data: &[u8]) -> Result<(), cv_client::Error> {
+    let mut w = client.create(path, false).await?;
+    w.write(data).await?;
+    w.close().await.map(|_| ())
+}
+
+async fn storm(opts: &MasterCrashOptions, cluster: &mut CvCluster) -> Result<MasterCrashReport, BenchError> {
+    let cfg = ClientConfig::load(cluster.client_config())?;
+    let identity = Identity::load(&cfg.tls)?;
+    let client = Client::connect(cfg.client.clone(), &identity, &cfg.transport).await?;
+    client.mkdir("/storm", true).await?;
+    let t0 = Instant::now();
+    let stop_at = opts.before + opts.down + opts.after;
+    let mut tasks = Vec::new();
+    for w in 0..opts.writers {
+        let (client, len) = (client.clone(), opts.file_len);
+        tasks.push(tokio::spawn(async move {
+            let mut puts = Vec::new();
+            let mut n = 0u64;
+            while t0.elapsed() < stop_at {
+                let seed = (w as u64) << 32 | n;
+                let path = format!("/storm/w{w}-{n}.bin");
+                let data = bytes(len, seed);
+                let start = t0.elapsed();
+                let result = put(&client, &path, &data).await.map_err(|e| e.to_string());
+                puts.push(Put { start, end: t0.elapsed(), path, seed, result });
+                n += 1;
+            }
+            puts
+        }));
+    }
+    tokio::time::sleep(opts.before).await;
+    let killed_at = t0.elapsed();
+    cluster.rig().kill9(cluster.master())?;
+    tokio::time::sleep(opts.down).await;
+    let restarted_at = t0.elapsed();
+    cluster.restart_master()?;
+    // Serving again: the first ping of a fresh client that gets an answer.
+    let back_at = loop {
+        if let Ok(c) = Client::connect(cfg.client.clone(), &identity, &cfg.transport).await {
+            let ok = c.ping().await.is_ok();
+            c.close();
+            if ok {
+                break t0.elapsed();
+            }
+        }
+        if t0.elapsed() > stop_at + Duration::from_secs(30) {
+            return Err("the restarted master never answered".into());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let hosts: Vec<String> = cluster.worker_hosts().iter().map(|&h| cluster.host_name(h)).collect();
+    // Back means heard from since the restart: the journal keeps them live for a grace period,
+    // so `live` alone would be true at once.
+    let heard = |r: &cv_testkit::rig::Report, h: &String| {
+        r.worker(h).is_some_and(|w| w.live && w.last_heartbeat_age_ms < 1_000)
+    };
+    let workers_back = cluster
+        .wait_for("every worker registered again", Duration::from_secs(20), |r| hosts.iter().all(|h| heard(r, h)))
+        .ok();
+    let mut puts = Vec::new();
+    for t in tasks {
+        puts.extend(t.await?);
+    }
+    let unfinished = |list: &[cv_client::FileStatus]| list.iter().filter(|s| !s.complete).count() as u64;
+    let unfinished_after_storm = unfinished(&client.list("/storm").await?);
+    // Past the lease and a tick of the master (a quarter of its 2 s heartbeat timeout).
+    tokio::time::sleep(opts.write_lease + Duration::from_secs(2)).await;
+    let unfinished_after_lease = unfinished(&client.list("/storm").await?);
+
+    let (mut acknowledged, mut lost, mut failed, mut failed_after_back, mut first_error) = (0, 0, 0, 0, None);
+    let (mut before, mut across) = (histogram(), histogram());
+    for p in &puts {
+        let took = (p.end - p.start).as_nanos() as u64;
+        match &p.result {
+            Ok(()) => {
+                acknowledged += 1;
+                let want = bytes(opts.file_len, p.seed);
+                let right = match client.open(&p.path).await {
+                    Ok(f) => f.sequential(0).read_to_end().await.is_ok_and(|got| got == want),
+                    Err(_) => false,
+                };
+                if !right {
+                    lost += 1;
+                }
+            }
+            Err(e) => {
+                failed += 1;
+                if p.end > back_at + Duration::from_secs(1) {
+                    failed_after_back += 1;
+                }
+                if first_error.is_none() {
+                    first_error = Some(format!("{}: {e}", p.path));
+                }
+            }
+        }
+        let h = if p.end <= killed_at { &mut before } else { &mut across };
+        h.record(took.max(1))?;
+    }
+    client.shutdown().await;
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    Ok(MasterCrashReport {
+        acknowledged,
+        acknowledged_lost: lost,
+        failed,
+        failed_after_back,
+        first_error,
+        master_back_ms: ms(back_at - restarted_at),
+        workers_back_ms: workers_back.map(ms),
+        unfinished_after_storm,
+        unfinished_after_lease,
+        latency: vec![
+            Latency::from_hist("puts before the kill (baseline)", &before),
+            Latency::from_hist("puts ending after the kill", &across),
         ],
     })
 }

@@ -26,6 +26,10 @@ pub struct MasterConfig {
     /// Reads wait until every mutation they could observe is durable, so nothing a reader
     /// saw can vanish in a crash. Off trades that for lower read latency under writes.
     pub read_waits_for_durability: bool,
+    /// A file being written whose writer has not created it, added a block to it or tried to
+    /// complete it for this long is removed by `expire_writers` (the writer died, or lost the
+    /// master for good): no half-written entry stays behind for ever.
+    pub write_lease: Duration,
 }
 
 impl Default for MasterConfig {
@@ -40,6 +44,7 @@ impl Default for MasterConfig {
             vnodes_per_shard: 64,
             group_commit_max_bytes: 4 << 20,
             read_waits_for_durability: true,
+            write_lease: Duration::from_secs(300),
         }
     }
 }

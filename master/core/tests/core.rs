@@ -283,6 +283,11 @@ fn add_block_at_is_idempotent_for_retries() {
     assert_eq!(err.kind(), ErrorKind::InvalidArgument);
     core.complete(c.file_id, 10, vec![5, 5], None).unwrap();
     assert_eq!(core.open("/f").unwrap().blocks.len(), 2);
+    // A retried completion (its reply lost, or the master restarted and forgot it) is done;
+    // one with other content is refused.
+    core.complete(c.file_id, 10, vec![5, 5], None).unwrap();
+    let err = core.complete(c.file_id, 11, vec![5, 6], None).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::FileNotWritable);
     // Once complete, no block can be added, not even a "retry".
     let err = core.begin_add_block_at(c.file_id, 0).map(|_| ()).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::FileNotWritable);
@@ -307,4 +312,39 @@ fn an_fs_mount_with_unexported_files_is_not_unmounted_unless_forced() {
     core.unmount("/fs", true).unwrap();
     assert!(core.list_mounts().unwrap().is_empty());
     assert_eq!(core.open("/fs/d/a").unwrap().length, 3, "the files stay in cv");
+}
+
+/// A writer that died leaves no half-written entry for ever: the write lease removes a file
+/// whose writer went silent, an add-block or a completion keeps it, and a restarted master
+/// gives every file being written a whole lease from its start.
+#[test]
+fn a_file_whose_writer_went_silent_is_removed_after_the_write_lease() {
+    let (j, s, clock) = (MemStorage::new(), MemStorage::new(), ManualClock::new(1_000));
+    let cfg = MasterConfig { write_lease: Duration::from_secs(10), ..MasterConfig::default() };
+    let core = mem_core(&j, &s, &clock, cfg.clone());
+    core.register_worker(None, "127.0.0.1", vec![9001], 1 << 30).unwrap();
+    let dead = core.create("/dead", false, 0o644).unwrap();
+    core.begin_add_block_at(dead.file_id, 0).unwrap().wait().unwrap();
+    let slow = core.create("/slow", false, 0o644).unwrap();
+    let done = core.create("/done", false, 0o644).unwrap();
+    core.complete(done.file_id, 0, vec![], None).unwrap();
+    clock.advance(Duration::from_secs(8));
+    core.begin_add_block_at(slow.file_id, 0).unwrap().wait().unwrap();
+    assert!(core.expire_writers().unwrap().is_empty(), "nothing is past its lease yet");
+    clock.advance(Duration::from_secs(3));
+    assert_eq!(core.expire_writers().unwrap(), vec!["/dead".to_string()]);
+    assert_eq!(core.stat("/dead").unwrap_err().kind(), ErrorKind::NotFound);
+    assert!(core.stat("/slow").is_ok() && core.open("/done").is_ok());
+    // The removed file's block is queued for deletion on its worker.
+    let w = core.register_worker(None, "127.0.0.1", vec![9001], 1 << 30).unwrap();
+    assert_eq!(core.heartbeat(w, 1 << 30, 0, vec![], vec![]).unwrap().delete_blocks.len(), 1);
+
+    // Restarted long after: the writer of /slow gets a whole lease from the restart.
+    core.shutdown();
+    clock.advance(Duration::from_secs(60));
+    let core = mem_core(&j, &s, &clock, cfg);
+    assert!(core.expire_writers().unwrap().is_empty(), "a restart is not the writer's silence");
+    clock.advance(Duration::from_secs(11));
+    assert_eq!(core.expire_writers().unwrap(), vec!["/slow".to_string()]);
+    assert!(core.open("/done").is_ok());
 }

@@ -351,6 +351,9 @@ impl Sim {
                 let len = lens.iter().sum();
                 let want = match next.file_by_id(id) {
                     None => Err(ErrorKind::NotFound),
+                    // Completing it again with the same content is a retry: done. (Random
+                    // lengths match an earlier completion only for a file without blocks.)
+                    Some(Node::File { complete: true, blocks: 0, len: 0, .. }) if n == 0 && !wrong => Ok(()),
                     Some(Node::File { complete: true, .. }) => Err(ErrorKind::FileNotWritable),
                     Some(_) if wrong => Err(ErrorKind::InvalidArgument),
                     Some(f) => {

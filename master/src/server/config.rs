@@ -20,6 +20,7 @@ use std::time::Duration;
 /// block_size = "4MiB"
 /// snapshot_every = 100000
 /// read_waits_for_durability = true
+/// write_lease = "5m"
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -44,6 +45,9 @@ pub struct ServerConfig {
     pub snapshot_every: u64,
     /// Reads wait until everything they could observe is durable.
     pub read_waits_for_durability: bool,
+    /// A file being written whose writer has been silent this long (no add-block, no
+    /// complete) is removed: a writer that died leaves no half-written entry behind.
+    pub write_lease: Dur,
 }
 
 impl Default for ServerConfig {
@@ -60,6 +64,7 @@ impl Default for ServerConfig {
             block_size: ByteSize(core.block_size),
             snapshot_every: core.snapshot_every,
             read_waits_for_durability: core.read_waits_for_durability,
+            write_lease: Dur(core.write_lease),
         }
     }
 }
@@ -95,6 +100,9 @@ impl ServerConfig {
                 format!("must be between 1B and {}", ByteSize(MAX_PAYLOAD)),
             ));
         }
+        if self.write_lease.get() < Duration::from_secs(1) {
+            return Err(ConfigError::new(f("write_lease"), "must be at least 1s"));
+        }
         if self.tail_budget < self.default_tail {
             return Err(ConfigError::new(f("tail_budget"), "must be at least default_tail"));
         }
@@ -121,6 +129,7 @@ impl ServerConfig {
             block_size: self.block_size.bytes(),
             snapshot_every: self.snapshot_every,
             read_waits_for_durability: self.read_waits_for_durability,
+            write_lease: self.write_lease.get(),
             ..MasterConfig::default()
         }
     }

@@ -135,7 +135,8 @@ async fn shutdown_core(core: Arc<MasterCore>) {
     let _ = tokio::task::spawn_blocking(move || core.shutdown()).await;
 }
 
-/// Marks workers silent past the heartbeat timeout as lost, every `every`, until stopped.
+/// Marks workers silent past the heartbeat timeout as lost and removes files whose writer went
+/// silent past the write lease, every `every`, until stopped.
 async fn tick_loop(core: Arc<MasterCore>, every: Duration, mut stopped: watch::Receiver<bool>) {
     let mut interval = tokio::time::interval(every);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -153,6 +154,15 @@ async fn tick_loop(core: Arc<MasterCore>, every: Duration, mut stopped: watch::R
             Ok(Ok(_)) => {}
             Ok(Err(e)) => tracing::error!(error = %e, "lost-worker tick failed"),
             Err(e) => tracing::error!(error = %e, "lost-worker tick task failed"),
+        }
+        let c = core.clone();
+        match tokio::task::spawn_blocking(move || c.expire_writers()).await {
+            Ok(Ok(paths)) if !paths.is_empty() => {
+                tracing::warn!(files = ?paths, "removed files whose writer went silent past the write lease");
+            }
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::error!(error = %e, "write-lease tick failed"),
+            Err(e) => tracing::error!(error = %e, "write-lease tick task failed"),
         }
     }
 }

@@ -32,6 +32,8 @@ pub struct ClusterSpec {
     pub client_deadline: Duration,
     /// How long [`CvCluster::start`] waits for every worker to be live.
     pub ready_timeout: Duration,
+    /// The master removes a file being written whose writer is silent this long.
+    pub write_lease: Duration,
 }
 
 impl ClusterSpec {
@@ -46,6 +48,7 @@ impl ClusterSpec {
             memory_tier: 16 << 20,
             client_deadline: Duration::from_secs(10),
             ready_timeout: Duration::from_secs(15),
+            write_lease: Duration::from_secs(300),
         }
     }
 }
@@ -57,6 +60,8 @@ pub struct CvCluster {
     cvctl: PathBuf,
     client_config: PathBuf,
     master: ProcId,
+    /// The master's command, to start it again.
+    master_cmd: Command,
     /// `(host index, process)` per worker.
     workers: Vec<(usize, ProcId)>,
 }
@@ -77,9 +82,10 @@ impl CvCluster {
         let mdir = rig.host_dir(MASTER_HOST)?;
         let mconf = write(
             &mdir.join("cv.toml"),
-            &cv_config::master(&certs, master_addr, &mdir.join("journal"), spec.heartbeat_timeout),
+            &cv_config::master(&certs, master_addr, &mdir.join("journal"), spec.heartbeat_timeout, spec.write_lease),
         )?;
-        let master = rig.spawn(MASTER_HOST, "master", &cvctl_cmd(&spec.cvctl, &["master", "--config"], &mconf))?;
+        let master_cmd = cvctl_cmd(&spec.cvctl, &["master", "--config"], &mconf);
+        let master = rig.spawn(MASTER_HOST, "master", &master_cmd)?;
 
         let mut workers = Vec::new();
         for h in MASTER_HOST + 1..=MASTER_HOST + spec.workers {
@@ -104,7 +110,7 @@ impl CvCluster {
         }
         let client_config =
             write(&rig.dir().join("client.toml"), &cv_config::client(&certs, master_addr, spec.client_deadline))?;
-        let cluster = CvCluster { rig, cvctl: spec.cvctl.clone(), client_config, master, workers };
+        let cluster = CvCluster { rig, cvctl: spec.cvctl.clone(), client_config, master, master_cmd, workers };
         let hosts: Vec<String> = cluster.worker_hosts().iter().map(|&h| cluster.host_name(h)).collect();
         cluster.wait_for("every worker live", spec.ready_timeout, |r| hosts.iter().all(|h| r.live(h)))?;
         Ok(cluster)
@@ -118,6 +124,13 @@ impl CvCluster {
     /// The master's process.
     pub fn master(&self) -> ProcId {
         self.master
+    }
+
+    /// Starts the master again (after [`Rig::kill9`] of [`Self::master`]) on the same host,
+    /// address and journal; its new process becomes [`Self::master`].
+    pub fn restart_master(&mut self) -> Result<ProcId, RigError> {
+        self.master = self.rig.spawn(MASTER_HOST, "master", &self.master_cmd)?;
+        Ok(self.master)
     }
 
     /// The host indices of the workers, in order.

@@ -28,12 +28,20 @@ fn ms(d: Duration) -> String {
 
 /// The master's file: listening on `listen`, journal in `journal`, declaring a worker lost after
 /// `heartbeat_timeout` (workers are told to heartbeat three times within it).
-pub(crate) fn master(certs: &Path, listen: SocketAddrV4, journal: &Path, heartbeat_timeout: Duration) -> String {
+pub(crate) fn master(
+    certs: &Path,
+    listen: SocketAddrV4,
+    journal: &Path,
+    heartbeat_timeout: Duration,
+    write_lease: Duration,
+) -> String {
     format!(
-        "{}\n[master]\nlisten = \"{listen}\"\njournal_dir = {}\nnode = \"rig-master\"\nheartbeat_timeout = {}\n",
+        "{}\n[master]\nlisten = \"{listen}\"\njournal_dir = {}\nnode = \"rig-master\"\nheartbeat_timeout = {}\n\
+         write_lease = {}\n",
         tls(certs, "node"),
         toml_str(&journal.to_string_lossy()),
         ms(heartbeat_timeout),
+        ms(write_lease),
     )
 }
 

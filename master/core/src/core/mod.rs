@@ -12,6 +12,7 @@ mod namespace;
 mod objects;
 mod workers;
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::config::{Clock, MasterConfig};
@@ -19,7 +20,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::journal::{FileStorage, Journal, Storage, Ticket, WriterStats, encode_record, encode_snapshot};
 use crate::path::CvPath;
 use crate::placement::Ring;
-use crate::state::{Applied, Mutation, State, StateData};
+use crate::state::{Applied, InodeId, Mutation, State, StateData};
 use crate::tail_cache::{TailCache, TailStats};
 
 pub use namespace::{Created, NewBlock, OpenInfo, Tail};
@@ -93,6 +94,10 @@ pub struct MasterCore {
     /// When this core started (the injected clock): the journal's last heartbeats are from
     /// before the restart, so every worker gets a heartbeat timeout from here to reconnect.
     started_ms: u64,
+    /// When each file being written was last touched by its writer (create, add-block,
+    /// complete), for the write lease. Not journaled: after a restart every such file's lease
+    /// starts at the restart.
+    writing: Mutex<HashMap<InodeId, u64>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -136,6 +141,7 @@ impl MasterCore {
             ring_epoch: u64::MAX,
         };
         let started_ms = clock.now_ms();
+        let writing = Mutex::new(inner.state.writing_files().map(|id| (id, started_ms)).collect());
         Ok(Self {
             inner: Mutex::new(inner),
             tails: Mutex::new(TailCache::new(config.tail_budget_bytes)),
@@ -144,6 +150,7 @@ impl MasterCore {
             clock,
             recovery,
             started_ms,
+            writing,
         })
     }
 

@@ -90,7 +90,42 @@ impl MasterCore {
         if let Some(old) = replaced {
             lock(&self.tails).remove(old);
         }
+        self.touch(file_id);
         Ok(Self::done(Created { file_id, version }, t))
+    }
+
+    /// The writer of `file_id` is alive: its write lease starts again.
+    fn touch(&self, file_id: InodeId) {
+        lock(&self.writing).insert(file_id, self.clock.now_ms());
+    }
+
+    /// Removes files being written whose writer has been silent for the write lease
+    /// (`MasterConfig::write_lease`); returns their paths. A file completed or removed
+    /// meanwhile is only forgotten.
+    pub fn expire_writers(&self) -> Result<Vec<String>> {
+        let lease = self.config.write_lease.as_millis() as u64;
+        let now = self.clock.now_ms();
+        let expired: Vec<InodeId> =
+            lock(&self.writing).iter().filter(|(_, at)| now.saturating_sub(**at) > lease).map(|(id, _)| *id).collect();
+        let mut removed = Vec::new();
+        for id in expired {
+            let mut path = None;
+            let result = self.submit(|g, now| {
+                let p = g.state.writing_path(id).ok_or_else(|| Error::new(ErrorKind::NotFound, "not being written"))?;
+                path = Some(p.clone());
+                Ok(Mutation::Delete { path: p, recursive: false, mtime: now })
+            });
+            lock(&self.writing).remove(&id);
+            match result {
+                Ok((_, t)) => {
+                    t.wait()?;
+                    removed.extend(path);
+                }
+                Err(e) if e.kind() == ErrorKind::NotFound && path.is_none() => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(removed)
     }
 
     pub fn create(&self, path: &str, overwrite: bool, mode: u32) -> Result<Created> {
@@ -135,6 +170,7 @@ impl MasterCore {
                 .map(|(block_id, b)| NewBlock::new(st, block_id, index, b.worker, b.shard)))
         })?;
         let Pending { value, ticket } = existing;
+        self.touch(file_id);
         match value {
             Some(block) => Ok(Pending { value: block, ticket }),
             None => {
@@ -168,6 +204,13 @@ impl MasterCore {
         {
             return Err(Error::new(ErrorKind::InvalidArgument, "tail does not end at the file's end"));
         }
+        // A retry of a completion that was applied (its reply lost, or the master restarted
+        // since, which forgets replies): the same answer, once what was read is durable.
+        let again = self.read(|st| Ok(st.completed_as(file_id, length, &block_lens)))?;
+        if again.value {
+            return Ok(Pending { value: (), ticket: again.ticket });
+        }
+
         let mut version = 0;
         let (_, t) = self.submit(|g, now| {
             version = g.state.data().inodes.get(&file_id).map_or(0, |i| match &i.body {
@@ -176,6 +219,7 @@ impl MasterCore {
             });
             Ok(Mutation::Complete { file_id, length, block_lens, mtime: now })
         })?;
+        lock(&self.writing).remove(&file_id);
         if let Some((_, bytes)) = tail {
             self.put_tail(file_id, version, length, &bytes);
         }

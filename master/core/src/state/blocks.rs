@@ -109,6 +109,32 @@ impl State {
         Ok(Applied::Done)
     }
 
+    /// Every file being written (its writer has not completed it).
+    pub fn writing_files(&self) -> impl Iterator<Item = InodeId> + '_ {
+        self.data.inodes.values().filter_map(|i| match &i.body {
+            InodeBody::File(f) if f.state == FileState::Writing => Some(i.id),
+            _ => None,
+        })
+    }
+
+    /// The path of file `id` if it is being written.
+    pub fn writing_path(&self, id: InodeId) -> Option<String> {
+        match self.file(id) {
+            Ok(f) if f.state == FileState::Writing => self.path_of(id),
+            _ => None,
+        }
+    }
+
+    /// Whether file `id` is complete with exactly this length and these block lengths: a
+    /// `complete` of that content again is answered as done, not refused as not writable.
+    pub fn completed_as(&self, id: InodeId, length: u64, block_lens: &[u64]) -> bool {
+        let Ok(f) = self.file(id) else { return false };
+        f.state == FileState::Complete
+            && f.length == length
+            && f.blocks.len() == block_lens.len()
+            && f.blocks.iter().zip(block_lens).all(|(b, &len)| self.data.blocks.get(b).is_some_and(|i| i.len == len))
+    }
+
     /// Forgets blocks and queues a delete for each on its worker. Returns how many were queued.
     pub(super) fn drop_blocks(&mut self, blocks: &[BlockId]) -> usize {
         let mut queued = 0;

@@ -46,3 +46,43 @@ impl FailoverArgs {
         Ok(())
     }
 }
+
+/// Arguments of `cvctl bench master-crash`.
+#[derive(Args, Debug)]
+pub struct MasterCrashArgs {
+    /// Concurrent writers, each putting files one after another.
+    #[arg(long, default_value_t = 4)]
+    writers: usize,
+    /// Bytes per file.
+    #[arg(long, default_value = "5MiB")]
+    file_size: ByteSize,
+    /// Writing before the kill (the baseline).
+    #[arg(long, default_value = "10s")]
+    before: Dur,
+    /// How long the master stays down.
+    #[arg(long, default_value = "3s")]
+    down: Dur,
+    /// Writing after the master is back.
+    #[arg(long, default_value = "20s")]
+    after: Dur,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+impl MasterCrashArgs {
+    /// Runs the benchmark.
+    pub fn run(self) -> CmdResult {
+        let opts = failover::MasterCrashOptions {
+            writers: self.writers.max(1),
+            file_len: self.file_size.bytes() as usize,
+            before: self.before.get(),
+            down: self.down.get(),
+            after: self.after.get(),
+            ..failover::MasterCrashOptions::new(std::env::current_exe()?)
+        };
+        let report = failover::run_master_crash(&opts)?;
+        failover::print_master_crash(&report, self.json);
+        Ok(())
+    }
+}

@@ -147,6 +147,10 @@ pub enum Bench {
     /// read latency before, during and after the failover, time until every read is served
     /// again. Needs root and a cvctl built with `--features embedded-s3`.
     Failover(failover::FailoverArgs),
+    /// kill -9 the master during a put storm on the multi-host rig and start it again:
+    /// acknowledged puts lost, puts failing after it is back, unfinished entries left. Needs
+    /// root and a cvctl built with `--features embedded-s3`.
+    MasterCrash(failover::MasterCrashArgs),
 }
 
 impl Bench {
@@ -167,6 +171,7 @@ impl Bench {
             Bench::Scan(a) => a.run(),
             Bench::Fuse(a) => a.run(),
             Bench::Failover(a) => a.run(),
+            Bench::MasterCrash(a) => a.run(),
         }
     }
 }
