@@ -186,6 +186,10 @@ pub struct FailoverReport {
     pub cv_only_error: Option<String>,
     /// Whether that error is `DataLoss`.
     pub cv_only_data_loss: bool,
+    /// Whether `cvctl report` lists that file among the lost.
+    pub cv_only_reported_lost: bool,
+    /// Blocks whose only copy was on the killed worker, as the report counts them.
+    pub victim_only_copies: u64,
     /// Latency before the kill, in the failover window, after it.
     pub latency: Vec<Latency>,
 }
@@ -212,4 +216,8 @@ pub fn print(r: &FailoverReport, json: bool) {
     if let Some(e) = &r.cv_only_error {
         println!("cv-only block on it      {e}");
     }
+    println!(
+        "its only copies (report) {}; that file listed as lost: {}",
+        r.victim_only_copies, r.cv_only_reported_lost
+    );
 }

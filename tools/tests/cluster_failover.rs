@@ -39,6 +39,8 @@ fn killing_a_worker_fails_no_read_of_a_cache_mode_file() {
     let noticed = r.master_noticed_ms.expect("the master reports the killed worker not live");
     assert!(noticed < 5_000.0, "the master took {noticed} ms (its heartbeat timeout is 10 s)");
     assert!(r.cv_only_data_loss, "a cv-only block on the killed worker: {:?}", r.cv_only_error);
+    assert!(r.cv_only_reported_lost, "cvctl report lists the file that lost a block");
+    assert!(r.victim_only_copies > 0, "the report counts the killed worker's only copies");
     assert!(r.latency[0].count > 0 && r.latency[2].count > 0, "reads before and after the failover");
 }
 

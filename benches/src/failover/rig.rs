@@ -224,6 +224,10 @@ async fn measure(
         }
         None => (None, false),
     };
+    // The report names the files that lost blocks, and the dead worker's only copies.
+    let report = client.report().await?;
+    let lost_reported = report.lost_paths.clone();
+    let victim_only_copies = report.workers.iter().find(|w| w.worker_id == victim_id).map_or(0, |w| w.only_copies);
     client.shutdown().await;
     if std::env::var_os("CV_FAILOVER_DEBUG").is_some() {
         eprintln!("killed at {killed_at:?}\n{}", cluster.rig().logs());
@@ -271,6 +275,8 @@ async fn measure(
         master_noticed_ms: master_noticed.map(ms),
         cv_only_error,
         cv_only_data_loss,
+        cv_only_reported_lost: cv_only.as_ref().is_some_and(|(p, _)| lost_reported.contains(p)),
+        victim_only_copies,
         latency: vec![
             Latency::from_hist("reads before the kill (baseline)", &before),
             Latency::from_hist("reads in the failover window", &window),

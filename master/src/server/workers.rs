@@ -61,9 +61,10 @@ pub(super) async fn heartbeat(s: &MasterService, peer: &Peer, q: Req<'_, Heartbe
 pub(super) async fn report(s: &MasterService, q: Req<'_, cv_wire::msg::Report>) -> Result<Reply, Fail> {
     // Copies the whole state (an admin call, rare): off the reactor.
     let core = s.core.clone();
-    let data = tokio::task::spawn_blocking(move || core.state_data())
-        .await
-        .map_err(|e| Fail::new(ErrorCode::Internal, format!("report task: {e}")))?;
+    let (data, blocks) =
+        tokio::task::spawn_blocking(move || (core.state_data(), core.inspect(|st| st.block_summary(100))))
+            .await
+            .map_err(|e| Fail::new(ErrorCode::Internal, format!("report task: {e}")))?;
     let now = s.clock.now_ms();
     let tails = s.core.tail_stats();
     let backlog = s.core.inspect(|st| st.pending_exports(false));
@@ -81,6 +82,9 @@ pub(super) async fn report(s: &MasterService, q: Req<'_, cv_wire::msg::Report>) 
             last_heartbeat_age_ms: now.saturating_sub(w.last_heartbeat),
             memory: tiers.get(&w.id).map(|t| t.0).unwrap_or_default(),
             disk: tiers.get(&w.id).map(|t| t.1).unwrap_or_default(),
+            blocks: blocks.per_worker.get(&w.id).map_or(0, |b| b.blocks),
+            only_copies: blocks.per_worker.get(&w.id).map_or(0, |b| b.only_copies),
+            only_copy_bytes: blocks.per_worker.get(&w.id).map_or(0, |b| b.only_copy_bytes),
         })
         .collect();
     let ok = ReportOk {
@@ -96,6 +100,9 @@ pub(super) async fn report(s: &MasterService, q: Req<'_, cv_wire::msg::Report>) 
         export_lag_ms: backlog.first().map_or(0, |e| now.saturating_sub(e.4)),
         exported: s.exporter.exported.load(std::sync::atomic::Ordering::Relaxed),
         export_failures: s.exporter.failures.load(std::sync::atomic::Ordering::Relaxed),
+        lost_files: blocks.lost_files,
+        lost_blocks: blocks.lost_blocks,
+        lost_paths: blocks.lost_paths,
     };
     Ok(q.reply(&ok))
 }

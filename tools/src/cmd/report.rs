@@ -34,6 +34,8 @@ impl ReportArgs {
                             "last_heartbeat_age_ms": w.last_heartbeat_age_ms,
                             "memory_tier": tier_json(&w.memory),
                             "disk_tier": tier_json(&w.disk),
+                            "blocks": w.blocks, "only_copies": w.only_copies,
+                            "only_copy_bytes": w.only_copy_bytes,
                         })
                     })
                     .collect();
@@ -44,6 +46,7 @@ impl ReportArgs {
                     "export": { "backlog_files": r.export_backlog, "backlog_bytes": r.export_backlog_bytes,
                                 "lag_ms": r.export_lag_ms, "exported": r.exported,
                                 "failures": r.export_failures },
+                    "lost": { "files": r.lost_files, "blocks": r.lost_blocks, "paths": r.lost_paths },
                 });
                 println!("{out}");
                 return Ok(());
@@ -61,13 +64,26 @@ impl ReportArgs {
                 "export backlog {} files, {} bytes, oldest waiting {} ms; exported {}, failed {}",
                 r.export_backlog, r.export_backlog_bytes, r.export_lag_ms, r.exported, r.export_failures
             );
+            if r.lost_files > 0 {
+                println!(
+                    "LOST: {} files ({} blocks) had their only copy on a lost worker; reading them fails with DataLoss:",
+                    r.lost_files, r.lost_blocks
+                );
+                for p in &r.lost_paths {
+                    println!("  {p}");
+                }
+                if r.lost_files > r.lost_paths.len() as u64 {
+                    println!("  ... and {} more", r.lost_files - r.lost_paths.len() as u64);
+                }
+            }
             println!(
-                "{:>6} {:<22} {:>6} {:>16} {:>16} {:>6} {:>10} {:>9} {:>9}",
-                "id", "host", "shards", "capacity", "used", "live", "hb age ms", "mem hit", "disk hit"
+                "{:>6} {:<22} {:>6} {:>16} {:>16} {:>6} {:>10} {:>9} {:>9} {:>9} {:>9} {:>14}",
+                "id", "host", "shards", "capacity", "used", "live", "hb age ms", "mem hit", "disk hit", "blocks",
+                "only copy", "to move bytes"
             );
             for w in &r.workers {
                 println!(
-                    "{:>6} {:<22} {:>6} {:>16} {:>16} {:>6} {:>10} {:>8.1}% {:>8.1}%",
+                    "{:>6} {:<22} {:>6} {:>16} {:>16} {:>6} {:>10} {:>8.1}% {:>8.1}% {:>9} {:>9} {:>14}",
                     w.worker_id,
                     w.host,
                     w.shard_ports.len(),
@@ -76,7 +92,10 @@ impl ReportArgs {
                     w.live,
                     w.last_heartbeat_age_ms,
                     ratio(&w.memory) * 100.0,
-                    ratio(&w.disk) * 100.0
+                    ratio(&w.disk) * 100.0,
+                    w.blocks,
+                    w.only_copies,
+                    w.only_copy_bytes
                 );
             }
             Ok(())

@@ -33,6 +33,13 @@ pub struct WorkerInfo {
     pub memory: TierCounters,
     /// Disk tier counters from its last heartbeat.
     pub disk: TierCounters,
+    /// Blocks the master places on it.
+    pub blocks: u64,
+    /// Of those, blocks whose only copy is there (no object-store copy): what a drain or a
+    /// re-replication must move before the worker can go.
+    pub only_copies: u64,
+    /// Bytes in those blocks.
+    pub only_copy_bytes: u64,
 }
 
 /// Reply to [`Report`].
@@ -63,6 +70,12 @@ pub struct ReportOk {
     pub exported: u64,
     /// Exports that failed since the master started (each is retried).
     pub export_failures: u64,
+    /// Files with a block whose only copy was on a lost worker (every one of them counted).
+    pub lost_files: u64,
+    /// Blocks whose only copy was on a lost worker.
+    pub lost_blocks: u64,
+    /// Paths of the first of those files (at most 100, in path order).
+    pub lost_paths: Vec<String>,
 }
 
 impl CheckLimits for ArchivedReportOk {
@@ -71,7 +84,9 @@ impl CheckLimits for ArchivedReportOk {
         self.workers.iter().try_for_each(|w| {
             check_str(&w.host, l, "worker.host")?;
             check_count(w.shard_ports.len(), l, "worker.shard_ports")
-        })
+        })?;
+        check_count(self.lost_paths.len(), l, "report.lost_paths")?;
+        self.lost_paths.iter().try_for_each(|p| super::check_path(p, l, "report.lost_paths"))
     }
 }
 

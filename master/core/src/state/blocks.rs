@@ -1,6 +1,6 @@
 //! File contents: adding blocks, completing a file, dropping blocks, the block map for `open`.
 
-use super::types::{BlockId, BlockInfo, FileBody, FileState, InodeBody, InodeId};
+use super::types::{BlockId, BlockInfo, FileBody, FileState, InodeBody, InodeId, WorkerId};
 use super::view::{BlockLoc, OpenFile};
 use super::{Applied, State, err};
 use crate::error::{ErrorKind, Result};
@@ -109,6 +109,33 @@ impl State {
         Ok(Applied::Done)
     }
 
+    /// Where the blocks are, for the report: per worker its blocks and the only copies among
+    /// them, and the files with a block whose only copy is on a lost worker (the first
+    /// `max_paths` paths, in path order). One pass over the block map.
+    pub fn block_summary(&self, max_paths: usize) -> BlockSummary {
+        let mut sum = BlockSummary::default();
+        let mut lost_files = std::collections::BTreeSet::new();
+        for info in self.data.blocks.values() {
+            let w = sum.per_worker.entry(info.worker).or_default();
+            w.blocks += 1;
+            if self.data.ufs_files.contains_key(&info.file) {
+                continue;
+            }
+            w.only_copies += 1;
+            w.only_copy_bytes += info.len;
+            if !self.data.workers.get(&info.worker).is_some_and(|w| w.live) {
+                sum.lost_blocks += 1;
+                lost_files.insert(info.file);
+            }
+        }
+        sum.lost_files = lost_files.len() as u64;
+        let mut paths: Vec<String> = lost_files.into_iter().filter_map(|id| self.path_of(id)).collect();
+        paths.sort_unstable();
+        paths.truncate(max_paths);
+        sum.lost_paths = paths;
+        sum
+    }
+
     /// Every file being written (its writer has not completed it).
     pub fn writing_files(&self) -> impl Iterator<Item = InodeId> + '_ {
         self.data.inodes.values().filter_map(|i| match &i.body {
@@ -178,4 +205,22 @@ impl State {
         }
         Ok(OpenFile { file_id: id, length: f.length, version: f.version, mtime: inode.mtime, blocks, ufs })
     }
+}
+
+/// What [`State::block_summary`] found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BlockSummary {
+    pub per_worker: std::collections::BTreeMap<WorkerId, WorkerBlocks>,
+    pub lost_files: u64,
+    pub lost_blocks: u64,
+    pub lost_paths: Vec<String>,
+}
+
+/// One worker's share of the block map.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WorkerBlocks {
+    pub blocks: u64,
+    /// Blocks whose only copy is there (their file has no object-store copy).
+    pub only_copies: u64,
+    pub only_copy_bytes: u64,
 }

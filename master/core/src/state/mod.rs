@@ -12,6 +12,7 @@ pub mod v2;
 mod view;
 mod workers;
 
+pub use blocks::{BlockSummary, WorkerBlocks};
 pub use mounts::key_of;
 pub use mutation::{Applied, Mutation};
 pub use types::{
