@@ -46,6 +46,8 @@ pub struct UfsEntry {
 pub struct Ufs {
     op: Operator,
     location: Location,
+    /// Attempts per call (the first and its retries), for errors.
+    attempts: usize,
 }
 
 impl Ufs {
@@ -69,26 +71,35 @@ impl Ufs {
             )
             // Inside the retry layer, so each attempt has its own deadline.
             .layer(TimeoutLayer::new().with_timeout(s.op_timeout).with_io_timeout(s.io_timeout));
-        Ok(Ufs { op, location })
+        Ok(Ufs { op, location, attempts: s.retries + 1 })
     }
 
     pub fn location(&self) -> &Location {
         &self.location
     }
 
+    /// `what` with the store it was asked of and how many attempts it got, so an error
+    /// says which store failed and after how many tries.
+    fn at(&self, what: impl std::fmt::Display) -> String {
+        let l = &self.location;
+        let bucket = l.bucket.as_deref().unwrap_or("");
+        format!("{what} at {}://{bucket}{} (up to {} attempts)", l.scheme, l.root, self.attempts)
+    }
+
     /// Lists the root once (one page, whatever the bucket holds): the mount is reachable and
     /// the credentials work.
     pub async fn check(&self) -> Result<(), UfsError> {
         use futures::StreamExt;
-        let mut lister = self.op.lister_with("/").limit(1).await.map_err(|e| UfsError::from_opendal("list /", e))?;
+        let mut lister =
+            self.op.lister_with("/").limit(1).await.map_err(|e| UfsError::from_opendal(self.at("list /"), e))?;
         match lister.next().await {
-            Some(Err(e)) => Err(UfsError::from_opendal("list /", e)),
+            Some(Err(e)) => Err(UfsError::from_opendal(self.at("list /"), e)),
             Some(Ok(_)) | None => Ok(()),
         }
     }
 
     pub async fn stat(&self, key: &str) -> Result<ObjectMeta, UfsError> {
-        let m = self.op.stat(key).await.map_err(|e| UfsError::from_opendal(format!("stat {key}"), e))?;
+        let m = self.op.stat(key).await.map_err(|e| UfsError::from_opendal(self.at(format!("stat {key}")), e))?;
         if m.is_dir() {
             return Err(UfsError::new(UfsErrorKind::NotFound, format!("{key} is a directory")));
         }
@@ -121,7 +132,7 @@ impl Ufs {
         range: Range<u64>,
         version: Option<&str>,
     ) -> Result<UfsStream, UfsError> {
-        let what = || format!("read {key} {range:?}");
+        let what = || self.at(format_args!("read {key} {range:?}"));
         let mut req = self.op.reader_with(key);
         if let Some(v) = version.filter(|v| is_etag(v)) {
             req = req.if_match(v);
@@ -139,7 +150,7 @@ impl Ufs {
     /// level, sorted by name.
     pub async fn list_dir(&self, dir: &str) -> Result<Vec<UfsEntry>, UfsError> {
         let d = if dir.is_empty() || dir == "/" { "/".to_owned() } else { format!("{}/", dir.trim_matches('/')) };
-        let entries = self.op.list(&d).await.map_err(|e| UfsError::from_opendal(format!("list {d}"), e))?;
+        let entries = self.op.list(&d).await.map_err(|e| UfsError::from_opendal(self.at(format!("list {d}")), e))?;
         let mut out = Vec::with_capacity(entries.len());
         for e in entries {
             let name = e.name().trim_end_matches('/');
@@ -169,19 +180,19 @@ impl Ufs {
             .writer_with(key)
             .chunk(chunk)
             .await
-            .map_err(|e| UfsError::from_opendal(format!("write {key}"), e))?;
-        Ok(UfsWriter { w, key: key.to_owned(), len: 0 })
+            .map_err(|e| UfsError::from_opendal(self.at(format!("write {key}")), e))?;
+        Ok(UfsWriter { w, key: key.to_owned(), len: 0, what: self.at(format!("write {key}")) })
     }
 
     /// Copies `from` to `to` inside the store (S3 CopyObject: no bytes through cv, objects up to
     /// 5 GiB); the copy's metadata, whose ETag may differ from the source's.
     pub async fn copy(&self, from: &str, to: &str) -> Result<ObjectMeta, UfsError> {
-        self.op.copy(from, to).await.map_err(|e| UfsError::from_opendal(format!("copy {from} to {to}"), e))?;
+        self.op.copy(from, to).await.map_err(|e| UfsError::from_opendal(self.at(format!("copy {from} to {to}")), e))?;
         self.stat(to).await
     }
 
     pub async fn delete(&self, key: &str) -> Result<(), UfsError> {
-        self.op.delete(key).await.map_err(|e| UfsError::from_opendal(format!("delete {key}"), e))
+        self.op.delete(key).await.map_err(|e| UfsError::from_opendal(self.at(format!("delete {key}")), e))
     }
 }
 
@@ -190,6 +201,8 @@ pub struct UfsWriter {
     w: opendal::Writer,
     key: String,
     len: u64,
+    /// The write and its store, for errors.
+    what: String,
 }
 
 impl std::fmt::Debug for UfsWriter {
@@ -201,12 +214,12 @@ impl std::fmt::Debug for UfsWriter {
 impl UfsWriter {
     pub async fn write(&mut self, bytes: Bytes) -> Result<(), UfsError> {
         self.len += bytes.len() as u64;
-        self.w.write(bytes).await.map_err(|e| UfsError::from_opendal(format!("write {}", self.key), e))
+        self.w.write(bytes).await.map_err(|e| UfsError::from_opendal(&self.what, e))
     }
 
     /// Finishes the upload; the object's metadata as stored.
     pub async fn close(mut self, ufs: &Ufs) -> Result<ObjectMeta, UfsError> {
-        let m = self.w.close().await.map_err(|e| UfsError::from_opendal(format!("finish {}", self.key), e))?;
+        let m = self.w.close().await.map_err(|e| UfsError::from_opendal(format!("finish of {}", self.what), e))?;
         // Not every store returns the new ETag with the upload: ask then.
         if m.etag().is_some() && m.content_length() == self.len {
             return Ok(meta(&m));
