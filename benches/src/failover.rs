@@ -190,6 +190,13 @@ pub struct FailoverReport {
     pub cv_only_reported_lost: bool,
     /// Blocks whose only copy was on the killed worker, as the report counts them.
     pub victim_only_copies: u64,
+    /// With the master killed too: whole-file reads of the cache-mode files through block maps
+    /// from before both kills, that returned the right bytes.
+    pub without_master_ok: u64,
+    /// ... and that failed.
+    pub without_master_failed: u64,
+    /// The first of those failures.
+    pub without_master_error: Option<String>,
     /// Latency before the kill, in the failover window, after it.
     pub latency: Vec<Latency>,
 }
@@ -219,5 +226,11 @@ pub fn print(r: &FailoverReport, json: bool) {
     println!(
         "its only copies (report) {}; that file listed as lost: {}",
         r.victim_only_copies, r.cv_only_reported_lost
+    );
+    println!(
+        "master killed too        {} whole-file reads right, {} failed{}",
+        r.without_master_ok,
+        r.without_master_failed,
+        r.without_master_error.as_deref().map(|e| format!(" (first: {e})")).unwrap_or_default()
     );
 }

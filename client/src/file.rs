@@ -78,6 +78,33 @@ impl FileInner {
         Ok(now.clone())
     }
 
+    /// Another worker to read block `loc` through when its owner is unreachable and the master
+    /// cannot say where it is now: a shard of the same index (a block id names its shard
+    /// index) on another worker this file's block map knows and that is not known to be down,
+    /// chosen by the block id so every reader picks the same one. It fills the block from the
+    /// object store (the read carries the source) and is adopted as its owner when it reports it.
+    fn other_worker(&self, loc: &BlockLoc) -> Option<BlockLoc> {
+        let shard = cv_wire::block_shard(loc.block_id);
+        let pool = &self.client.inner.pool;
+        let mut others: Vec<&BlockLoc> = self
+            .blocks
+            .iter()
+            .filter(|b| !b.lost && b.addr != loc.addr && cv_wire::block_shard(b.block_id) == shard)
+            .filter(|b| pool.down_since(b.addr.socket_addr()).is_none())
+            .collect();
+        others.sort_by_key(|b| (b.addr.ip, b.addr.port));
+        others.dedup_by_key(|b| b.addr);
+        let pick =
+            others.get((loc.block_id.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize % others.len().max(1))?;
+        Some(BlockLoc { worker_id: pick.worker_id, shard: pick.shard, addr: pick.addr, ..loc.clone() })
+    }
+
+    /// Reads of block `loc.block_id` go to `loc` from now on.
+    fn remember(&self, loc: BlockLoc) {
+        self.moved.lock().expect("moved lock").insert(loc.block_id, loc);
+        self.any_moved.store(true, Ordering::Release);
+    }
+
     /// The error a read of block `loc` gets when its only copy is gone.
     fn data_loss(&self, loc: &BlockLoc, why: &str) -> Error {
         let (path, id, w) = (&self.status.path, loc.block_id, loc.worker_id);
@@ -377,7 +404,49 @@ pub(crate) async fn fetch(file: &FileInner, loc: &BlockLoc, offset: u64, len: u6
         if Instant::now() + pause >= deadline {
             return Err(err);
         }
-        let now = file.relocate(&loc).await?;
+        // Asking the master is bounded too: a master that is down as well must not take the
+        // read's whole deadline (a block the store holds is then read through another worker).
+        let ask = deadline.saturating_duration_since(Instant::now()).min(RELOCATE_WITHIN);
+        let pool = &file.client.inner.pool;
+        let master = settings.master;
+        let asked = match pool.down_since(master) {
+            // It did not answer a moment ago: other reads do not wait for it again.
+            Some(since) if since < crate::pool::DOWN_FOR => Err(Error::new(
+                ErrorKind::Unavailable,
+                format!("master at {master} unreachable {} ms ago", since.as_millis()),
+            )),
+            _ => match tokio::time::timeout(ask, file.relocate(&loc)).await {
+                Ok(Ok(now)) => {
+                    pool.mark_up(master);
+                    Ok(now)
+                }
+                Ok(Err(e)) if e.kind() != ErrorKind::Unavailable && e.kind() != ErrorKind::Timeout => return Err(e),
+                Ok(Err(e)) => {
+                    pool.mark_down(master);
+                    Err(e)
+                }
+                Err(_) => {
+                    pool.mark_down(master);
+                    Err(Error::timeout("ask the master where the block is", ask))
+                }
+            },
+        };
+        let now = match asked {
+            Ok(now) => now,
+            Err(master) => {
+                let Some(other) = (!cv_only).then(|| file.other_worker(&loc)).flatten() else {
+                    return Err(Error::new(
+                        err.kind(),
+                        format!("{}; the master cannot say where else: {master}", err.message()),
+                    ));
+                };
+                tracing::debug!(block = loc.block_id, to = %other.addr.socket_addr(), error = %master, "master unreachable; reading through another worker");
+                file.remember(other.clone());
+                loc = other;
+                confirmed = false;
+                continue;
+            }
+        };
         confirmed = now.addr == loc.addr;
         if confirmed && !now.lost {
             // The master has not noticed yet, or the worker is back.
@@ -390,6 +459,11 @@ pub(crate) async fn fetch(file: &FileInner, loc: &BlockLoc, offset: u64, len: u6
         loc = now;
     }
 }
+
+/// How long a read that lost its owner waits for the master's answer before it reads a block
+/// the store holds through another worker instead: over the transport's idle timeout, so a
+/// connection to a master that just died is seen closing.
+const RELOCATE_WITHIN: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// [`fetch`], keeping the reply's bytes as they were received.
 pub(crate) async fn fetch_owned(file: &FileInner, loc: &BlockLoc, offset: u64, len: u64) -> Result<Received> {

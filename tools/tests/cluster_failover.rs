@@ -42,6 +42,8 @@ fn killing_a_worker_fails_no_read_of_a_cache_mode_file() {
     assert!(r.cv_only_reported_lost, "cvctl report lists the file that lost a block");
     assert!(r.victim_only_copies > 0, "the report counts the killed worker's only copies");
     assert!(r.latency[0].count > 0 && r.latency[2].count > 0, "reads before and after the failover");
+    assert_eq!(r.without_master_failed, 0, "with the master down too: {:?}", r.without_master_error);
+    assert!(r.without_master_ok > 0);
 }
 
 /// Issue 20's master-crash measurement, shortened: kill -9 the master during a 4-writer put

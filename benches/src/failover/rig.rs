@@ -101,6 +101,7 @@ async fn measure(
     let client = Client::connect(cfg.client.clone(), &identity, &cfg.transport).await?;
     // Warm: every block read once, so each owner holds its blocks.
     let mut owned: HashMap<u64, usize> = HashMap::new();
+    let mut warm = Vec::new();
     for (i, want) in contents.iter().enumerate() {
         let f = client.open(&format!("/s3/f{i}.bin")).await?;
         let got = f.sequential(0).read_to_end().await?;
@@ -110,6 +111,7 @@ async fn measure(
         for b in f.blocks() {
             *owned.entry(b.worker_id).or_default() += 1;
         }
+        warm.push(f);
     }
     // The victim: the worker that owns the most blocks.
     let (&victim_id, &victim_blocks) = owned.iter().max_by_key(|(_, n)| **n).ok_or("no blocks")?;
@@ -228,6 +230,24 @@ async fn measure(
     let report = client.report().await?;
     let lost_reported = report.lost_paths.clone();
     let victim_only_copies = report.workers.iter().find(|w| w.worker_id == victim_id).map_or(0, |w| w.only_copies);
+
+    // Now the master dies too. Files opened before the first kill still name the dead worker
+    // for some blocks; with nobody to ask, those are read through another worker.
+    cluster.rig().kill9(cluster.master())?;
+    let (mut without_master_ok, mut without_master_failed, mut without_master_error) = (0u64, 0u64, None);
+    for (i, f) in warm.iter().enumerate() {
+        match f.sequential(0).read_to_end().await {
+            Ok(got) if got == contents[i] => without_master_ok += 1,
+            Ok(_) => {
+                without_master_failed += 1;
+                wrong += 1;
+            }
+            Err(e) => {
+                without_master_failed += 1;
+                without_master_error.get_or_insert_with(|| format!("/s3/f{i}.bin: {e}"));
+            }
+        }
+    }
     client.shutdown().await;
     if std::env::var_os("CV_FAILOVER_DEBUG").is_some() {
         eprintln!("killed at {killed_at:?}\n{}", cluster.rig().logs());
@@ -277,6 +297,9 @@ async fn measure(
         cv_only_data_loss,
         cv_only_reported_lost: cv_only.as_ref().is_some_and(|(p, _)| lost_reported.contains(p)),
         victim_only_copies,
+        without_master_ok,
+        without_master_failed,
+        without_master_error,
         latency: vec![
             Latency::from_hist("reads before the kill (baseline)", &before),
             Latency::from_hist("reads in the failover window", &window),
