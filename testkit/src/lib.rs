@@ -4,6 +4,7 @@
 //! from sync tests and from any runtime. And [`rig`]: several hosts on one machine (network namespaces on
 //! a bridge) and a cv cluster on them through the real `cvctl` binary. See `README.md`.
 
+mod bytes;
 mod classify;
 mod proxy;
 pub mod rig;
@@ -11,5 +12,6 @@ mod rt;
 mod s3;
 mod shaped;
 
+pub use bytes::random_bytes;
 pub use proxy::DelayProxy;
 pub use s3::{Fault, Op, Request, S3Server};

@@ -6,24 +6,11 @@
 
 use std::time::{Duration, Instant};
 
+use cv_testkit::random_bytes;
 use cv_testkit::rig::{ClusterSpec, CvCluster, Report, Rig};
 
 /// The master's heartbeat timeout here; workers are told to heartbeat three times within it.
 const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// Deterministic pseudo-random bytes (xorshift64*), different per seed.
-fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut out = Vec::with_capacity(len + 8);
-    while out.len() < len {
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        out.extend_from_slice(&x.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes());
-    }
-    out.truncate(len);
-    out
-}
 
 /// Live flags of every worker host, for messages.
 fn live_of(c: &CvCluster, r: &Report) -> Vec<(String, bool)> {

@@ -5,8 +5,8 @@ use crate::open_latency::BenchError;
 use crate::report::{Latency, histogram};
 use cv_client::{Client, ClientConfig, ErrorKind, File};
 use cv_net::tls::Identity;
-use cv_testkit::S3Server;
 use cv_testkit::rig::{ClusterSpec, CvCluster, Rig};
+use cv_testkit::{S3Server, random_bytes as bytes};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,20 +19,6 @@ struct Sample {
     ok: bool,
 }
 
-/// Deterministic pseudo-random bytes (xorshift64*), different per seed.
-fn bytes(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut out = Vec::with_capacity(len + 8);
-    while out.len() < len {
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        out.extend_from_slice(&x.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes());
-    }
-    out.truncate(len);
-    out
-}
-
 fn cmd_ok(out: std::process::Output, what: &str) -> Result<(), BenchError> {
     if out.status.success() {
         return Ok(());
@@ -40,27 +26,39 @@ fn cmd_ok(out: std::process::Output, what: &str) -> Result<(), BenchError> {
     Err(format!("{what}: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)).into())
 }
 
+/// Starts a cluster of `spec` on a new rig, runs `f` on it and removes it whatever `f` did.
+fn on_rig<T>(
+    what: &str,
+    spec: &ClusterSpec,
+    f: impl FnOnce(&mut CvCluster) -> Result<T, BenchError>,
+) -> Result<T, BenchError> {
+    if let Some(why) = Rig::unavailable() {
+        return Err(format!("{what} needs the multi-host rig: {why}").into());
+    }
+    let mut cluster = CvCluster::start(spec)?;
+    let result = f(&mut cluster);
+    let stopped = cluster.shutdown();
+    let report = result?;
+    stopped?;
+    Ok(report)
+}
+
 /// Runs the scenario; the cluster is removed whatever happens.
 pub(super) fn run(opts: &FailoverOptions) -> Result<FailoverReport, BenchError> {
-    if let Some(why) = Rig::unavailable() {
-        return Err(format!("bench failover needs the multi-host rig: {why}").into());
-    }
     let spec = ClusterSpec {
         heartbeat_timeout: opts.heartbeat_timeout,
         worker_capacity: 256 << 20,
         client_deadline: Duration::from_secs(10),
         ..ClusterSpec::new(&opts.cvctl, 3)
     };
-    let cluster = CvCluster::start(&spec)?;
-    let store_dir = cluster.rig().dir().join("s3");
-    std::fs::create_dir_all(&store_dir)?;
-    let s3 = S3Server::start_at(&store_dir, cluster.rig().bridge_addr().into())?;
-    let result = scenario(opts, &cluster, &s3);
-    s3.shutdown();
-    let stopped = cluster.shutdown();
-    let report = result?;
-    stopped?;
-    Ok(report)
+    on_rig("bench failover", &spec, |cluster| {
+        let store_dir = cluster.rig().dir().join("s3");
+        std::fs::create_dir_all(&store_dir)?;
+        let s3 = S3Server::start_at(&store_dir, cluster.rig().bridge_addr().into())?;
+        let result = scenario(opts, cluster, &s3);
+        s3.shutdown();
+        result
+    })
 }
 
 fn scenario(opts: &FailoverOptions, cluster: &CvCluster, s3: &S3Server) -> Result<FailoverReport, BenchError> {
@@ -310,22 +308,16 @@ async fn measure(
 
 /// Runs the master-crash scenario; the cluster is removed whatever happens.
 pub(super) fn run_master_crash(opts: &MasterCrashOptions) -> Result<MasterCrashReport, BenchError> {
-    if let Some(why) = Rig::unavailable() {
-        return Err(format!("the master-crash run needs the multi-host rig: {why}").into());
-    }
     let spec = ClusterSpec {
         write_lease: opts.write_lease,
         worker_capacity: 1 << 30,
         client_deadline: Duration::from_secs(15),
         ..ClusterSpec::new(&opts.cvctl, 3)
     };
-    let mut cluster = CvCluster::start(&spec)?;
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-    let result = rt.block_on(storm(opts, &mut cluster));
-    let stopped = cluster.shutdown();
-    let report = result?;
-    stopped?;
-    Ok(report)
+    on_rig("bench master-crash", &spec, |cluster| {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+        rt.block_on(storm(opts, cluster))
+    })
 }
 
 /// One put: when it started and ended (from the run's start), and its outcome.
