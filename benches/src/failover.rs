@@ -175,9 +175,14 @@ pub struct FailoverReport {
     pub first_error: Option<String>,
     /// Blocks of the cache-mode files the killed worker owned.
     pub victim_blocks: usize,
-    /// From the kill until every read that starts is served in normal time (under 10× the
-    /// baseline p99, at least 50 ms) and without error.
+    /// From the kill until no read fails or waits on the dead worker any more: the end of the
+    /// last read after the kill that failed or took longer than 10x the baseline p99 and 0.5 s
+    /// (a read waiting out the dead worker takes the 1.5 s idle timeout; a cache miss on the
+    /// block's new owner, a fill from the store, takes tens of ms and is counted apart).
     pub recovered_after_ms: f64,
+    /// Reads after the kill slower than 10x the baseline p99 (at least 50 ms) that did not
+    /// wait on the dead worker: cache misses on the blocks' new owners.
+    pub cold_after_kill: u64,
     /// The slowest read that started after the kill.
     pub slowest_after_kill_ms: f64,
     /// From the kill until the master reported the worker not live.
@@ -211,7 +216,11 @@ pub fn print(r: &FailoverReport, json: bool) {
     println!("failed reads             {}", r.failed);
     println!("wrong bytes (reads)      {}", r.wrong);
     println!("killed worker's blocks   {}", r.victim_blocks);
-    println!("served again after       {:.0} ms (every read in normal time)", r.recovered_after_ms);
+    println!("served again after       {:.0} ms (no read failing or waiting on the dead worker)", r.recovered_after_ms);
+    println!(
+        "cache misses after kill  {} reads slower than 10x the baseline p99 (fills on new owners)",
+        r.cold_after_kill
+    );
     println!("slowest read after kill  {:.0} ms", r.slowest_after_kill_ms);
     match r.master_noticed_ms {
         Some(ms) => println!("master noticed after     {ms:.0} ms"),

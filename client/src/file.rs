@@ -376,8 +376,9 @@ impl File {
 /// timeout at most) is not waited on again; the master is asked where the block is now and
 /// the read goes there. A block the object store holds has a new owner as soon as the master
 /// has noticed the loss (its connection to the worker times out the same way), which fills it
-/// from the store; until then the master names the same owner and the ask is repeated, with
-/// backoff. A block whose only copy is gone fails with `DataLoss` naming the file: marked lost
+/// from the store; if the master still names the dead owner, or cannot answer, such a block is
+/// read through another worker at once. A cv-only block waits for the master's word, asking
+/// again with backoff. A block whose only copy is gone fails with `DataLoss` naming the file: marked lost
 /// by the master, or missing from the worker that should hold it.
 pub(crate) async fn fetch(file: &FileInner, loc: &BlockLoc, offset: u64, len: u64, mut dst: Dst<'_>) -> Result<()> {
     let settings = file.client.settings();
@@ -448,6 +449,18 @@ pub(crate) async fn fetch(file: &FileInner, loc: &BlockLoc, offset: u64, len: u6
             }
         };
         confirmed = now.addr == loc.addr;
+        if confirmed
+            && !now.lost
+            && !cv_only
+            && let Some(other) = file.other_worker(&loc)
+        {
+            // The master has not noticed yet. A block the store holds does not wait for it:
+            // read it through another worker now.
+            tracing::debug!(block = loc.block_id, to = %other.addr.socket_addr(), error = %err, "owner unreachable, master not told yet; reading through another worker");
+            file.remember(other.clone());
+            (loc, confirmed) = (other, false);
+            continue;
+        }
         if confirmed && !now.lost {
             // The master has not noticed yet, or the worker is back.
             tracing::debug!(block = loc.block_id, error = %err, "owner unreachable; asking the master again");

@@ -187,7 +187,11 @@ impl Volume {
         let (ino, done) = match self.take_handle(fh) {
             Some(Handle::Write { ino, writer, .. }) => {
                 let mut done = writer.complete().await.map(|_| ());
-                if done.is_ok() {
+                // Only a handle whose bytes went to the stage publishes it here. The kernel sends
+                // a release after close returns: a handle that streamed and completed its own
+                // version may be released after another handle started staging edits, which
+                // that handle's fsync or close publishes, not this late release.
+                if done.is_ok() && writer.is_staged().await {
                     done = self.publish(ino).await;
                 }
                 self.clear_writer(ino, &writer);

@@ -84,6 +84,11 @@ impl WriteHandle {
         }
     }
 
+    /// Whether this handle's content went to the stage (it wrote there, or opened a staged file).
+    pub(crate) async fn is_staged(&self) -> bool {
+        matches!(*self.state.lock().await, State::Staged)
+    }
+
     /// Whether a close from thread `pid` is the writer's own close.
     pub(crate) fn closed_by_owner(&self, pid: u32) -> bool {
         crate::process::same_process(self.owner.load(Ordering::Relaxed), pid)

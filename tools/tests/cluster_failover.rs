@@ -2,8 +2,8 @@
 //! `cvctl bench failover` runs) on the multi-host rig, one `cvctl master` and three
 //! `cvctl worker`s in their own network namespaces and a real S3 server on the rig's bridge.
 //! One worker is killed with -9 while four readers loop over cache-mode files. Every read
-//! must succeed with the object's bytes, reads must be served in normal time again soon after
-//! the kill (the goal is 2 s; CI machines are shared, so the test allows 5), without waiting
+//! must succeed with the object's bytes, no read may fail or wait on the dead worker soon after
+//! the kill (the goal is 2 s; CI machines are shared, so the test allows 3), without waiting
 //! for the master's 10 s heartbeat timeout, and a cv-only file whose block was on the dead
 //! worker must read as `DataLoss` naming the file. Needs root; elsewhere it says why and returns.
 
@@ -32,8 +32,8 @@ fn killing_a_worker_fails_no_read_of_a_cache_mode_file() {
     assert_eq!(r.wrong, 0, "reads returned wrong bytes");
     assert!(r.victim_blocks > 0, "the killed worker owned no block: nothing was tested");
     assert!(
-        r.recovered_after_ms < 5_000.0,
-        "reads were slow or failing for {} ms after the kill",
+        r.recovered_after_ms < 3_000.0,
+        "reads failed or waited on the dead worker for {} ms after the kill (goal 2 s)",
         r.recovered_after_ms
     );
     let noticed = r.master_noticed_ms.expect("the master reports the killed worker not live");

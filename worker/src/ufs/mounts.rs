@@ -3,7 +3,9 @@
 //! An entry is refreshed when it is older than the refresh period (credentials rotated at
 //! the master reach the worker within it), and dropped at once when the store refused it
 //! (`Config`, `PermissionDenied`). If the master cannot be reached for a refresh, the old
-//! entry keeps serving. Each mount has its own lock, so one slow resolution does not hold
+//! entry keeps serving, and the master is asked again only after [`RETRY_DOWN_MASTER`]: the
+//! fills queued behind the mount's lock do not each wait out a dead master's timeout. Each
+//! mount has its own lock, so one slow resolution does not hold
 //! up the others, and concurrent fetches under a cold mount ask the master once.
 
 use std::collections::HashMap;
@@ -16,11 +18,16 @@ use cv_wire::msg::MountMode;
 use super::error::{FetchError, FetchErrorKind};
 use super::master::MasterLink;
 
+/// How long a mount whose refresh found the master unreachable is served as it is before
+/// the master is asked again.
+const RETRY_DOWN_MASTER: Duration = Duration::from_secs(5);
+
 /// One cached mount.
 #[derive(Debug, Clone)]
 struct Entry {
     ufs: Ufs,
-    at: Instant,
+    /// Served without asking the master until then.
+    fresh_until: Instant,
     /// What the master said (URL and options), to keep `ufs` and its open connections
     /// when a refresh brings nothing new.
     said: (String, Vec<(String, String)>),
@@ -64,19 +71,20 @@ impl Mounts {
         let slot = self.slot(mount);
         let mut entry = slot.lock().await;
         if let Some(e) = entry.as_ref()
-            && e.at.elapsed() < self.refresh
+            && Instant::now() < e.fresh_until
         {
             return Ok(Resolved { ufs: e.ufs.clone(), cached: true });
         }
         match self.fetch(mount, entry.as_ref()).await {
             Ok((ufs, said)) => {
-                *entry = Some(Entry { ufs: ufs.clone(), at: Instant::now(), said });
+                *entry = Some(Entry { ufs: ufs.clone(), fresh_until: Instant::now() + self.refresh, said });
                 Ok(Resolved { ufs, cached: false })
             }
-            Err(e) if e.kind() == FetchErrorKind::Unavailable => match entry.as_ref() {
+            Err(e) if e.kind() == FetchErrorKind::Unavailable => match entry.as_mut() {
                 // A master that is down does not stop reads under a mount known already.
                 Some(old) => {
-                    tracing::warn!(mount, error = %e, "mount not refreshed; using the copy we have");
+                    tracing::warn!(mount, error = %e, retry_in = ?RETRY_DOWN_MASTER, "mount not refreshed; using the copy we have");
+                    old.fresh_until = Instant::now() + RETRY_DOWN_MASTER.min(self.refresh);
                     Ok(Resolved { ufs: old.ufs.clone(), cached: true })
                 }
                 None => Err(e),
