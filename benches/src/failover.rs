@@ -51,6 +51,8 @@ pub struct MasterCrashOptions {
     pub writers: usize,
     /// Bytes per file.
     pub file_len: usize,
+    /// Pause between one writer's puts (the storm should not just fill the workers' disks).
+    pub pause: Duration,
     /// Writing before the kill.
     pub before: Duration,
     /// How long the master is down.
@@ -67,7 +69,8 @@ impl MasterCrashOptions {
         MasterCrashOptions {
             cvctl: cvctl.into(),
             writers: 4,
-            file_len: (5 << 20) + 777,
+            file_len: (1 << 20) + 777,
+            pause: Duration::from_millis(20),
             before: Duration::from_secs(5),
             down: Duration::from_secs(3),
             after: Duration::from_secs(10),

@@ -39,7 +39,7 @@ impl Client {
         transport: &TransportSettings,
     ) -> Result<Client> {
         let endpoint = cv_net::rpc::client_endpoint(identity, transport)?;
-        let pool = Pool::new(endpoint, settings.node.clone());
+        let pool = Pool::new(endpoint, settings.node.clone(), transport.idle_timeout.get());
         let call_ids = AtomicU64::new(cv_net::rpc::random_request_id());
         let client = Client { inner: Arc::new(Inner { settings, pool, call_ids }) };
         let master = client.inner.settings.master;

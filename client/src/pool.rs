@@ -29,14 +29,20 @@ pub(crate) const SUSPECT_FOR: Duration = Duration::from_secs(30);
 pub(crate) struct Pool {
     endpoint: quinn::Endpoint,
     node: String,
+    /// Deadline of one connection attempt (handshake and hello): the transport's idle timeout.
+    /// QUIC stretches a handshake's own idle timer to three probe timeouts, which back off
+    /// while a dead address stays silent (1 s, 2 s, 4 s…), so without this a dial of a dead
+    /// worker can outlast the caller's whole deadline.
+    connect_timeout: Duration,
     slots: Mutex<HashMap<SocketAddr, Slot>>,
     /// Worker addresses found unreachable, and when.
     down: Mutex<HashMap<SocketAddr, Instant>>,
 }
 
 impl Pool {
-    pub(crate) fn new(endpoint: quinn::Endpoint, node: String) -> Self {
-        Pool { endpoint, node, slots: Mutex::new(HashMap::new()), down: Mutex::new(HashMap::new()) }
+    pub(crate) fn new(endpoint: quinn::Endpoint, node: String, connect_timeout: Duration) -> Self {
+        let (slots, down) = (Mutex::new(HashMap::new()), Mutex::new(HashMap::new()));
+        Pool { endpoint, node, connect_timeout, slots, down }
     }
 
     /// The live connection to `addr`, connecting (once, however many callers
@@ -47,10 +53,17 @@ impl Pool {
                 let mut slots = self.slots.lock().expect("pool lock");
                 slots.entry(addr).or_default().clone()
             };
-            let conn = slot
-                .get_or_try_init(|| Conn::connect(&self.endpoint, addr, Role::Client, &self.node, LIMITS))
-                .await?
-                .clone();
+            let connect = || async {
+                let dial = Conn::connect(&self.endpoint, addr, Role::Client, &self.node, LIMITS);
+                match tokio::time::timeout(self.connect_timeout, dial).await {
+                    Ok(r) => r,
+                    Err(_) => Err(cv_net::NetError::new(
+                        cv_net::NetErrorKind::Timeout,
+                        format!("connecting to {addr}: no handshake within {:?}", self.connect_timeout),
+                    )),
+                }
+            };
+            let conn = slot.get_or_try_init(connect).await?.clone();
             if !conn.is_closed() {
                 return Ok(conn);
             }

@@ -316,7 +316,7 @@ async fn measure(
 pub(super) fn run_master_crash(opts: &MasterCrashOptions) -> Result<MasterCrashReport, BenchError> {
     let spec = ClusterSpec {
         write_lease: opts.write_lease,
-        worker_capacity: 1 << 30,
+        worker_capacity: 4 << 30,
         client_deadline: Duration::from_secs(15),
         ..ClusterSpec::new(&opts.cvctl, 3)
     };
@@ -350,7 +350,7 @@ async fn storm(opts: &MasterCrashOptions, cluster: &mut CvCluster) -> Result<Mas
     let stop_at = opts.before + opts.down + opts.after;
     let mut tasks = Vec::new();
     for w in 0..opts.writers {
-        let (client, len) = (client.clone(), opts.file_len);
+        let (client, len, pause) = (client.clone(), opts.file_len, opts.pause);
         tasks.push(tokio::spawn(async move {
             let mut puts = Vec::new();
             let mut n = 0u64;
@@ -362,6 +362,7 @@ async fn storm(opts: &MasterCrashOptions, cluster: &mut CvCluster) -> Result<Mas
                 let result = put(&client, &path, &data).await.map_err(|e| e.to_string());
                 puts.push(Put { start, end: t0.elapsed(), path, seed, result });
                 n += 1;
+                tokio::time::sleep(pause).await;
             }
             puts
         }));

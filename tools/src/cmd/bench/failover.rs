@@ -54,7 +54,7 @@ pub struct MasterCrashArgs {
     #[arg(long, default_value_t = 4)]
     writers: usize,
     /// Bytes per file.
-    #[arg(long, default_value = "5MiB")]
+    #[arg(long, default_value = "1MiB")]
     file_size: ByteSize,
     /// Writing before the kill (the baseline).
     #[arg(long, default_value = "10s")]
