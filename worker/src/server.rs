@@ -132,8 +132,9 @@ impl WorkerServer {
                 heartbeat,
                 call_timeout: (heartbeat * 4).clamp(Duration::from_secs(1), Duration::from_secs(10)),
                 retry_floor: Duration::from_millis(100),
-                // A restarted master sees its workers again within a second of coming back.
-                retry_ceiling: Duration::from_secs(1),
+                // With 500 ms connection attempts, a restarted master sees its workers again
+                // within about a second of coming back.
+                retry_ceiling: Duration::from_millis(500),
                 identity: identity.clone(),
                 transport: transport.clone(),
                 shards: handle.shards.iter().map(|(c, _)| c.clone()).collect(),

@@ -317,6 +317,8 @@ pub(super) fn run_master_crash(opts: &MasterCrashOptions) -> Result<MasterCrashR
     let spec = ClusterSpec {
         write_lease: opts.write_lease,
         worker_capacity: 4 << 30,
+        // The restarted master's grace for its workers; the default is 30 s.
+        heartbeat_timeout: Duration::from_secs(10),
         client_deadline: Duration::from_secs(15),
         ..ClusterSpec::new(&opts.cvctl, 3)
     };
@@ -391,7 +393,8 @@ async fn storm(opts: &MasterCrashOptions, cluster: &mut CvCluster) -> Result<Mas
     // Back means heard from since the restart: the journal keeps them live for a grace period,
     // so `live` alone would be true at once.
     let heard = |r: &cv_testkit::rig::Report, h: &String| {
-        r.worker(h).is_some_and(|w| w.live && w.last_heartbeat_age_ms < 1_000)
+        let since_restart = (t0.elapsed() - restarted_at).as_millis() as u64;
+        r.worker(h).is_some_and(|w| w.live && w.last_heartbeat_age_ms < since_restart)
     };
     let workers_back = cluster
         .wait_for("every worker registered again", Duration::from_secs(20), |r| hosts.iter().all(|h| heard(r, h)))

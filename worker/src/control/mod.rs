@@ -28,6 +28,10 @@ use crate::shard::{ShardCmd, ShardReport};
 
 /// Most blocks one heartbeat reports as added (and as removed); the rest follow next time.
 const MAX_REPORT: usize = 64 << 10;
+/// Deadline of one connection attempt to the master. A master on the LAN completes a handshake
+/// in milliseconds; an attempt begun while it was down waits on QUIC's backed-off Initial
+/// retransmits (1 s, 2 s, …), so a fresh attempt soon reaches a master that came back sooner.
+const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
 /// A shard that does not answer a report request within this is skipped for the round.
 const SHARD_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -143,7 +147,10 @@ async fn session(
     st: &mut State,
 ) -> std::result::Result<Infallible, NetError> {
     let addr = resolve(&spec.master).await?;
-    let conn = deadline(spec, "connect", Conn::connect(ep, addr, Role::Worker, &spec.node, Limits::DEFAULT)).await?;
+    let connect = Conn::connect(ep, addr, Role::Worker, &spec.node, Limits::DEFAULT);
+    let conn = tokio::time::timeout(CONNECT_TIMEOUT.min(spec.call_timeout), connect).await.map_err(|_| {
+        NetError::new(NetErrorKind::Timeout, format!("connecting to the master took over {CONNECT_TIMEOUT:?}"))
+    })??;
     loop {
         register(spec, &conn, st).await?;
         let interval = heartbeat_interval(spec, st);
