@@ -443,3 +443,30 @@ async fn a_retried_mutation_gets_its_first_reply_not_a_second_application() {
     let seen: StatOk = first.call_as(id + 3, &stat_e, &[]).await.unwrap().decode_body().unwrap();
     assert_eq!(seen.status.path, "/e");
 }
+
+/// A worker whose control connection closes is lost at once, long before its heartbeat
+/// timeout; a master that shuts down closes every connection itself and loses nobody, so the
+/// master started again on the same journal still counts its workers live.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_worker_connection_loses_the_worker_but_a_master_shutdown_does_not() {
+    let h = Harness::new();
+    let cfg = cv_master::server::ServerConfig { heartbeat_timeout: cv_net::config::Dur::secs(60), ..h.config() };
+    let server = h.start_with(&cfg, None).await;
+    let gone = h.connect(&server, Role::Worker).await;
+    let gone_id = register(&gone, vec![7001]).await;
+    let stays = h.connect(&server, Role::Worker).await;
+    let stays_id = register(&stays, vec![7002]).await;
+    gone.quinn().close(0u32.into(), b"worker stopping");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while server.core().state_data().workers[&gone_id].live {
+        assert!(tokio::time::Instant::now() < deadline, "a closed connection did not lose its worker");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(server.core().state_data().workers[&stays_id].live, "another worker was lost with it");
+
+    server.shutdown().await;
+    let again = h.start_with(&cfg, None).await;
+    let workers = again.core().state_data().workers;
+    assert!(workers[&stays_id].live && !workers[&gone_id].live, "the shutdown lost a worker: {workers:?}");
+    again.shutdown().await;
+}

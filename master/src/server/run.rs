@@ -30,6 +30,7 @@ pub struct MasterServer {
     tick: JoinHandle<()>,
     export: JoinHandle<()>,
     stop: watch::Sender<bool>,
+    service: Arc<MasterService>,
 }
 
 impl MasterServer {
@@ -86,13 +87,18 @@ impl MasterServer {
         };
         let service = Arc::new(MasterService::new(core.clone(), clock, config.heartbeat_every(), exporter.clone()));
         let ufs = service.ufs.clone();
-        let serve =
-            tokio::spawn(rpc::serve(endpoint.clone(), service, Role::Master, config.node.clone(), Limits::DEFAULT));
+        let serve = tokio::spawn(rpc::serve(
+            endpoint.clone(),
+            service.clone(),
+            Role::Master,
+            config.node.clone(),
+            Limits::DEFAULT,
+        ));
         let (stop, stopped) = watch::channel(false);
         let tick = tokio::spawn(tick_loop(core.clone(), config.tick_every(), stopped.clone()));
         let export = tokio::spawn(exporter.run(core.clone(), ufs, stopped));
         tracing::info!(%addr, "master serving");
-        Ok(MasterServer { core, endpoint, addr, serve, tick, export, stop })
+        Ok(MasterServer { core, endpoint, addr, serve, tick, export, stop, service })
     }
 
     /// The bound UDP address (useful with port 0).
@@ -114,6 +120,7 @@ impl MasterServer {
     /// Closes the endpoint (peers see the connection close), stops the tick, lets queued
     /// journal records reach the disk and stops the journal writer.
     pub async fn shutdown(self) {
+        self.service.stopping.store(true, std::sync::atomic::Ordering::Release);
         self.endpoint.close(quinn::VarInt::from_u32(0), b"master shutting down");
         let _ = tokio::time::timeout(DRAIN, self.endpoint.wait_idle()).await;
         let _ = self.stop.send(true);

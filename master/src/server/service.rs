@@ -32,6 +32,8 @@ pub struct MasterService {
     /// The connection each worker last registered or heartbeat on: when it closes, the
     /// worker is lost at once (see [`Service::closed`]).
     pub(super) worker_conns: Mutex<HashMap<u64, usize>>,
+    /// Set when the master shuts down: the connections it closes then are not workers lost.
+    pub(super) stopping: std::sync::atomic::AtomicBool,
 }
 
 impl MasterService {
@@ -50,6 +52,7 @@ impl MasterService {
             exporter,
             replays: Default::default(),
             worker_conns: Mutex::new(HashMap::new()),
+            stopping: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -133,7 +136,10 @@ impl Service for MasterService {
     /// the next live owner. A worker that only lost the connection registers again on its
     /// next one; its blocks are still its own.
     fn closed(&self, peer: &Peer) {
-        if peer.role != Role::Worker {
+        // A master shutting down closes every connection itself: its workers are not lost
+        // (journaling that would leave a restarted master without live workers until each
+        // registers again).
+        if peer.role != Role::Worker || self.stopping.load(std::sync::atomic::Ordering::Acquire) {
             return;
         }
         let gone: Vec<u64> = {
