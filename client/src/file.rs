@@ -55,8 +55,9 @@ impl FileInner {
         let again = self.client.open(path).await?;
         let st = again.status();
         if (st.id, st.version) != (self.status.id, self.status.version) {
+            // Not `Unavailable`: the master answered, and the version read is gone.
             return Err(Error::new(
-                ErrorKind::Unavailable,
+                ErrorKind::NotFound,
                 format!(
                     "{path} changed while a read failed over (version {} is now {}): open it again",
                     self.status.version, st.version
@@ -76,6 +77,33 @@ impl FileInner {
         }
         self.any_moved.store(!moved.is_empty(), Ordering::Release);
         Ok(now.clone())
+    }
+
+    /// Where the master says block `loc` is now (see [`Self::relocate`]), asked for at most
+    /// [`RELOCATE_WITHIN`]: `Ok(Err(_))` when the master cannot answer (it did not answer a
+    /// moment ago either, or the ask timed out or failed in transit, which marks it so);
+    /// `Err` for an answer that ends the read (the file changed).
+    async fn ask_master(&self, loc: &BlockLoc, deadline: Instant) -> Result<Result<BlockLoc>> {
+        let pool = &self.client.inner.pool;
+        let master = self.client.settings().master;
+        if let Some(since) = pool.down_since(master)
+            && since < crate::pool::DOWN_FOR
+        {
+            let ms = since.as_millis();
+            return Ok(Err(Error::new(ErrorKind::Unavailable, format!("master at {master} unreachable {ms} ms ago"))));
+        }
+        let ask = deadline.saturating_duration_since(Instant::now()).min(RELOCATE_WITHIN);
+        let failed = match tokio::time::timeout(ask, self.relocate(loc)).await {
+            Ok(Ok(now)) => {
+                pool.mark_up(master);
+                return Ok(Ok(now));
+            }
+            Ok(Err(e)) if !matches!(e.kind(), ErrorKind::Unavailable | ErrorKind::Timeout) => return Err(e),
+            Ok(Err(e)) => e,
+            Err(_) => Error::timeout("ask the master where the block is", ask),
+        };
+        pool.mark_down(master);
+        Ok(Err(failed))
     }
 
     /// Another worker to read block `loc` through when its owner is unreachable and the master
@@ -405,63 +433,28 @@ pub(crate) async fn fetch(file: &FileInner, loc: &BlockLoc, offset: u64, len: u6
         if Instant::now() + pause >= deadline {
             return Err(err);
         }
-        // Asking the master is bounded too: a master that is down as well must not take the
-        // read's whole deadline (a block the store holds is then read through another worker).
-        let ask = deadline.saturating_duration_since(Instant::now()).min(RELOCATE_WITHIN);
-        let pool = &file.client.inner.pool;
-        let master = settings.master;
-        let asked = match pool.down_since(master) {
-            // It did not answer a moment ago: other reads do not wait for it again.
-            Some(since) if since < crate::pool::DOWN_FOR => Err(Error::new(
-                ErrorKind::Unavailable,
-                format!("master at {master} unreachable {} ms ago", since.as_millis()),
-            )),
-            _ => match tokio::time::timeout(ask, file.relocate(&loc)).await {
-                Ok(Ok(now)) => {
-                    pool.mark_up(master);
-                    Ok(now)
-                }
-                Ok(Err(e)) if e.kind() != ErrorKind::Unavailable && e.kind() != ErrorKind::Timeout => return Err(e),
-                Ok(Err(e)) => {
-                    pool.mark_down(master);
-                    Err(e)
-                }
-                Err(_) => {
-                    pool.mark_down(master);
-                    Err(Error::timeout("ask the master where the block is", ask))
-                }
-            },
-        };
-        let now = match asked {
-            Ok(now) => now,
-            Err(master) => {
-                let Some(other) = (!cv_only).then(|| file.other_worker(&loc)).flatten() else {
-                    return Err(Error::new(
-                        err.kind(),
-                        format!("{}; the master cannot say where else: {master}", err.message()),
-                    ));
-                };
-                tracing::debug!(block = loc.block_id, to = %other.addr.socket_addr(), error = %master, "master unreachable; reading through another worker");
-                file.remember(other.clone());
-                loc = other;
-                confirmed = false;
-                continue;
-            }
-        };
-        confirmed = now.addr == loc.addr;
-        if confirmed
-            && !now.lost
-            && !cv_only
+        let asked = file.ask_master(&loc, deadline).await?;
+        let named_again = asked.as_ref().is_ok_and(|now| now.addr == loc.addr && !now.lost);
+        // A block the store holds waits neither for a master that cannot answer nor for one
+        // that has not noticed yet: it is read through another worker now.
+        if !cv_only
+            && (asked.is_err() || named_again)
             && let Some(other) = file.other_worker(&loc)
         {
-            // The master has not noticed yet. A block the store holds does not wait for it:
-            // read it through another worker now.
-            tracing::debug!(block = loc.block_id, to = %other.addr.socket_addr(), error = %err, "owner unreachable, master not told yet; reading through another worker");
+            tracing::debug!(block = loc.block_id, to = %other.addr.socket_addr(), error = %err, "reading through another worker");
             file.remember(other.clone());
             (loc, confirmed) = (other, false);
             continue;
         }
-        if confirmed && !now.lost {
+        let now = match asked {
+            Ok(now) => now,
+            Err(master) => {
+                let why = format!("{}; the master cannot say where else: {master}", err.message());
+                return Err(Error::new(err.kind(), why));
+            }
+        };
+        confirmed = named_again;
+        if named_again {
             // The master has not noticed yet, or the worker is back.
             tracing::debug!(block = loc.block_id, error = %err, "owner unreachable; asking the master again");
             sleep(pause).await;

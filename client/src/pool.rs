@@ -6,6 +6,7 @@ use cv_wire::Limits;
 use cv_wire::msg::Role;
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::OnceCell;
@@ -37,12 +38,15 @@ pub(crate) struct Pool {
     slots: Mutex<HashMap<SocketAddr, Slot>>,
     /// Worker addresses found unreachable, and when.
     down: Mutex<HashMap<SocketAddr, Instant>>,
+    /// Whether `down` may hold anything: every block read asks, and the answer is almost
+    /// always no, so it is given without the lock.
+    any_down: AtomicBool,
 }
 
 impl Pool {
     pub(crate) fn new(endpoint: quinn::Endpoint, node: String, connect_timeout: Duration) -> Self {
         let (slots, down) = (Mutex::new(HashMap::new()), Mutex::new(HashMap::new()));
-        Pool { endpoint, node, connect_timeout, slots, down }
+        Pool { endpoint, node, connect_timeout, slots, down, any_down: AtomicBool::new(false) }
     }
 
     /// The live connection to `addr`, connecting (once, however many callers
@@ -79,24 +83,34 @@ impl Pool {
     pub(crate) fn mark_down(&self, addr: SocketAddr) {
         self.forget(addr);
         self.down.lock().expect("pool lock").insert(addr, Instant::now());
+        self.any_down.store(true, Ordering::Release);
     }
 
     /// How long ago `addr` was marked unreachable, if within [`SUSPECT_FOR`].
     pub(crate) fn down_since(&self, addr: SocketAddr) -> Option<Duration> {
+        if !self.any_down.load(Ordering::Acquire) {
+            return None;
+        }
         let mut down = self.down.lock().expect("pool lock");
         let since = down.get(&addr)?.elapsed();
         if since < SUSPECT_FOR {
             return Some(since);
         }
-        down.remove(&addr);
+        self.unmark(&mut down, addr);
         None
     }
 
     /// `addr` answered: it is not down.
     pub(crate) fn mark_up(&self, addr: SocketAddr) {
-        let mut down = self.down.lock().expect("pool lock");
-        if !down.is_empty() {
-            down.remove(&addr);
+        if self.any_down.load(Ordering::Acquire) {
+            self.unmark(&mut self.down.lock().expect("pool lock"), addr);
+        }
+    }
+
+    fn unmark(&self, down: &mut HashMap<SocketAddr, Instant>, addr: SocketAddr) {
+        down.remove(&addr);
+        if down.is_empty() {
+            self.any_down.store(false, Ordering::Release);
         }
     }
 

@@ -116,25 +116,23 @@ impl Writer {
     /// Gives the file up: it is removed, so no half-written entry stays behind. (A writer
     /// that dies without this leaves the entry until the master's write lease expires.)
     pub async fn abort(mut self) -> Result<()> {
-        if let Some(h) = self.inflight.take() {
-            h.abort();
-        }
-        self.remove_if_unfinished().await
+        self.discard().await
     }
 
     /// After a failure: removes the unfinished file, best effort, and returns `e`.
     async fn failed(&mut self, e: Error) -> Error {
-        if let Some(h) = self.inflight.take() {
-            h.abort();
-        }
-        if let Err(rm) = self.remove_if_unfinished().await {
+        if let Err(rm) = self.discard().await {
             tracing::warn!(path = %self.path, error = %rm, "a failed write's file is left for the master's write lease");
         }
         e
     }
 
-    /// Deletes the path if it still names this writer's file and the file is not complete.
-    async fn remove_if_unfinished(&self) -> Result<()> {
+    /// Stops the block in flight and deletes the path if it still names this writer's file
+    /// and the file is not complete.
+    async fn discard(&mut self) -> Result<()> {
+        if let Some(h) = self.inflight.take() {
+            h.abort();
+        }
         match self.client.stat(&self.path).await {
             Ok(st) if st.id == self.file_id && !st.complete => self.client.delete(&self.path, false).await,
             Ok(_) => Ok(()),

@@ -233,12 +233,12 @@ impl MasterCore {
         let g = lock(&self.inner);
         self.healthy()?;
         let value = f(&g.state)?;
-        let ticket = if self.config.read_waits_for_durability {
-            self.journal.wait_for(g.last_seq)
-        } else {
-            Ticket::Ready(g.last_seq)
-        };
-        Ok(Pending { value, ticket })
+        Ok(Pending { value, ticket: self.read_ticket(g.last_seq) })
+    }
+
+    /// What a read that saw the state up to `last_seq` waits on before it answers.
+    fn read_ticket(&self, last_seq: u64) -> Ticket {
+        if self.config.read_waits_for_durability { self.journal.wait_for(last_seq) } else { Ticket::Ready(last_seq) }
     }
 
     /// [`Self::read`] with the placement ring over the live shards beside the state.
@@ -247,12 +247,7 @@ impl MasterCore {
         self.healthy()?;
         g.ring(self.config.vnodes_per_shard);
         let value = f(&g.state, &g.ring)?;
-        let ticket = if self.config.read_waits_for_durability {
-            self.journal.wait_for(g.last_seq)
-        } else {
-            Ticket::Ready(g.last_seq)
-        };
-        Ok(Pending { value, ticket })
+        Ok(Pending { value, ticket: self.read_ticket(g.last_seq) })
     }
 
     fn done<T>(value: T, ticket: Ticket) -> Pending<T> {

@@ -87,12 +87,7 @@ impl MasterCore {
     /// Marks `ids` lost now, those still live: their connection to the master closed (a
     /// worker that stopped, died or was cut off; a live one registers again when it can).
     pub fn workers_gone(&self, ids: &[WorkerId]) -> Result<TickReport> {
-        let mut lost = Vec::new();
-        self.lose(|g, _| {
-            lost = ids.iter().copied().filter(|id| g.state.worker(*id).is_some_and(|w| w.live)).collect();
-            lost.clone()
-        })
-        .map(|missing_blocks| TickReport { lost_workers: lost, missing_blocks })
+        self.lose(|g, _| ids.iter().copied().filter(|id| g.state.worker(*id).is_some_and(|w| w.live)).collect())
     }
 
     /// Marks workers silent for longer than the heartbeat timeout as lost. A restarted core
@@ -100,35 +95,30 @@ impl MasterCore {
     /// was down, so each worker gets a whole timeout to reconnect before its blocks are lost.
     pub fn tick(&self) -> Result<TickReport> {
         let timeout = self.config.heartbeat_timeout.as_millis() as u64;
-        let mut lost = Vec::new();
-        self.lose(|g, now| {
-            lost = g.state.expired_workers(now, timeout, self.started_ms);
-            lost.clone()
-        })
-        .map(|missing_blocks| TickReport { lost_workers: lost, missing_blocks })
+        self.lose(|g, now| g.state.expired_workers(now, timeout, self.started_ms))
     }
 
-    /// Journals the loss of the workers `pick` names (none: nothing is journaled) and returns
-    /// the blocks they held.
-    fn lose(&self, pick: impl FnOnce(&super::Inner, u64) -> Vec<WorkerId>) -> Result<Vec<BlockId>> {
-        let mut picked = false;
+    /// Journals the loss of the workers `pick` names (none: nothing is journaled): which they
+    /// were, and the blocks they held.
+    fn lose(&self, pick: impl FnOnce(&super::Inner, u64) -> Vec<WorkerId>) -> Result<TickReport> {
+        let mut lost = Vec::new();
         let result = self.submit(|g, now| {
-            let worker_ids = pick(g, now);
-            if worker_ids.is_empty() {
+            lost = pick(g, now);
+            if lost.is_empty() {
                 // Nothing to journal: signal "no mutation" through a typed error caught below.
                 return Err(Error::new(ErrorKind::NotFound, "no workers to mark lost"));
             }
-            picked = true;
-            Ok(Mutation::WorkersLost { worker_ids, now })
+            Ok(Mutation::WorkersLost { worker_ids: lost.clone(), now })
         });
-        match result {
+        let missing_blocks = match result {
             Ok((Applied::WorkersLost { missing_blocks }, t)) => {
                 t.wait()?;
-                Ok(missing_blocks)
+                missing_blocks
             }
-            Ok((_, t)) => t.wait().map(|_| Vec::new()),
-            Err(e) if e.kind() == ErrorKind::NotFound && !picked => Ok(Vec::new()),
-            Err(e) => Err(e),
-        }
+            Ok((_, t)) => t.wait().map(|_| Vec::new())?,
+            Err(e) if e.kind() == ErrorKind::NotFound && lost.is_empty() => Vec::new(),
+            Err(e) => return Err(e),
+        };
+        Ok(TickReport { lost_workers: lost, missing_blocks })
     }
 }
