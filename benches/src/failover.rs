@@ -170,7 +170,7 @@ impl FailoverOptions {
 /// What happened.
 #[derive(Clone, Debug, Serialize)]
 pub struct FailoverReport {
-    /// Reads that returned an error (cache-mode files: the goal is none).
+    /// Reads that returned an error (cache-mode and cv-only files: the goal is none).
     pub failed: u64,
     /// Reads that returned bytes other than the object's.
     pub wrong: u64,
@@ -190,13 +190,17 @@ pub struct FailoverReport {
     pub slowest_after_kill_ms: f64,
     /// From the kill until the master reported the worker not live.
     pub master_noticed_ms: Option<f64>,
-    /// Reading a cv-only file with a block on the killed worker: its error.
+    /// Blocks of the cv-only files (2 copies each) with a copy on the killed worker.
+    pub cv_only_victim_blocks: usize,
+    /// Whole-file reads of the cv-only files after the kill that returned their bytes.
+    pub cv_only_read_right: u64,
+    /// The first whole-file read of a cv-only file after the kill that failed.
     pub cv_only_error: Option<String>,
-    /// Whether that error is `DataLoss`.
-    pub cv_only_data_loss: bool,
-    /// Whether `cvctl report` lists that file among the lost.
-    pub cv_only_reported_lost: bool,
-    /// Blocks whose only copy was on the killed worker, as the report counts them.
+    /// Files the report lists as lost after the kill (goal: none).
+    pub lost_files: u64,
+    /// Files the report counts short of copies after the kill (until the grace period ends).
+    pub under_replicated_files: u64,
+    /// Blocks whose only copy was on the killed worker, as the report counts them (goal: none).
     pub victim_only_copies: u64,
     /// With the master killed too: whole-file reads of the cache-mode files through block maps
     /// from before both kills, that returned the right bytes.
@@ -232,12 +236,15 @@ pub fn print(r: &FailoverReport, json: bool) {
     if let Some(e) = &r.first_error {
         println!("first failed read        {e}");
     }
-    if let Some(e) = &r.cv_only_error {
-        println!("cv-only block on it      {e}");
-    }
     println!(
-        "its only copies (report) {}; that file listed as lost: {}",
-        r.victim_only_copies, r.cv_only_reported_lost
+        "cv-only files            {} blocks had a copy on it; {} whole-file reads right after the kill{}",
+        r.cv_only_victim_blocks,
+        r.cv_only_read_right,
+        r.cv_only_error.as_deref().map(|e| format!(" (failed: {e})")).unwrap_or_default()
+    );
+    println!(
+        "report after the kill    {} files lost, {} under-replicated, {} only copies on the dead worker",
+        r.lost_files, r.under_replicated_files, r.victim_only_copies
     );
     println!(
         "master killed too        {} whole-file reads right, {} failed{}",

@@ -139,6 +139,7 @@ pub fn run_open(o: &OpenOptions) -> Result<Vec<Latency>, BenchError> {
             shard_ports: vec![7001],
             capacity: 1 << 40,
             used: 0,
+            zone: String::new(),
         };
         let _: RegisterOk = call(&worker, &reg, &[]).await?;
         let c = bed.connect(Role::Client).await?;

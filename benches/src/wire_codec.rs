@@ -66,6 +66,7 @@ fn sample(blocks: usize) -> OpenOk {
                 shard: (i % 2) as u16,
                 addr: cv_wire::msg::ShardAddr::new(([10, 0, 0, (i % 3) as u8], 7200).into()),
                 lost: false,
+                replicas: Vec::new(),
             })
             .collect(),
         tail_cached: true,

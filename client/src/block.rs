@@ -370,6 +370,7 @@ mod tests {
             shard: 0,
             addr: cv_wire::msg::ShardAddr::new(server.addr),
             lost: false,
+            replicas: Vec::new(),
         };
         let status = FileStatus {
             id: 1,

@@ -127,6 +127,16 @@ impl FileInner {
         Some(BlockLoc { worker_id: pick.worker_id, shard: pick.shard, addr: pick.addr, ..loc.clone() })
     }
 
+    /// Block `loc` read at its next copy: the first replica not known to be down (else the
+    /// first), with the rest after it.
+    fn next_copy(&self, loc: &BlockLoc) -> BlockLoc {
+        let pool = &self.client.inner.pool;
+        let mut rest = loc.replicas.clone();
+        let i = rest.iter().position(|r| pool.down_since(r.addr.socket_addr()).is_none()).unwrap_or(0);
+        let next = rest.remove(i);
+        BlockLoc { worker_id: next.worker_id, addr: next.addr, replicas: rest, ..loc.clone() }
+    }
+
     /// Reads of block `loc.block_id` go to `loc` from now on.
     fn remember(&self, loc: BlockLoc) {
         self.moved.lock().expect("moved lock").insert(loc.block_id, loc);
@@ -424,6 +434,17 @@ pub(crate) async fn fetch(file: &FileInner, loc: &BlockLoc, offset: u64, len: u6
         let req = ReadBlock { block_id: loc.block_id, offset, len, source, fill_only: false, verify: false };
         let err = match file.client.read_block(&loc, &req, dst.reborrow(), deadline, confirmed).await {
             Ok(()) => return Ok(()),
+            // Another copy can serve: the next one is read at once. One that is unreachable
+            // is not dialed again by later reads of this block.
+            Err(e) if !loc.replicas.is_empty() && copy_failed(&e, cv_only) => {
+                let next = file.next_copy(&loc);
+                tracing::debug!(block = loc.block_id, from = %loc.addr.socket_addr(), to = %next.addr.socket_addr(), error = %e, "reading another copy");
+                if e.kind() == ErrorKind::WorkerUnreachable {
+                    file.remember(next.clone());
+                }
+                (loc, confirmed) = (next, false);
+                continue;
+            }
             Err(e) if e.kind() == ErrorKind::NotFound && cv_only => {
                 return Err(file.data_loss(&loc, &format!("the worker holds no copy ({})", e.message())));
             }
@@ -463,6 +484,16 @@ pub(crate) async fn fetch(file: &FileInner, loc: &BlockLoc, offset: u64, len: u6
             tracing::debug!(block = loc.block_id, from = %loc.addr.socket_addr(), to = %now.addr.socket_addr(), "read fails over");
         }
         loc = now;
+    }
+}
+
+/// Whether a read of one copy failed so that another copy may serve: its worker is
+/// unreachable, holds no copy of a cv-only block, or found its copy corrupt (and dropped it).
+fn copy_failed(e: &Error, cv_only: bool) -> bool {
+    match e.kind() {
+        ErrorKind::WorkerUnreachable | ErrorKind::Corrupt => true,
+        ErrorKind::NotFound => cv_only,
+        _ => false,
     }
 }
 

@@ -52,20 +52,32 @@ impl Pool {
     /// The live connection to `addr`, connecting (once, however many callers
     /// ask at the same time) if there is none.
     pub(crate) async fn get(&self, addr: SocketAddr) -> Result<Conn> {
+        let asked = Instant::now();
         loop {
             let slot = {
                 let mut slots = self.slots.lock().expect("pool lock");
                 slots.entry(addr).or_default().clone()
             };
+            // Callers waiting on one slot dial one after another when a dial fails, so a dead
+            // address would cost each of them the whole connect timeout in turn: a dial that
+            // fails marks the address down, and the callers that were waiting on it fail at once.
             let connect = || async {
+                if let Some(since) = self.down_since(addr).filter(|s| *s < asked.elapsed()) {
+                    let msg = format!("{addr}: a dial failed {} ms ago while this one waited", since.as_millis());
+                    return Err(cv_net::NetError::new(cv_net::NetErrorKind::Timeout, msg));
+                }
                 let dial = Conn::connect(&self.endpoint, addr, Role::Client, &self.node, LIMITS);
-                match tokio::time::timeout(self.connect_timeout, dial).await {
+                let result = match tokio::time::timeout(self.connect_timeout, dial).await {
                     Ok(r) => r,
                     Err(_) => Err(cv_net::NetError::new(
                         cv_net::NetErrorKind::Timeout,
                         format!("connecting to {addr}: no handshake within {:?}", self.connect_timeout),
                     )),
+                };
+                if result.is_err() {
+                    self.mark(addr);
                 }
+                result
             };
             let conn = slot.get_or_try_init(connect).await?.clone();
             if !conn.is_closed() {
@@ -82,6 +94,10 @@ impl Pool {
     /// Marks `addr` unreachable (and drops its connection) for [`DOWN_FOR`].
     pub(crate) fn mark_down(&self, addr: SocketAddr) {
         self.forget(addr);
+        self.mark(addr);
+    }
+
+    fn mark(&self, addr: SocketAddr) {
         self.down.lock().expect("pool lock").insert(addr, Instant::now());
         self.any_down.store(true, Ordering::Release);
     }

@@ -171,26 +171,56 @@ impl Writer {
     }
 }
 
-/// Allocates block `index` of the file at the master and stores `data` on
-/// its shard; checks the shard's crc against ours.
+/// Allocates block `index` of the file at the master and stores `data` on its shard and on
+/// each replica's, all at once (the block is acknowledged only once every copy is stored);
+/// checks each shard's crc against ours.
 async fn write_block(client: &Client, file_id: u64, index: u32, data: Bytes, pinned: bool) -> Result<BlockLen> {
     let ok: AddBlockOk = client.master("add block", &AddBlock { file_id, index }, &[]).await?.decode_body()?;
-    let addr = ok.block.addr.socket_addr();
-    let req = WriteBlock { block_id: ok.block.block_id, pinned };
-    let reply = client.call(addr, "write block", &req, &[&data]).await?;
+    let block = ok.block;
+    let copies =
+        std::iter::once((block.worker_id, block.addr)).chain(block.replicas.iter().map(|r| (r.worker_id, r.addr)));
+    let mut writes = tokio::task::JoinSet::new();
+    for (i, (worker, addr)) in copies.enumerate() {
+        let (client, data) = (client.clone(), data.clone());
+        let id = block.block_id;
+        writes.spawn(async move { (i, store_copy(&client, id, worker, addr.socket_addr(), &data, pinned).await) });
+    }
+    let mut stored = Vec::with_capacity(writes.len());
+    while let Some(done) = writes.join_next().await {
+        stored.push(done.map_err(|e| Error::new(ErrorKind::Other, format!("block write task: {e}")))?);
+    }
+    // Every copy must be stored; the first failure in copy order is the answer.
+    stored.sort_unstable_by_key(|(i, _)| *i);
+    let mut len = 0;
+    for (_, r) in stored {
+        len = r?;
+    }
+    Ok(BlockLen { block_id: block.block_id, len })
+}
+
+/// Stores one copy of block `block_id` on `worker`'s shard at `addr`; returns its length.
+async fn store_copy(
+    client: &Client,
+    block_id: u64,
+    worker: u64,
+    addr: std::net::SocketAddr,
+    data: &Bytes,
+    pinned: bool,
+) -> Result<u64> {
+    let req = WriteBlock { block_id, pinned };
+    let reply = client.call(addr, "write block", &req, &[data]).await?;
     let w: WriteBlockOk = reply.decode_body()?;
-    let crc = crc32fast::hash(&data);
+    let crc = crc32fast::hash(data);
     if w.len != data.len() as u64 || w.crc32 != crc {
         return Err(Error::new(
             ErrorKind::Corrupt,
             format!(
-                "block {}: shard stored {} bytes crc {:08x}, sent {} crc {crc:08x}",
-                ok.block.block_id,
+                "block {block_id}: worker {worker} at {addr} stored {} bytes crc {:08x}, sent {} crc {crc:08x}",
                 w.len,
                 w.crc32,
                 data.len()
             ),
         ));
     }
-    Ok(BlockLen { block_id: ok.block.block_id, len: w.len })
+    Ok(w.len)
 }

@@ -10,8 +10,14 @@ use server_support::*;
 use std::time::Duration;
 
 async fn register(worker: &Conn, ports: Vec<u16>) -> u64 {
-    let req =
-        RegisterWorker { worker_id: None, host: "127.0.0.1".into(), shard_ports: ports, capacity: 1 << 30, used: 0 };
+    let req = RegisterWorker {
+        worker_id: None,
+        host: "127.0.0.1".into(),
+        shard_ports: ports,
+        capacity: 1 << 30,
+        used: 0,
+        zone: String::new(),
+    };
     let (ok, _): (RegisterOk, _) = call(worker, &req, &[]).await;
     assert!(ok.heartbeat_ms > 0);
     ok.worker_id
@@ -194,6 +200,7 @@ async fn a_worker_host_name_is_resolved_once_at_registration() {
         shard_ports: vec![7001],
         capacity: 1 << 30,
         used: 0,
+        zone: String::new(),
     };
     let (ok, _): (RegisterOk, _) = call(&worker, &named, &[]).await;
     let host = server.core().inspect(|st| st.worker(ok.worker_id).map(|w| w.host.clone())).unwrap();
@@ -313,7 +320,14 @@ async fn worker_calls_from_other_roles_are_denied() {
             disk: Default::default(),
         };
         assert_eq!(call_err(&c, &hb).await, ErrorCode::PermissionDenied);
-        let reg = RegisterWorker { worker_id: None, host: "evil".into(), shard_ports: vec![1], capacity: 1, used: 0 };
+        let reg = RegisterWorker {
+            worker_id: None,
+            host: "evil".into(),
+            shard_ports: vec![1],
+            capacity: 1,
+            used: 0,
+            zone: String::new(),
+        };
         assert_eq!(call_err(&c, &reg).await, ErrorCode::PermissionDenied);
     }
     // Nothing was registered by the refused calls.

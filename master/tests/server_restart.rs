@@ -17,6 +17,7 @@ async fn restart_keeps_acknowledged_mutations_and_asks_strangers_to_reregister()
         shard_ports: vec![7001],
         capacity: 1 << 30,
         used: 0,
+        zone: String::new(),
     };
     let (registered, _): (RegisterOk, _) = call(&worker, &reg, &[]).await;
     let c = h.connect(&server, Role::Client).await;

@@ -118,7 +118,8 @@ async fn incompatible_version_gets_a_clear_error() {
     let ep = rpc::client_endpoint(&identity(&ca, Usage::Client), &TransportSettings::default()).unwrap();
     let conn = ep.connect(addr, cv_net::tls::SERVER_NAME).unwrap().await.unwrap();
     let (mut send, mut recv) = conn.open_bi().await.unwrap();
-    let hello = Hello { min_version: 7, max_version: 9, role: Role::Client, node: "future".into() };
+    let v = cv_wire::PROTOCOL_VERSION;
+    let hello = Hello { min_version: v + 1, max_version: v + 3, role: Role::Client, node: "future".into() };
     let frame = cv_wire::encode(&hello, 1, &[]).unwrap();
     rpc::write_frame(&mut send, &frame, &[]).await.unwrap();
     let reply = rpc::read_frame(&mut recv, &Limits::DEFAULT).await.unwrap();

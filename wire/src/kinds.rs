@@ -157,6 +157,7 @@ kinds! {
 
     Report = 96 => msg::Report,
     ReportOk = 97 => msg::ReportOk,
+    DrainWorker = 98 => msg::DrainWorker,
 }
 
 impl Kind {

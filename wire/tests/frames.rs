@@ -30,6 +30,9 @@ fn loc(id: u64) -> BlockLoc {
         shard: 1,
         addr: ShardAddr::new(([127, 0, 0, 1], 7001).into()),
         lost: id % 2 == 1,
+        replicas: (0..id % 3)
+            .map(|r| Replica { worker_id: 4 + r, addr: ShardAddr::new(([10, 0, 0, 2], 7001).into()) })
+            .collect(),
     }
 }
 
@@ -113,6 +116,7 @@ fn every_message_round_trips() {
                 shard_ports: vec![7000, 7001],
                 capacity: 1,
                 used: 0,
+                zone: String::new(),
             },
             &[],
         ),
@@ -135,6 +139,12 @@ fn every_message_round_trips() {
                     WorkerCommand::DeleteBlocks(vec![1, 2]),
                     WorkerCommand::Reregister,
                     WorkerCommand::Unpin(vec![3]),
+                    WorkerCommand::Copy(vec![CopyOrder {
+                        block_id: 5,
+                        len: 4096,
+                        from_worker: 2,
+                        from: ShardAddr::new(([10, 0, 0, 3], 7001).into()),
+                    }]),
                 ],
             },
             &[],
@@ -188,6 +198,10 @@ fn every_message_round_trips() {
                     blocks: 4,
                     only_copies: 2,
                     only_copy_bytes: 8 << 20,
+                    zone: "rack-1".into(),
+                    draining: true,
+                    replicas_owed: 3,
+                    bytes_to_move: 4 << 20,
                 }],
                 inodes: 1,
                 blocks: 2,
@@ -203,9 +217,14 @@ fn every_message_round_trips() {
                 lost_files: 1,
                 lost_blocks: 2,
                 lost_paths: vec!["/lost/f".into()],
+                replicas: 2,
+                under_replicated_files: 1,
+                under_replicated_blocks: 1,
+                under_replicated_paths: vec!["/short/f".into()],
             },
             &[],
         ),
+        round_trip(DrainWorker { worker_id: 2, drain: true }, &[]),
     ];
     let seen: HashSet<Kind> = kinds.into_iter().collect();
     for k in Kind::ALL {

@@ -91,6 +91,9 @@ pub struct WorkerSettings {
     pub spin_before_park: Dur,
     /// Node name announced in hellos, for logs.
     pub node: String,
+    /// Failure-domain label (rack, room) announced to the master: copies of a block go to
+    /// different zones when workers carry them. Empty: none.
+    pub zone: String,
     /// Threads of the tokio pool that fetches missing blocks from object storage (beside the
     /// shards, never on them). Only started when a master is configured.
     pub ufs_threads: u16,
@@ -120,6 +123,7 @@ impl Default for WorkerSettings {
             ring_depth: 128,
             spin_before_park: Dur::millis(0),
             node: "cv-worker".into(),
+            zone: String::new(),
             ufs_threads: 2,
             mount_refresh: Dur::secs(30),
             master_call_timeout: Dur::secs(5),
@@ -188,6 +192,9 @@ impl WorkerSettings {
         }
         if self.node.is_empty() || self.node.len() > 256 {
             return Err(ConfigError::new(f("node"), "must be 1 to 256 bytes"));
+        }
+        if self.zone.len() > 255 || self.zone.contains(char::is_whitespace) {
+            return Err(ConfigError::new(f("zone"), "must be at most 255 bytes, without spaces"));
         }
         if self.ufs_threads == 0 || self.ufs_threads > 64 {
             return Err(ConfigError::new(f("ufs_threads"), "must be between 1 and 64"));

@@ -128,7 +128,17 @@ impl WorkerServer {
                 master,
                 host: settings.host.clone(),
                 node: settings.node.clone(),
+                zone: settings.zone.clone(),
                 shard_ports: handle.addrs.iter().map(SocketAddr::port).collect(),
+                // A shard bound to every address is dialed on loopback.
+                own_shards: handle
+                    .addrs
+                    .iter()
+                    .map(|a| match a.ip().is_unspecified() {
+                        true => SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), a.port()),
+                        false => *a,
+                    })
+                    .collect(),
                 heartbeat,
                 call_timeout: (heartbeat * 4).clamp(Duration::from_secs(1), Duration::from_secs(10)),
                 retry_floor: Duration::from_millis(100),

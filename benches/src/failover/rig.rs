@@ -3,7 +3,7 @@
 use super::{FailoverOptions, FailoverReport, MasterCrashOptions, MasterCrashReport};
 use crate::open_latency::BenchError;
 use crate::report::{Latency, histogram};
-use cv_client::{Client, ClientConfig, ErrorKind, File};
+use cv_client::{Client, ClientConfig, File};
 use cv_net::tls::Identity;
 use cv_testkit::rig::{ClusterSpec, CvCluster, Rig};
 use cv_testkit::{S3Server, random_bytes as bytes};
@@ -75,23 +75,33 @@ fn scenario(opts: &FailoverOptions, cluster: &CvCluster, s3: &S3Server) -> Resul
     let mut args = mount.to_vec();
     args.extend(["-o", &region]);
     cmd_ok(cluster.cvctl(&args)?, "cvctl mount add")?;
-    // cv-only files: their blocks' only copies are on the workers.
+    let mut paths: Vec<String> = (0..opts.files).map(|i| format!("/s3/f{i}.bin")).collect();
+    let mut contents = contents;
+    // cv-only files: outside mounts, so their only copies are in cv, two of them per block.
     let dir = cluster.rig().dir().join("cv-only");
     std::fs::create_dir_all(&dir)?;
     cluster.fs(&["mkdir", "-p", "/cv"])?;
-    for i in 0..3 {
+    for i in 0..CV_ONLY_FILES {
         let local = dir.join(format!("c{i}.bin"));
-        std::fs::write(&local, bytes(9 << 20, 100 + i))?;
-        cluster.fs(&["put", local.to_str().unwrap_or_default(), &format!("/cv/c{i}.bin")])?;
+        let data = bytes(9 << 20, 100 + i as u64);
+        std::fs::write(&local, &data)?;
+        let path = format!("/cv/c{i}.bin");
+        cluster.fs(&["put", local.to_str().unwrap_or_default(), &path])?;
+        paths.push(path);
+        contents.push(data);
     }
 
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-    rt.block_on(measure(opts, cluster, Arc::new(contents)))
+    rt.block_on(measure(opts, cluster, Arc::new(paths), Arc::new(contents)))
 }
+
+/// cv-only files the readers read beside the cache-mode ones.
+const CV_ONLY_FILES: usize = 3;
 
 async fn measure(
     opts: &FailoverOptions,
     cluster: &CvCluster,
+    paths: Arc<Vec<String>>,
     contents: Arc<Vec<Vec<u8>>>,
 ) -> Result<FailoverReport, BenchError> {
     let cfg = ClientConfig::load(cluster.client_config())?;
@@ -100,11 +110,11 @@ async fn measure(
     // Warm: every block read once, so each owner holds its blocks.
     let mut owned: HashMap<u64, usize> = HashMap::new();
     let mut warm = Vec::new();
-    for (i, want) in contents.iter().enumerate() {
-        let f = client.open(&format!("/s3/f{i}.bin")).await?;
+    for (path, want) in paths.iter().zip(contents.iter()).take(opts.files) {
+        let f = client.open(path).await?;
         let got = f.sequential(0).read_to_end().await?;
         if got != *want {
-            return Err(format!("/s3/f{i}.bin read back wrong before the kill").into());
+            return Err(format!("{path} read back wrong before the kill").into());
         }
         for b in f.blocks() {
             *owned.entry(b.worker_id).or_default() += 1;
@@ -125,22 +135,22 @@ async fn measure(
         .into_iter()
         .find(|&h| cluster.host_name(h) == victim_host)
         .ok_or_else(|| format!("no rig host for {victim_host}"))?;
-    // A cv-only file with a block on the victim.
-    let mut cv_only = None;
-    for i in 0..3 {
-        let path = format!("/cv/c{i}.bin");
-        let f = client.open(&path).await?;
-        if let Some(b) = f.blocks().iter().find(|b| b.worker_id == victim_id) {
-            cv_only = Some((path, b.offset));
-            break;
-        }
+    // The cv-only files' blocks with a copy on the victim.
+    let mut cv_only_victim_blocks = 0;
+    for path in &paths[opts.files..] {
+        let f = client.open(path).await?;
+        let on_victim = |b: &&cv_wire::msg::BlockLoc| {
+            b.worker_id == victim_id || b.replicas.iter().any(|r| r.worker_id == victim_id)
+        };
+        cv_only_victim_blocks += f.blocks().iter().filter(on_victim).count();
     }
 
     let t0 = Instant::now();
     let stop_at = opts.before + opts.after;
     let mut tasks = Vec::new();
     for r in 0..opts.readers {
-        let (client, contents, read_len, files) = (client.clone(), contents.clone(), opts.read_len, opts.files);
+        let (client, paths, contents, read_len) = (client.clone(), paths.clone(), contents.clone(), opts.read_len);
+        let files = paths.len();
         tasks.push(tokio::spawn(async move {
             let keep_open = r % 2 == 0;
             let mut open: Vec<Option<File>> = vec![None; files];
@@ -158,7 +168,7 @@ async fn measure(
                 let got = async {
                     let f = match (&open[i], keep_open) {
                         (Some(f), true) => f.clone(),
-                        _ => client.open(&format!("/s3/f{i}.bin")).await?,
+                        _ => client.open(&paths[i]).await?,
                     };
                     let mut buf = vec![0u8; read_len];
                     let n = f.read_at(off as u64, &mut buf).await?;
@@ -176,7 +186,7 @@ async fn measure(
                     }
                     Err(e) => {
                         samples.push((Sample { start, end, ok: false }, false));
-                        errors.push(format!("/s3/f{i}.bin at {off}: {e}"));
+                        errors.push(format!("{} at {off}: {e}", paths[i]));
                     }
                 }
             }
@@ -212,21 +222,23 @@ async fn measure(
             first_error = errors.into_iter().next();
         }
     }
-    // The cv-only file: its block's only copy died with the worker.
-    let (cv_only_error, cv_only_data_loss) = match &cv_only {
-        Some((path, off)) => {
-            let f = client.open(path).await?;
-            let mut buf = vec![0u8; 4096];
-            match f.read_at(*off, &mut buf).await {
-                Ok(_) => (Some(format!("{path}: read succeeded after its worker died")), false),
-                Err(e) => (Some(e.to_string()), e.kind() == ErrorKind::DataLoss && e.message().contains(path)),
+    // The cv-only files, whole, opened anew: every block from a live copy.
+    let (mut cv_only_read_right, mut cv_only_error) = (0u64, None);
+    for (path, want) in paths.iter().zip(contents.iter()).skip(opts.files) {
+        let read = async { client.open(path).await?.sequential(0).read_to_end().await };
+        match read.await {
+            Ok(got) if got == *want => cv_only_read_right += 1,
+            Ok(_) => {
+                wrong += 1;
+                cv_only_error.get_or_insert_with(|| format!("{path}: wrong bytes"));
+            }
+            Err(e) => {
+                cv_only_error.get_or_insert_with(|| format!("{path}: {e}"));
             }
         }
-        None => (None, false),
-    };
-    // The report names the files that lost blocks, and the dead worker's only copies.
+    }
+    // The report: nothing lost, the dead worker's blocks short of a copy until the grace ends.
     let report = client.report().await?;
-    let lost_reported = report.lost_paths.clone();
     let victim_only_copies = report.workers.iter().find(|w| w.worker_id == victim_id).map_or(0, |w| w.only_copies);
 
     // Now the master dies too. Files opened before the first kill still name the dead worker
@@ -242,7 +254,7 @@ async fn measure(
             }
             Err(e) => {
                 without_master_failed += 1;
-                without_master_error.get_or_insert_with(|| format!("/s3/f{i}.bin: {e}"));
+                without_master_error.get_or_insert_with(|| format!("{}: {e}", paths[i]));
             }
         }
     }
@@ -297,9 +309,11 @@ async fn measure(
         cold_after_kill,
         slowest_after_kill_ms: ms(slowest),
         master_noticed_ms: master_noticed.map(ms),
+        cv_only_victim_blocks,
+        cv_only_read_right,
         cv_only_error,
-        cv_only_data_loss,
-        cv_only_reported_lost: cv_only.as_ref().is_some_and(|(p, _)| lost_reported.contains(p)),
+        lost_files: report.lost_files,
+        under_replicated_files: report.under_replicated_files,
         victim_only_copies,
         without_master_ok,
         without_master_failed,

@@ -30,6 +30,14 @@ pub struct MasterConfig {
     /// complete it for this long is removed by `expire_writers` (the writer died, or lost the
     /// master for good): no half-written entry stays behind for ever.
     pub write_lease: Duration,
+    /// Copies of every block whose only copy is in cv (files outside mounts, fs-mode files not
+    /// yet exported), each on another worker: in zones, then hosts, as far apart as the
+    /// cluster allows. Fewer when fewer workers can take them; the re-replication makes up
+    /// the difference when they can.
+    pub replicas: usize,
+    /// A lost worker's copies still count for this long (it may come back with them); after
+    /// it, the blocks are copied again elsewhere.
+    pub replica_grace: Duration,
 }
 
 impl Default for MasterConfig {
@@ -45,6 +53,8 @@ impl Default for MasterConfig {
             group_commit_max_bytes: 4 << 20,
             read_waits_for_durability: true,
             write_lease: Duration::from_secs(300),
+            replicas: 2,
+            replica_grace: Duration::from_secs(60),
         }
     }
 }

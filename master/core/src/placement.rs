@@ -48,6 +48,42 @@ impl Ring {
         (0..n).map(|k| &self.points[(i + k) % n]).find(|p| p.2 == shard).map(|p| p.1)
     }
 
+    /// Adds workers to `chosen` (the copies a block has, on shard index `shard`) until it holds
+    /// `n`, or no other worker has a shard of that index. Walking the ring on from the block's
+    /// key (sequence `seq`), each next copy goes to the first worker in a zone none of the
+    /// chosen is in, else on a host none is on, else to the first other worker: copies spread
+    /// over failure domains as far as the cluster allows. `domain` gives a worker's
+    /// (zone, host); an empty zone is no zone.
+    pub fn extend_copies<'a>(
+        &self,
+        seq: u64,
+        shard: u16,
+        chosen: &mut Vec<WorkerId>,
+        n: usize,
+        domain: impl Fn(WorkerId) -> (&'a str, &'a str),
+    ) {
+        let n_points = self.points.len();
+        let i = self.start(seq);
+        let mut candidates: Vec<WorkerId> = Vec::new();
+        for k in 0..n_points {
+            let p = &self.points[(i + k) % n_points];
+            if p.2 == shard && !chosen.contains(&p.1) && !candidates.contains(&p.1) {
+                candidates.push(p.1);
+            }
+        }
+        while chosen.len() < n && !candidates.is_empty() {
+            let zones: Vec<&str> = chosen.iter().map(|&w| domain(w).0).filter(|z| !z.is_empty()).collect();
+            let hosts: Vec<&str> = chosen.iter().map(|&w| domain(w).1).collect();
+            let new_zone = candidates.iter().position(|&c| {
+                let z = domain(c).0;
+                !z.is_empty() && !zones.contains(&z)
+            });
+            let new_host = || candidates.iter().position(|&c| !hosts.contains(&domain(c).1));
+            let pick = new_zone.or_else(new_host).unwrap_or(0);
+            chosen.push(candidates.remove(pick));
+        }
+    }
+
     fn start(&self, key: u64) -> usize {
         let h = mix(key ^ 0x5851_F42D_4C95_7F2D);
         self.points.partition_point(|p| p.0 < h)
@@ -101,6 +137,34 @@ mod tests {
         }
         // A shard index no live worker has: no successor.
         assert_eq!(rest.successor(1, 5), None);
+    }
+
+    #[test]
+    fn copies_go_to_other_zones_then_other_hosts() {
+        // Workers 1..=6: hosts a, a, b, b, c, c; zones z1 for hosts a and b, z2 for host c.
+        let domain = |w: WorkerId| -> (&'static str, &'static str) {
+            match w {
+                1 | 2 => ("z1", "a"),
+                3 | 4 => ("z1", "b"),
+                _ => ("z2", "c"),
+            }
+        };
+        let ring = Ring::build(&shards(6, 1), 64);
+        for seq in 0..2_000u64 {
+            let (owner, shard) = ring.place(seq).unwrap();
+            let mut copies = vec![owner];
+            ring.extend_copies(seq, shard, &mut copies, 3, domain);
+            assert_eq!(copies.len(), 3);
+            let zones: std::collections::BTreeSet<_> = copies.iter().map(|&w| domain(w).0).collect();
+            let hosts: std::collections::BTreeSet<_> = copies.iter().map(|&w| domain(w).1).collect();
+            assert_eq!(zones.len(), 2, "seq {seq}: {copies:?}");
+            assert_eq!(hosts.len(), 3, "seq {seq}: {copies:?}");
+        }
+        // More copies than workers: every worker once.
+        let mut all = vec![1];
+        ring.extend_copies(9, 0, &mut all, 10, domain);
+        all.sort_unstable();
+        assert_eq!(all, vec![1, 2, 3, 4, 5, 6]);
     }
 
     #[test]

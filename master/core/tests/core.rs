@@ -124,7 +124,8 @@ fn snapshots_bound_the_journal() {
 #[test]
 fn tick_marks_silent_workers_lost() {
     let (j, s, clock) = (MemStorage::new(), MemStorage::new(), ManualClock::new(0));
-    let cfg = MasterConfig { heartbeat_timeout: Duration::from_secs(10), ..MasterConfig::default() };
+    // One copy of each block, so that losing its worker loses it.
+    let cfg = MasterConfig { heartbeat_timeout: Duration::from_secs(10), replicas: 1, ..MasterConfig::default() };
     let core = mem_core(&j, &s, &clock, cfg);
     let w1 = core.register_worker(None, "a", vec![1], 1).unwrap();
     let w2 = core.register_worker(None, "b", vec![1], 1).unwrap();

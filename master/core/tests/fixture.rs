@@ -1,5 +1,5 @@
 //! Format fixtures checked in under tests/fixtures/: every future build must keep reading
-//! them. The v1 and v2 files were written by those builds and are never rewritten; the v3
+//! them. The v1, v2 and v3 files were written by those builds and are never rewritten; the v4
 //! files are (re)written with CV_WRITE_FIXTURES=1, only when deliberately adding a new fixture.
 
 use std::path::PathBuf;
@@ -21,6 +21,7 @@ fn mutations() -> Vec<Mutation> {
             shard_ports: vec![7001, 7002],
             capacity: 1 << 40,
             now: 1_700_000_000_000,
+            zone: String::new(),
         },
         Mutation::Mkdir { path: s("/warehouse/t1"), parents: true, mode: 0o755, mtime: 1_700_000_000_001 },
         Mutation::Create {
@@ -31,7 +32,7 @@ fn mutations() -> Vec<Mutation> {
             mode: 0o644,
             mtime: 1_700_000_000_002,
         },
-        Mutation::AddBlock { file_id: 4, block_id: 1, worker: 1, shard: 1 },
+        Mutation::AddBlock { file_id: 4, block_id: 1, worker: 1, shard: 1, replicas: vec![] },
         Mutation::Complete { file_id: 4, length: 1234, block_lens: vec![1234], mtime: 1_700_000_000_003 },
         Mutation::Mount {
             path: s("/warehouse"),
@@ -183,13 +184,6 @@ fn expected_state_v3() -> State {
 #[test]
 fn reads_v3_journal_fixture() {
     let path = fixture("journal-v3.bin");
-    if std::env::var_os("CV_WRITE_FIXTURES").is_some() {
-        let mut bytes = encode_header(1).to_vec();
-        for (i, m) in mutations_v3().iter().enumerate() {
-            bytes.extend(encode_record(i as u64 + 1, m).unwrap());
-        }
-        std::fs::write(&path, bytes).unwrap();
-    }
     let bytes = std::fs::read(&path).expect("fixture journal-v3.bin is checked in");
     let scan = scan(&bytes).unwrap();
     let got: Vec<Mutation> = scan.records.iter().map(|(_, m)| m.clone()).collect();
@@ -207,11 +201,93 @@ fn reads_v3_journal_fixture() {
 fn reads_v3_snapshot_fixture() {
     let path = fixture("snapshot-v3.bin");
     let n = mutations_v3().len() as u64;
-    if std::env::var_os("CV_WRITE_FIXTURES").is_some() {
-        std::fs::write(&path, encode_snapshot(n, expected_state_v3().data()).unwrap()).unwrap();
-    }
     let bytes = std::fs::read(&path).expect("fixture snapshot-v3.bin is checked in");
     let (seq, data) = decode_snapshot(&bytes).unwrap().unwrap();
     assert_eq!(seq, n);
     assert_eq!(&data, expected_state_v3().data());
+}
+
+/// Version 4 adds replicas, zones and drains: `AddBlock.replicas`, `RegisterWorker.zone`,
+/// `CopiesAdded`, `CopiesDropped`, `Drain`.
+fn mutations_v4() -> Vec<Mutation> {
+    let s = |x: &str| x.to_owned();
+    let mut v = mutations_v3();
+    let lost = v.pop().unwrap();
+    let worker = |id: u64, host: &str, zone: &str| Mutation::RegisterWorker {
+        worker_id: id,
+        host: s(host),
+        shard_ports: vec![7001],
+        capacity: 1 << 40,
+        now: 1_700_000_004_000,
+        zone: s(zone),
+    };
+    let block = 1 << 20;
+    v.extend([
+        worker(2, "10.0.0.8", "rack-b"),
+        worker(3, "10.0.0.9", "rack-c"),
+        Mutation::Mkdir { path: s("/r"), parents: false, mode: 0o755, mtime: 1_700_000_004_001 },
+        Mutation::Create {
+            path: s("/r/x.bin"),
+            overwrite: false,
+            file_id: 20,
+            version: 9,
+            mode: 0o644,
+            mtime: 1_700_000_004_002,
+        },
+        Mutation::AddBlock { file_id: 20, block_id: block, worker: 1, shard: 0, replicas: vec![2] },
+        Mutation::Complete { file_id: 20, length: 100, block_lens: vec![100], mtime: 1_700_000_004_003 },
+        Mutation::CopiesAdded { worker_id: 3, blocks: vec![block] },
+        Mutation::CopiesDropped { copies: vec![(block, 1)] },
+        Mutation::Drain { worker_id: 3, draining: true },
+        lost,
+    ]);
+    v
+}
+
+fn expected_state_v4() -> State {
+    let mut st = State::new();
+    for m in mutations_v4() {
+        st.apply(&m).unwrap();
+    }
+    st
+}
+
+#[test]
+fn reads_v4_journal_fixture() {
+    let path = fixture("journal-v4.bin");
+    if std::env::var_os("CV_WRITE_FIXTURES").is_some() {
+        let mut bytes = encode_header(1).to_vec();
+        for (i, m) in mutations_v4().iter().enumerate() {
+            bytes.extend(encode_record(i as u64 + 1, m).unwrap());
+        }
+        std::fs::write(&path, bytes).unwrap();
+    }
+    let bytes = std::fs::read(&path).expect("fixture journal-v4.bin is checked in");
+    let scan = scan(&bytes).unwrap();
+    let got: Vec<Mutation> = scan.records.iter().map(|(_, m)| m.clone()).collect();
+    assert_eq!(got, mutations_v4());
+    let mut st = State::new();
+    for (_, m) in &scan.records {
+        st.apply(m).unwrap();
+    }
+    assert_eq!(st.data(), expected_state_v4().data());
+    // Worker 1's copy was dropped: the block is on 2 and 3, and 1 is told to delete it.
+    let info = &st.data().blocks[&(1 << 20)];
+    assert_eq!((info.worker, info.replicas.clone()), (2, vec![3]));
+    assert!(st.pending_deletes(1).contains(&(1 << 20)));
+    assert!(st.worker(3).unwrap().draining);
+    assert_eq!(st.worker(2).unwrap().zone, "rack-b");
+}
+
+#[test]
+fn reads_v4_snapshot_fixture() {
+    let path = fixture("snapshot-v4.bin");
+    let n = mutations_v4().len() as u64;
+    if std::env::var_os("CV_WRITE_FIXTURES").is_some() {
+        std::fs::write(&path, encode_snapshot(n, expected_state_v4().data()).unwrap()).unwrap();
+    }
+    let bytes = std::fs::read(&path).expect("fixture snapshot-v4.bin is checked in");
+    let (seq, data) = decode_snapshot(&bytes).unwrap().unwrap();
+    assert_eq!(seq, n);
+    assert_eq!(&data, expected_state_v4().data());
 }

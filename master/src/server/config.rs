@@ -21,6 +21,8 @@ use std::time::Duration;
 /// snapshot_every = 100000
 /// read_waits_for_durability = true
 /// write_lease = "5m"
+/// replicas = 2
+/// replica_grace = "1m"
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -48,6 +50,11 @@ pub struct ServerConfig {
     /// A file being written whose writer has been silent this long (no add-block, no
     /// complete) is removed: a writer that died leaves no half-written entry behind.
     pub write_lease: Dur,
+    /// Copies of every block whose only copy is in cv (files outside mounts, fs-mode files
+    /// not yet exported), on different workers; fewer while fewer workers are live. 1..=8.
+    pub replicas: u32,
+    /// A lost worker's copies still count for this long; then its blocks are copied again.
+    pub replica_grace: Dur,
 }
 
 impl Default for ServerConfig {
@@ -65,6 +72,8 @@ impl Default for ServerConfig {
             snapshot_every: core.snapshot_every,
             read_waits_for_durability: core.read_waits_for_durability,
             write_lease: Dur(core.write_lease),
+            replicas: core.replicas as u32,
+            replica_grace: Dur(core.replica_grace),
         }
     }
 }
@@ -103,6 +112,9 @@ impl ServerConfig {
         if self.write_lease.get() < Duration::from_secs(1) {
             return Err(ConfigError::new(f("write_lease"), "must be at least 1s"));
         }
+        if !(1..=8).contains(&self.replicas) {
+            return Err(ConfigError::new(f("replicas"), "must be 1 to 8"));
+        }
         if self.tail_budget < self.default_tail {
             return Err(ConfigError::new(f("tail_budget"), "must be at least default_tail"));
         }
@@ -130,6 +142,8 @@ impl ServerConfig {
             snapshot_every: self.snapshot_every,
             read_waits_for_durability: self.read_waits_for_durability,
             write_lease: self.write_lease.get(),
+            replicas: self.replicas as usize,
+            replica_grace: self.replica_grace.get(),
             ..MasterConfig::default()
         }
     }

@@ -47,7 +47,13 @@ pub(super) fn block_loc(b: &state::BlockLoc) -> Result<msg::BlockLoc, Fail> {
             _ => shard_addr(b.worker_id, b.shard, b.addr)?,
         },
         lost: b.lost,
+        replicas: replicas(b.shard, &b.replicas)?,
     })
+}
+
+/// Other copies of a block on `shard` of each worker, as the wire carries them.
+pub(super) fn replicas(shard: u16, copies: &[(u64, Option<SocketAddr>)]) -> Result<Vec<msg::Replica>, Fail> {
+    copies.iter().map(|&(w, addr)| Ok(msg::Replica { worker_id: w, addr: shard_addr(w, shard, addr)? })).collect()
 }
 
 /// The child `name` of the normalized directory `dir`.

@@ -120,6 +120,7 @@ pub(super) async fn add_block(s: &MasterService, q: Req<'_, AddBlock>) -> Result
         shard: b.shard,
         addr: shard_addr(b.worker_id, b.shard, b.addr)?,
         lost: false,
+        replicas: super::convert::replicas(b.shard, &b.replicas)?,
     };
     Ok(q.reply(&AddBlockOk { block }))
 }

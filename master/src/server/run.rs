@@ -171,5 +171,20 @@ async fn tick_loop(core: Arc<MasterCore>, every: Duration, mut stopped: watch::R
             Ok(Err(e)) => tracing::error!(error = %e, "write-lease tick failed"),
             Err(e) => tracing::error!(error = %e, "write-lease tick task failed"),
         }
+        let c = core.clone();
+        match tokio::task::spawn_blocking(move || c.replicate()).await {
+            Ok(Ok(r)) if r.ordered > 0 || r.dropped > 0 || r.lost > 0 => {
+                tracing::info!(
+                    ordered = r.ordered,
+                    dropped = r.dropped,
+                    short = r.short,
+                    lost = r.lost,
+                    "re-replication"
+                );
+            }
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::error!(error = %e, "re-replication tick failed"),
+            Err(e) => tracing::error!(error = %e, "re-replication tick task failed"),
+        }
     }
 }

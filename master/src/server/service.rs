@@ -95,6 +95,10 @@ impl MasterService {
                 workers::heartbeat(self, peer, Req::of(frame)?).await
             }
             Kind::Report => workers::report(self, Req::of(frame)?).await,
+            Kind::DrainWorker => {
+                admin_only(peer, frame.kind())?;
+                workers::drain(self, Req::of(frame)?).await
+            }
             other => {
                 Err(Fail::new(ErrorCode::Unsupported, format!("{} is not a request the master serves", other.name())))
             }
@@ -111,6 +115,17 @@ fn worker_only(peer: &Peer, kind: Kind) -> Result<(), Fail> {
     Err(Fail::new(
         ErrorCode::PermissionDenied,
         format!("{} is for workers; this peer said {:?}", kind.name(), peer.role),
+    ))
+}
+
+/// Administrative changes to the cluster: only a peer that said it is an operator tool.
+fn admin_only(peer: &Peer, kind: Kind) -> Result<(), Fail> {
+    if peer.role == Role::Admin {
+        return Ok(());
+    }
+    Err(Fail::new(
+        ErrorCode::PermissionDenied,
+        format!("{} is for cvctl (admin); this peer said {:?}", kind.name(), peer.role),
     ))
 }
 

@@ -6,7 +6,10 @@ use super::service::MasterService;
 use cv_master_core::error::ErrorKind;
 use cv_net::rpc::{Peer, Reply};
 use cv_wire::ErrorCode;
-use cv_wire::msg::{Heartbeat, HeartbeatOk, RegisterOk, RegisterWorker, ReportOk, WorkerCommand, WorkerInfo};
+use cv_wire::msg::{
+    CopyOrder, Done, DrainWorker, Heartbeat, HeartbeatOk, RegisterOk, RegisterWorker, ReportOk, WorkerCommand,
+    WorkerInfo,
+};
 
 pub(super) async fn register(s: &MasterService, peer: &Peer, q: Req<'_, RegisterWorker>) -> Result<Reply, Fail> {
     let req = q.owned()?;
@@ -14,8 +17,11 @@ pub(super) async fn register(s: &MasterService, peer: &Peer, q: Req<'_, Register
         return Err(Fail::new(ErrorCode::InvalidArgument, "a worker needs 1 to 65535 shard ports"));
     }
     let host = resolve_host(&req.host).await?.to_string();
-    let worker_id =
-        s.core.begin_register_worker(req.worker_id, &host, req.shard_ports, req.capacity)?.wait_async().await?;
+    let worker_id = s
+        .core
+        .begin_register_worker(req.worker_id, &host, req.shard_ports, req.capacity, &req.zone)?
+        .wait_async()
+        .await?;
     s.worker_conns.lock().unwrap_or_else(|p| p.into_inner()).insert(worker_id, peer.conn);
     let heartbeat_ms = u64::try_from(s.heartbeat_every.as_millis()).unwrap_or(u64::MAX);
     Ok(q.reply(&RegisterOk { worker_id, heartbeat_ms }))
@@ -49,6 +55,15 @@ pub(super) async fn heartbeat(s: &MasterService, peer: &Peer, q: Req<'_, Heartbe
             if !reply.unpin_blocks.is_empty() {
                 commands.push(WorkerCommand::Unpin(reply.unpin_blocks));
             }
+            if !reply.copy.is_empty() {
+                let orders = reply.copy.into_iter().map(|o| CopyOrder {
+                    block_id: o.block_id,
+                    len: o.len,
+                    from_worker: o.from_worker,
+                    from: cv_wire::msg::ShardAddr::new(o.from),
+                });
+                commands.push(WorkerCommand::Copy(orders.collect()));
+            }
             commands
         }
         // E.g. after a restart on an empty journal: the worker must introduce itself again.
@@ -61,8 +76,9 @@ pub(super) async fn heartbeat(s: &MasterService, peer: &Peer, q: Req<'_, Heartbe
 pub(super) async fn report(s: &MasterService, q: Req<'_, cv_wire::msg::Report>) -> Result<Reply, Fail> {
     // Copies the whole state (an admin call, rare): off the reactor.
     let core = s.core.clone();
+    let replicas = s.core.replica_target();
     let (data, blocks) =
-        tokio::task::spawn_blocking(move || (core.state_data(), core.inspect(|st| st.block_summary(100))))
+        tokio::task::spawn_blocking(move || (core.state_data(), core.inspect(|st| st.block_summary(replicas, 100))))
             .await
             .map_err(|e| Fail::new(ErrorCode::Internal, format!("report task: {e}")))?;
     let now = s.clock.now_ms();
@@ -85,6 +101,10 @@ pub(super) async fn report(s: &MasterService, q: Req<'_, cv_wire::msg::Report>) 
             blocks: blocks.per_worker.get(&w.id).map_or(0, |b| b.blocks),
             only_copies: blocks.per_worker.get(&w.id).map_or(0, |b| b.only_copies),
             only_copy_bytes: blocks.per_worker.get(&w.id).map_or(0, |b| b.only_copy_bytes),
+            zone: w.zone.clone(),
+            draining: w.draining,
+            replicas_owed: blocks.per_worker.get(&w.id).map_or(0, |b| b.replicas_owed),
+            bytes_to_move: blocks.per_worker.get(&w.id).map_or(0, |b| b.bytes_to_move),
         })
         .collect();
     let ok = ReportOk {
@@ -103,6 +123,18 @@ pub(super) async fn report(s: &MasterService, q: Req<'_, cv_wire::msg::Report>) 
         lost_files: blocks.lost_files,
         lost_blocks: blocks.lost_blocks,
         lost_paths: blocks.lost_paths,
+        replicas: u32::try_from(replicas).unwrap_or(u32::MAX),
+        under_replicated_files: blocks.under_replicated_files,
+        under_replicated_blocks: blocks.under_replicated_blocks,
+        under_replicated_paths: blocks.under_replicated_paths,
     };
     Ok(q.reply(&ok))
+}
+
+/// Starts or ends draining a worker (operators: `cvctl worker drain`).
+pub(super) async fn drain(s: &MasterService, q: Req<'_, DrainWorker>) -> Result<Reply, Fail> {
+    let req = q.owned()?;
+    s.core.begin_drain(req.worker_id, req.drain)?.wait_async().await?;
+    tracing::info!(worker = req.worker_id, drain = req.drain, "drain");
+    Ok(q.reply(&Done {}))
 }

@@ -34,6 +34,12 @@ pub struct ClusterSpec {
     pub ready_timeout: Duration,
     /// The master removes a file being written whose writer is silent this long.
     pub write_lease: Duration,
+    /// Copies of each cv-only block (`[master] replicas`).
+    pub replicas: u32,
+    /// A lost worker's copies count this long before they are made again elsewhere.
+    pub replica_grace: Duration,
+    /// Zone label of each worker, in order (missing ones: none).
+    pub zones: Vec<String>,
 }
 
 impl ClusterSpec {
@@ -49,6 +55,9 @@ impl ClusterSpec {
             client_deadline: Duration::from_secs(10),
             ready_timeout: Duration::from_secs(15),
             write_lease: Duration::from_secs(300),
+            replicas: 2,
+            replica_grace: Duration::from_secs(60),
+            zones: Vec::new(),
         }
     }
 }
@@ -80,10 +89,16 @@ impl CvCluster {
         let master_addr = SocketAddrV4::new(rig.host(MASTER_HOST)?.addr, MASTER_PORT);
 
         let mdir = rig.host_dir(MASTER_HOST)?;
-        let mconf = write(
-            &mdir.join("cv.toml"),
-            &cv_config::master(&certs, master_addr, &mdir.join("journal"), spec.heartbeat_timeout, spec.write_lease),
-        )?;
+        let journal = mdir.join("journal");
+        let mfile = cv_config::MasterFile {
+            listen: master_addr,
+            journal: &journal,
+            heartbeat_timeout: spec.heartbeat_timeout,
+            write_lease: spec.write_lease,
+            replicas: spec.replicas,
+            replica_grace: spec.replica_grace,
+        };
+        let mconf = write(&mdir.join("cv.toml"), &cv_config::master(&certs, &mfile))?;
         let master_cmd = cvctl_cmd(&spec.cvctl, &["master", "--config"], &mconf);
         let master = rig.spawn(MASTER_HOST, "master", &master_cmd)?;
 
@@ -101,6 +116,7 @@ impl CvCluster {
                 capacity: spec.worker_capacity,
                 memory_tier: spec.memory_tier,
                 master_call_timeout: Duration::from_secs(1),
+                zone: spec.zones.get(h - MASTER_HOST - 1).cloned().unwrap_or_default(),
             };
             let conf = write(&rig.host_dir(h)?.join("cv.toml"), &cv_config::worker(&certs, &file))?;
             workers.push((

@@ -26,22 +26,30 @@ fn ms(d: Duration) -> String {
     format!("\"{}ms\"", d.as_millis())
 }
 
-/// The master's file: listening on `listen`, journal in `journal`, declaring a worker lost after
-/// `heartbeat_timeout` (workers are told to heartbeat three times within it).
-pub(crate) fn master(
-    certs: &Path,
-    listen: SocketAddrV4,
-    journal: &Path,
-    heartbeat_timeout: Duration,
-    write_lease: Duration,
-) -> String {
+/// What varies between master files.
+#[derive(Clone, Debug)]
+pub(crate) struct MasterFile<'a> {
+    pub(crate) listen: SocketAddrV4,
+    pub(crate) journal: &'a Path,
+    /// Declaring a worker lost after this (workers are told to heartbeat three times within it).
+    pub(crate) heartbeat_timeout: Duration,
+    pub(crate) write_lease: Duration,
+    pub(crate) replicas: u32,
+    pub(crate) replica_grace: Duration,
+}
+
+/// The master's file.
+pub(crate) fn master(certs: &Path, m: &MasterFile<'_>) -> String {
     format!(
-        "{}\n[master]\nlisten = \"{listen}\"\njournal_dir = {}\nnode = \"rig-master\"\nheartbeat_timeout = {}\n\
-         write_lease = {}\n",
+        "{}\n[master]\nlisten = \"{}\"\njournal_dir = {}\nnode = \"rig-master\"\nheartbeat_timeout = {}\n\
+         write_lease = {}\nreplicas = {}\nreplica_grace = {}\n",
         tls(certs, "node"),
-        toml_str(&journal.to_string_lossy()),
-        ms(heartbeat_timeout),
-        ms(write_lease),
+        m.listen,
+        toml_str(&m.journal.to_string_lossy()),
+        ms(m.heartbeat_timeout),
+        ms(m.write_lease),
+        m.replicas,
+        ms(m.replica_grace),
     )
 }
 
@@ -58,13 +66,15 @@ pub(crate) struct WorkerFile<'a> {
     /// Deadline of the worker's connect to the master and of each call: short, so a worker whose
     /// link came back reconnects soon.
     pub(crate) master_call_timeout: Duration,
+    /// Failure-domain label (empty: none).
+    pub(crate) zone: String,
 }
 
 /// A worker's file: one shard, unpinned (the rig shares few cores), no fdatasync (test data).
 pub(crate) fn worker(certs: &Path, w: &WorkerFile<'_>) -> String {
     format!(
         "{}\n[worker]\nmaster = \"{}\"\nhost = \"{}\"\nbind = \"{}\"\nbase_port = {WORKER_PORT}\nshards = 1\n\
-         pin_cores = false\nsync_data = false\nmemory_tier = {}\nnode = {}\nmaster_call_timeout = {}\n\
+         pin_cores = false\nsync_data = false\nmemory_tier = {}\nnode = {}\nmaster_call_timeout = {}\nzone = {}\n\
          [[worker.data_dirs]]\npath = {}\ncapacity = {}\n",
         tls(certs, "node"),
         w.master,
@@ -73,6 +83,7 @@ pub(crate) fn worker(certs: &Path, w: &WorkerFile<'_>) -> String {
         w.memory_tier,
         toml_str(&w.node),
         ms(w.master_call_timeout),
+        toml_str(&w.zone),
         toml_str(&w.data_dir.to_string_lossy()),
         w.capacity,
     )

@@ -13,13 +13,23 @@ pub struct WorkerState {
     pub live: bool,
     /// Milliseconds since its last heartbeat.
     pub last_heartbeat_age_ms: u64,
+    /// Blocks with a copy there.
+    pub blocks: u64,
+    /// Bytes of cv-only blocks that need a copy elsewhere before it can go.
+    pub bytes_to_move: u64,
+    /// Being drained.
+    pub draining: bool,
 }
 
-/// The workers of one report.
+/// The workers of one report, and the files short of copies or lost.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Report {
     /// Every worker the master knows.
     pub workers: Vec<WorkerState>,
+    /// Files with a cv-only block short of copies.
+    pub under_replicated_files: u64,
+    /// Files with a block no live worker holds.
+    pub lost_files: u64,
 }
 
 impl Report {
@@ -39,10 +49,15 @@ impl Report {
                     last_heartbeat_age_ms: w["last_heartbeat_age_ms"]
                         .as_u64()
                         .ok_or_else(|| field("last_heartbeat_age_ms"))?,
+                    blocks: w["blocks"].as_u64().unwrap_or(0),
+                    bytes_to_move: w["bytes_to_move"].as_u64().unwrap_or(0),
+                    draining: w["draining"].as_bool().unwrap_or(false),
                 })
             })
             .collect::<Result<_, RigError>>()?;
-        Ok(Report { workers })
+        let under_replicated_files = v["under_replicated"]["files"].as_u64().unwrap_or(0);
+        let lost_files = v["lost"]["files"].as_u64().unwrap_or(0);
+        Ok(Report { workers, under_replicated_files, lost_files })
     }
 
     /// The worker that advertised `host`.

@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod cert;
+pub mod drain;
 pub mod free;
 pub mod fs;
 pub mod fuse;

@@ -35,7 +35,8 @@ impl ReportArgs {
                             "memory_tier": tier_json(&w.memory),
                             "disk_tier": tier_json(&w.disk),
                             "blocks": w.blocks, "only_copies": w.only_copies,
-                            "only_copy_bytes": w.only_copy_bytes,
+                            "only_copy_bytes": w.only_copy_bytes, "zone": w.zone, "draining": w.draining,
+                            "replicas_owed": w.replicas_owed, "bytes_to_move": w.bytes_to_move,
                         })
                     })
                     .collect();
@@ -47,6 +48,9 @@ impl ReportArgs {
                                 "lag_ms": r.export_lag_ms, "exported": r.exported,
                                 "failures": r.export_failures },
                     "lost": { "files": r.lost_files, "blocks": r.lost_blocks, "paths": r.lost_paths },
+                    "replicas": r.replicas,
+                    "under_replicated": { "files": r.under_replicated_files, "blocks": r.under_replicated_blocks,
+                                          "paths": r.under_replicated_paths },
                 });
                 println!("{out}");
                 return Ok(());
@@ -76,26 +80,47 @@ impl ReportArgs {
                     println!("  ... and {} more", r.lost_files - r.lost_paths.len() as u64);
                 }
             }
+            if r.under_replicated_files > 0 {
+                println!(
+                    "UNDER-REPLICATED: {} files ({} blocks) have fewer than {} copies of a cv-only block:",
+                    r.under_replicated_files, r.under_replicated_blocks, r.replicas
+                );
+                for p in &r.under_replicated_paths {
+                    println!("  {p}");
+                }
+                if r.under_replicated_files > r.under_replicated_paths.len() as u64 {
+                    println!("  ... and {} more", r.under_replicated_files - r.under_replicated_paths.len() as u64);
+                }
+            } else {
+                println!("replicas {}: every cv-only block has them", r.replicas);
+            }
             println!(
-                "{:>6} {:<22} {:>6} {:>16} {:>16} {:>6} {:>10} {:>9} {:>9} {:>9} {:>9} {:>14}",
-                "id", "host", "shards", "capacity", "used", "live", "hb age ms", "mem hit", "disk hit", "blocks",
-                "only copy", "to move bytes"
+                "{:>6} {:<22} {:<8} {:>6} {:>16} {:>16} {:>8} {:>10} {:>9} {:>9} {:>9} {:>9} {:>7} {:>14}",
+                "id", "host", "zone", "shards", "capacity", "used", "live", "hb age ms", "mem hit", "disk hit",
+                "blocks", "only copy", "owed", "to move bytes"
             );
             for w in &r.workers {
+                let live = match (w.live, w.draining) {
+                    (true, false) => "yes",
+                    (true, true) => "draining",
+                    (false, _) => "no",
+                };
                 println!(
-                    "{:>6} {:<22} {:>6} {:>16} {:>16} {:>6} {:>10} {:>8.1}% {:>8.1}% {:>9} {:>9} {:>14}",
+                    "{:>6} {:<22} {:<8} {:>6} {:>16} {:>16} {:>8} {:>10} {:>8.1}% {:>8.1}% {:>9} {:>9} {:>7} {:>14}",
                     w.worker_id,
                     w.host,
+                    if w.zone.is_empty() { "-" } else { &w.zone },
                     w.shard_ports.len(),
                     w.capacity,
                     w.used,
-                    w.live,
+                    live,
                     w.last_heartbeat_age_ms,
                     ratio(&w.memory) * 100.0,
                     ratio(&w.disk) * 100.0,
                     w.blocks,
                     w.only_copies,
-                    w.only_copy_bytes
+                    w.replicas_owed,
+                    w.bytes_to_move
                 );
             }
             Ok(())

@@ -16,10 +16,14 @@ use std::path::PathBuf;
 
 /// Arguments of `cvctl worker`.
 #[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct WorkerArgs {
+    /// Operate on a running worker instead of running one.
+    #[command(subcommand)]
+    action: Option<WorkerAction>,
     /// The cv configuration file (`[tls]`, optional `[transport]` and `[worker]`).
-    #[arg(long)]
-    config: PathBuf,
+    #[arg(long, required = true)]
+    config: Option<PathBuf>,
     /// The master's host:port (overrides `worker.master`).
     #[arg(long)]
     master: Option<String>,
@@ -65,7 +69,11 @@ impl WorkerArgs {
 
     /// Runs it.
     pub fn run(self) -> CmdResult {
-        let file = CvConfig::load(&self.config)?;
+        if let Some(WorkerAction::Drain(d)) = self.action {
+            return d.run();
+        }
+        let Some(config) = &self.config else { return Err("cvctl worker needs --config".into()) };
+        let file = CvConfig::load(config)?;
         let settings = self.effective(&file)?;
         let identity = Identity::load(&file.common.tls)?;
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
@@ -85,6 +93,14 @@ impl WorkerArgs {
             },
         )
     }
+}
+
+/// What `cvctl worker` does to a running worker.
+#[derive(clap::Subcommand, Debug)]
+pub enum WorkerAction {
+    /// Drain a worker before retiring it: it takes no new blocks, and the master copies its
+    /// cv-only blocks to other workers, then drops them from it.
+    Drain(super::drain::DrainArgs),
 }
 
 /// Starts the worker, shows it to `ready`, waits for `stop` (through `block_on`, since the
@@ -130,7 +146,8 @@ mod tests {
 
     fn args() -> WorkerArgs {
         WorkerArgs {
-            config: PathBuf::new(),
+            action: None,
+            config: Some(PathBuf::new()),
             master: None,
             host: None,
             base_port: None,

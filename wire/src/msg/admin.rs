@@ -40,6 +40,28 @@ pub struct WorkerInfo {
     pub only_copies: u64,
     /// Bytes in those blocks.
     pub only_copy_bytes: u64,
+    /// Its failure-domain label (empty: none).
+    pub zone: String,
+    /// Being drained: it takes no new blocks, and its copies of cv-only blocks are made
+    /// elsewhere, then dropped from it.
+    pub draining: bool,
+    /// cv-only blocks with a copy here that have fewer counted copies than the cluster's
+    /// `replicas`: the copies owed.
+    pub replicas_owed: u64,
+    /// Bytes of the cv-only blocks that need a copy elsewhere before this worker can go (all
+    /// of them are moved by a drain).
+    pub bytes_to_move: u64,
+}
+
+/// Drain a worker (or stop draining it), answered by `Done`: it takes no new blocks, and the
+/// master copies its cv-only blocks to other workers, then drops them from it.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+pub struct DrainWorker {
+    /// The worker.
+    pub worker_id: u64,
+    /// Drain (true) or take it back into service (false).
+    pub drain: bool,
 }
 
 /// Reply to [`Report`].
@@ -76,6 +98,14 @@ pub struct ReportOk {
     pub lost_blocks: u64,
     /// Paths of the first of those files (at most 100, in path order).
     pub lost_paths: Vec<String>,
+    /// The cluster's `replicas` setting: copies of every cv-only block.
+    pub replicas: u32,
+    /// Files with a cv-only block that has fewer copies than that (but at least one).
+    pub under_replicated_files: u64,
+    /// Such blocks.
+    pub under_replicated_blocks: u64,
+    /// Paths of the first of those files (at most 100, in path order).
+    pub under_replicated_paths: Vec<String>,
 }
 
 impl CheckLimits for ArchivedReportOk {
@@ -83,11 +113,14 @@ impl CheckLimits for ArchivedReportOk {
         check_count(self.workers.len(), l, "report.workers")?;
         self.workers.iter().try_for_each(|w| {
             check_str(&w.host, l, "worker.host")?;
+            check_str(&w.zone, l, "worker.zone")?;
             check_count(w.shard_ports.len(), l, "worker.shard_ports")
         })?;
         check_count(self.lost_paths.len(), l, "report.lost_paths")?;
-        self.lost_paths.iter().try_for_each(|p| super::check_path(p, l, "report.lost_paths"))
+        self.lost_paths.iter().try_for_each(|p| super::check_path(p, l, "report.lost_paths"))?;
+        check_count(self.under_replicated_paths.len(), l, "report.under_replicated_paths")?;
+        self.under_replicated_paths.iter().try_for_each(|p| super::check_path(p, l, "report.under_replicated_paths"))
     }
 }
 
-no_limits!(ArchivedReport);
+no_limits!(ArchivedReport, ArchivedDrainWorker);

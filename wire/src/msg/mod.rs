@@ -86,8 +86,24 @@ pub struct BlockLoc {
     pub addr: ShardAddr,
     /// The block's only copy is on a worker the master has lost: reading it is a data loss
     /// (`DataLoss`, naming the file), not a wait on a dead address. A block the object store
-    /// also holds is never lost: its location is then the next live owner's.
+    /// also holds is never lost: its location is then the next live owner's. With replicas
+    /// (protocol 7): no copy is on a live worker.
     pub lost: bool,
+    /// The other live copies of a block whose only copy would otherwise be in cv (protocol 7):
+    /// a writer stores the block on each of them as well as on the owner before it
+    /// acknowledges, and a reader tries them in order when the owner cannot serve.
+    pub replicas: Vec<Replica>,
+}
+
+/// One more copy of a block: a shard of the same index (a block id names its shard) on
+/// another worker.
+#[derive(Archive, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+pub struct Replica {
+    /// The worker holding the copy.
+    pub worker_id: u64,
+    /// Its shard's QUIC endpoint.
+    pub addr: ShardAddr,
 }
 
 /// A shard's QUIC endpoint, typed: readers dial it as it is, with nothing to parse or resolve
@@ -166,9 +182,8 @@ impl ArchivedFileStatus {
 }
 
 impl ArchivedBlockLoc {
-    pub(crate) fn check(&self, _: &Limits) -> Result<(), WireError> {
-        // Fixed size, every value valid: nothing to bound.
-        Ok(())
+    pub(crate) fn check(&self, l: &Limits) -> Result<(), WireError> {
+        check_count(self.replicas.len(), l, "block.replicas")
     }
 }
 

@@ -20,6 +20,9 @@ pub struct RegisterWorker {
     pub capacity: u64,
     /// Bytes in use.
     pub used: u64,
+    /// Failure-domain label (rack, room); copies of a block go to different zones when workers
+    /// carry them. Empty: none.
+    pub zone: String,
 }
 
 /// Reply to [`RegisterWorker`].
@@ -90,6 +93,23 @@ pub enum WorkerCommand {
     Reregister,
     /// These blocks may be evicted now (their files were exported).
     Unpin(Vec<u64>),
+    /// Store a copy of each of these blocks, read from the worker named (re-replication and
+    /// drains); the copy shows in a later heartbeat's `added`, which makes it count.
+    Copy(Vec<CopyOrder>),
+}
+
+/// One block to copy from another worker (see [`WorkerCommand::Copy`]).
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+pub struct CopyOrder {
+    /// Block id (its shard index names the shard to read it from and to store it on).
+    pub block_id: u64,
+    /// Its length.
+    pub len: u64,
+    /// The worker holding a copy now.
+    pub from_worker: u64,
+    /// That copy's shard endpoint.
+    pub from: super::ShardAddr,
 }
 
 /// Reply to [`Heartbeat`].
@@ -103,6 +123,7 @@ pub struct HeartbeatOk {
 impl CheckLimits for ArchivedRegisterWorker {
     fn check_limits(&self, l: &Limits) -> Result<(), WireError> {
         check_str(&self.host, l, "register.host")?;
+        check_str(&self.zone, l, "register.zone")?;
         check_count(self.shard_ports.len(), l, "register.shard_ports")
     }
 }
@@ -120,6 +141,7 @@ impl CheckLimits for ArchivedHeartbeatOk {
         self.commands.iter().try_for_each(|c| match c {
             ArchivedWorkerCommand::DeleteBlocks(ids) => check_count(ids.len(), l, "delete_blocks"),
             ArchivedWorkerCommand::Unpin(ids) => check_count(ids.len(), l, "unpin"),
+            ArchivedWorkerCommand::Copy(orders) => check_count(orders.len(), l, "copy"),
             ArchivedWorkerCommand::Reregister => Ok(()),
         })
     }

@@ -5,6 +5,7 @@
 //! retried with backoff while the shards keep serving.
 
 mod backoff;
+mod copy;
 mod identity;
 mod pending;
 
@@ -42,7 +43,12 @@ pub(crate) struct ControlSpec {
     pub(crate) master: String,
     pub(crate) host: String,
     pub(crate) node: String,
+    /// Failure-domain label announced at registration.
+    pub(crate) zone: String,
     pub(crate) shard_ports: Vec<u16>,
+    /// This worker's shard endpoints as the control thread dials them (copies are written
+    /// through them).
+    pub(crate) own_shards: Vec<SocketAddr>,
     /// Heartbeat period unless the master dictates one.
     pub(crate) heartbeat: Duration,
     /// Deadline of a connection attempt or of one call.
@@ -103,6 +109,7 @@ struct State {
     ids: watch::Sender<Option<u64>>,
     /// Heartbeat period the master asked for at registration (0: ours).
     heartbeat_ms: u64,
+    copier: copy::Copier,
 }
 
 async fn run(spec: ControlSpec, stop: flume::Receiver<()>, ids: watch::Sender<Option<u64>>) {
@@ -119,6 +126,7 @@ async fn run(spec: ControlSpec, stop: flume::Receiver<()>, ids: watch::Sender<Op
         backoff: Backoff::new(spec.retry_floor, spec.retry_ceiling),
         ids,
         heartbeat_ms: 0,
+        copier: copy::Copier::new(ep.clone(), spec.node.clone(), spec.own_shards.clone()),
     };
     loop {
         let err = tokio::select! {
@@ -179,6 +187,7 @@ async fn register(spec: &ControlSpec, conn: &Conn, st: &mut State) -> std::resul
         shard_ports: spec.shard_ports.clone(),
         capacity,
         used,
+        zone: spec.zone.clone(),
     };
     let ok: RegisterOk = call(spec, conn, &req).await?.decode_body()?;
     if st.worker_id.is_some_and(|old| old != ok.worker_id) {
@@ -230,6 +239,7 @@ async fn heartbeat(spec: &ControlSpec, conn: &Conn, st: &mut State) -> std::resu
         match cmd {
             WorkerCommand::DeleteBlocks(ids) => route(&spec.shards, ids, ShardCmd::Delete),
             WorkerCommand::Unpin(ids) => route(&spec.shards, ids, ShardCmd::Unpin),
+            WorkerCommand::Copy(orders) => st.copier.start(orders),
             WorkerCommand::Reregister => again = false,
         }
     }

@@ -10,6 +10,7 @@
 mod mounts;
 mod namespace;
 mod objects;
+mod replicas;
 mod workers;
 
 use std::collections::HashMap;
@@ -24,6 +25,7 @@ use crate::state::{Applied, InodeId, Mutation, State, StateData};
 use crate::tail_cache::{TailCache, TailStats};
 
 pub use namespace::{Created, NewBlock, OpenInfo, Tail};
+pub use replicas::{CopyOrder, ReplicationReport};
 pub use workers::{HeartbeatReply, TickReport};
 
 /// The journal's two byte stores.
@@ -98,6 +100,8 @@ pub struct MasterCore {
     /// complete), for the write lease. Not journaled: after a restart every such file's lease
     /// starts at the restart.
     writing: Mutex<HashMap<InodeId, u64>>,
+    /// Copies ordered by re-replication and not yet made (`replicas.rs`).
+    copies: Mutex<replicas::Copies>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -151,6 +155,7 @@ impl MasterCore {
             recovery,
             started_ms,
             writing,
+            copies: Mutex::new(replicas::Copies::default()),
         })
     }
 

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::{MasterCore, Pending, cv, lock};
+use super::{Inner, MasterCore, Pending, cv, lock};
 use crate::error::{Error, ErrorKind, Result};
 use crate::path::CvPath;
 use crate::placement::Ring;
@@ -49,13 +49,18 @@ pub struct NewBlock {
     pub shard: u16,
     /// The shard's endpoint (see [`crate::state::BlockLoc::addr`]).
     pub addr: Option<std::net::SocketAddr>,
+    /// The other workers the block is written to before it is acknowledged, with their
+    /// shard's endpoint (blocks whose only copy is in cv).
+    pub replicas: Vec<(WorkerId, Option<std::net::SocketAddr>)>,
 }
 
 impl NewBlock {
-    /// Block `block_id`, the file's `index`th, on `shard` of `worker`, at that shard's address.
-    fn new(st: &State, block_id: BlockId, index: u32, worker: WorkerId, shard: u16) -> Self {
-        let addr = st.worker(worker).and_then(|w| w.shard_addr(shard));
-        Self { block_id, index, worker_id: worker, shard, addr }
+    /// Block `block_id`, the file's `index`th, on `shard` of `worker` and of each of
+    /// `replicas`, at those shards' addresses.
+    fn new(st: &State, block_id: BlockId, index: u32, worker: WorkerId, shard: u16, replicas: &[WorkerId]) -> Self {
+        let addr = |w: WorkerId| st.worker(w).and_then(|w| w.shard_addr(shard));
+        let replicas = replicas.iter().map(|&r| (r, addr(r))).collect();
+        Self { block_id, index, worker_id: worker, shard, addr: addr(worker), replicas }
     }
 }
 
@@ -132,9 +137,13 @@ impl MasterCore {
         self.begin_create(&cv(path)?, overwrite, mode)?.wait()
     }
 
-    /// Allocates the next block of a file being written, placed by consistent hashing.
+    /// Allocates the next block of a file being written, placed by consistent hashing, with
+    /// its other copies when its file's only copy is in cv ([`MasterConfig::replicas`]).
+    ///
+    /// [`MasterConfig::replicas`]: crate::MasterConfig::replicas
     pub fn begin_add_block(&self, file_id: InodeId) -> Result<Pending<NewBlock>> {
         let vnodes = self.config.vnodes_per_shard;
+        let want = self.config.replicas.max(1);
         let mut placed = None;
         let (applied, t) = self.submit(|g, _| {
             // The id carries its shard (cv_wire::block_shard) so a worker can route
@@ -143,11 +152,17 @@ impl MasterCore {
             let Some((worker, shard)) = g.ring(vnodes).place(seq) else {
                 return Err(Error::new(ErrorKind::NoWorkers, "no live worker shard"));
             };
+            let mut copies = vec![worker];
+            if want > 1 && !g.state.store_backed(file_id) {
+                let Inner { state, ring, .. } = &*g;
+                ring.extend_copies(seq, shard, &mut copies, want, |w| state.domain(w));
+            }
             let block_id = cv_wire::block_id(seq, shard);
-            // The address is read under the same lock as the placement; the index comes with
-            // what the mutation applied.
-            placed = Some(NewBlock::new(&g.state, block_id, 0, worker, shard));
-            Ok(Mutation::AddBlock { file_id, block_id, worker, shard })
+            let replicas = copies.split_off(1);
+            // The addresses are read under the same lock as the placement; the index comes
+            // with what the mutation applied.
+            placed = Some(NewBlock::new(&g.state, block_id, 0, worker, shard, &replicas));
+            Ok(Mutation::AddBlock { file_id, block_id, worker, shard, replicas })
         })?;
         let (Applied::BlockAdded { block_id, index }, Some(mut block)) = (applied, placed) else {
             return Err(Error::new(ErrorKind::InvalidArgument, "add_block did not add"));
@@ -167,7 +182,7 @@ impl MasterCore {
         let existing = self.read(|st| {
             Ok(st
                 .written_block(file_id, index)?
-                .map(|(block_id, b)| NewBlock::new(st, block_id, index, b.worker, b.shard)))
+                .map(|(block_id, b)| NewBlock::new(st, block_id, index, b.worker, b.shard, &b.replicas)))
         })?;
         let Pending { value, ticket } = existing;
         self.touch(file_id);

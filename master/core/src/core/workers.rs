@@ -11,6 +11,8 @@ pub struct HeartbeatReply {
     pub delete_blocks: Vec<BlockId>,
     /// Blocks the worker may evict again (their files were exported).
     pub unpin_blocks: Vec<BlockId>,
+    /// Blocks the worker is to copy from another worker.
+    pub copy: Vec<super::replicas::CopyOrder>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -27,6 +29,7 @@ impl MasterCore {
         host: &str,
         shard_ports: Vec<u16>,
         capacity: u64,
+        zone: &str,
     ) -> Result<Pending<WorkerId>> {
         let (applied, t) = self.submit(|g, now| {
             // A worker that lost its id (its process restarted) but comes back at the same
@@ -38,7 +41,8 @@ impl MasterCore {
                 Some(id) if g.state.worker(id).is_some() => id,
                 _ => same_addr().unwrap_or_else(|| g.state.next_worker_id()),
             };
-            Ok(Mutation::RegisterWorker { worker_id, host: host.to_owned(), shard_ports, capacity, now })
+            let (host, zone) = (host.to_owned(), zone.to_owned());
+            Ok(Mutation::RegisterWorker { worker_id, host, shard_ports, capacity, now, zone })
         })?;
         let Applied::WorkerRegistered { worker_id } = applied else {
             return Err(Error::new(ErrorKind::InvalidArgument, "register did not register"));
@@ -53,7 +57,7 @@ impl MasterCore {
         shard_ports: Vec<u16>,
         capacity: u64,
     ) -> Result<WorkerId> {
-        self.begin_register_worker(previous, host, shard_ports, capacity)?.wait()
+        self.begin_register_worker(previous, host, shard_ports, capacity, "")?.wait()
     }
 
     pub fn begin_heartbeat(
@@ -64,13 +68,33 @@ impl MasterCore {
         added: Vec<BlockId>,
         removed: Vec<BlockId>,
     ) -> Result<Pending<HeartbeatReply>> {
+        // Copies made on our order count before the heartbeat is applied, which would take a
+        // block reported by a worker that holds no copy of it for a stray and drop it.
+        let copied = self.copies_made(worker_id, &added);
+        let any_removed = !removed.is_empty();
+        if !copied.is_empty() {
+            let blocks = copied.clone();
+            drop(self.submit(|_, _| Ok(Mutation::CopiesAdded { worker_id, blocks }))?);
+            self.copies_counted(&copied);
+        }
         let (applied, t) =
             self.submit(|_, now| Ok(Mutation::Heartbeat { worker_id, now, capacity, used, added, removed }))?;
         let (delete_blocks, unpin_blocks) = match applied {
             Applied::Heartbeat { delete_blocks, unpin_blocks } => (delete_blocks, unpin_blocks),
             _ => (Vec::new(), Vec::new()),
         };
-        Ok(Self::done(HeartbeatReply { delete_blocks, unpin_blocks }, t))
+        if any_removed {
+            self.copies_changed();
+        }
+        let copy = self.copy_orders(worker_id);
+        Ok(Self::done(HeartbeatReply { delete_blocks, unpin_blocks, copy }, t))
+    }
+
+    /// Starts (`draining`) or ends draining worker `id`: it takes no new blocks, and
+    /// [`Self::replicate`] copies its cv-only blocks elsewhere, then drops them from it.
+    pub fn begin_drain(&self, id: WorkerId, draining: bool) -> Result<Pending<()>> {
+        let (_, t) = self.submit(|_, _| Ok(Mutation::Drain { worker_id: id, draining }))?;
+        Ok(Self::done((), t))
     }
 
     pub fn heartbeat(

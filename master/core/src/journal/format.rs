@@ -9,8 +9,8 @@ use crate::state::Mutation;
 
 pub const JOURNAL_MAGIC: [u8; 8] = *b"CVMJRNL\0";
 pub const JOURNAL_FORMAT_VERSION: u16 = 1;
-/// Records of version 1 (master/core/FORMAT.md) are still read.
-pub const RECORD_VERSION: u16 = 3;
+/// Records of versions 1 to 3 (master/core/FORMAT.md) are still read.
+pub const RECORD_VERSION: u16 = 4;
 pub const HEADER_LEN: usize = 24;
 /// len + crc.
 pub const FRAME_LEN: usize = 8;
@@ -163,6 +163,9 @@ fn decode_body(body: &[u8], seq: u64, version: u16) -> Result<Mutation> {
     }
     if version == 2 {
         return rkyv::from_bytes::<crate::state::v2::Mutation, RkyvError>(&aligned).map(Into::into).map_err(bad);
+    }
+    if version == 3 {
+        return rkyv::from_bytes::<crate::state::v3::Mutation, RkyvError>(&aligned).map(Into::into).map_err(bad);
     }
     rkyv::from_bytes::<Mutation, RkyvError>(&aligned).map_err(bad)
 }

@@ -55,6 +55,7 @@ impl State {
         block_id: BlockId,
         worker: u64,
         shard: u16,
+        replicas: &[WorkerId],
     ) -> Result<Applied> {
         let index = self.writable(file_id)?.blocks.len();
         let index =
@@ -62,16 +63,20 @@ impl State {
         if block_id < self.data.next_block || self.data.blocks.contains_key(&block_id) {
             return err(ErrorKind::InvalidArgument, format!("block id {block_id} already used"));
         }
-        match self.data.workers.get(&worker) {
-            Some(w) if w.live && usize::from(shard) < w.shard_ports.len() => {}
-            Some(_) => {
-                return err(ErrorKind::NoWorkers, format!("worker {worker} shard {shard}"));
+        for (i, &w) in std::iter::once(&worker).chain(replicas).enumerate() {
+            match self.data.workers.get(&w) {
+                Some(info) if info.live && usize::from(shard) < info.shard_ports.len() => {}
+                Some(_) => return err(ErrorKind::NoWorkers, format!("worker {w} shard {shard}")),
+                None => return err(ErrorKind::UnknownWorker, format!("worker {w}")),
             }
-            None => return err(ErrorKind::UnknownWorker, format!("worker {worker}")),
+            if replicas[..i.saturating_sub(1)].contains(&w) || (i > 0 && w == worker) {
+                return err(ErrorKind::InvalidArgument, format!("block {block_id}: worker {w} named twice"));
+            }
         }
         self.data.next_block = block_id + 1;
         self.file_mut(file_id)?.blocks.push(block_id);
-        let info = BlockInfo { file: file_id, index, len: 0, worker, shard, reported: false };
+        let info =
+            BlockInfo { file: file_id, index, len: 0, worker, shard, reported: false, replicas: replicas.to_vec() };
         self.data.blocks.insert(block_id, info);
         Ok(Applied::BlockAdded { block_id, index })
     }
@@ -109,31 +114,90 @@ impl State {
         Ok(Applied::Done)
     }
 
-    /// Where the blocks are, for the report: per worker its blocks and the only copies among
-    /// them, and the files with a block whose only copy is on a lost worker (the first
-    /// `max_paths` paths, in path order). One pass over the block map.
-    pub fn block_summary(&self, max_paths: usize) -> BlockSummary {
+    /// Whether worker `w`'s copies count towards a block's replicas: it is live and not
+    /// being drained.
+    pub fn counts(&self, w: WorkerId) -> bool {
+        self.data.workers.get(&w).is_some_and(|w| w.live && !w.draining)
+    }
+
+    /// Whether file `id` is, or will be once written, stored in an object store by the time it
+    /// is acknowledged: it is under a cache-mode mount (written through before `complete`
+    /// answers) or already a copy of an object. Anything else is cv's only copy until exported.
+    pub fn store_backed(&self, id: InodeId) -> bool {
+        if self.data.ufs_files.contains_key(&id) {
+            return true;
+        }
+        let Some(path) = self.path_of(id).and_then(|p| CvPath::parse(&p).ok()) else { return false };
+        self.mount_for(&path).is_some_and(|m| m.mode == super::MountMode::Cache)
+    }
+
+    /// Worker `w`'s failure domain: (zone, host).
+    pub fn domain(&self, w: WorkerId) -> (&str, &str) {
+        self.data.workers.get(&w).map_or(("", ""), |w| (w.zone.as_str(), w.host.as_str()))
+    }
+
+    /// Whether block `info` is cv's only copy of its bytes: its file is not a copy of an object.
+    pub fn cv_only(&self, info: &BlockInfo) -> bool {
+        !self.data.ufs_files.contains_key(&info.file)
+    }
+
+    /// Where the blocks are, for the report, with `replicas` copies wanted of every cv-only
+    /// block: per worker its blocks, its only copies, the copies it is owed and the bytes that
+    /// need a copy elsewhere before it can go; the files with a block no live worker holds
+    /// (lost) and with a cv-only block short of copies (under-replicated), the first
+    /// `max_paths` paths of each, in path order. One pass over the block map.
+    pub fn block_summary(&self, replicas: usize, max_paths: usize) -> BlockSummary {
         let mut sum = BlockSummary::default();
-        let mut lost_files = std::collections::BTreeSet::new();
+        let (mut lost_files, mut under_files) = (std::collections::BTreeSet::new(), std::collections::BTreeSet::new());
         for info in self.data.blocks.values() {
-            let w = sum.per_worker.entry(info.worker).or_default();
-            w.blocks += 1;
-            if self.data.ufs_files.contains_key(&info.file) {
+            for w in info.copies() {
+                sum.per_worker.entry(w).or_default().blocks += 1;
+            }
+            if !self.cv_only(info) {
                 continue;
             }
-            w.only_copies += 1;
-            w.only_copy_bytes += info.len;
-            if !self.data.workers.get(&info.worker).is_some_and(|w| w.live) {
+            let live = info.copies().filter(|w| self.data.workers.get(w).is_some_and(|w| w.live)).count();
+            let counted = info.copies().filter(|&w| self.counts(w)).count();
+            if live == 0 {
                 sum.lost_blocks += 1;
                 lost_files.insert(info.file);
+            } else if counted < replicas {
+                sum.under_replicated_blocks += 1;
+                under_files.insert(info.file);
+            }
+            for w in info.copies() {
+                let e = sum.per_worker.entry(w).or_default();
+                if info.replicas.is_empty() {
+                    e.only_copies += 1;
+                    e.only_copy_bytes += info.len;
+                }
+                if counted < replicas {
+                    e.replicas_owed += 1;
+                }
+                // Without this copy, would the block be short?
+                let others = info.copies().filter(|&o| o != w && self.counts(o)).count();
+                if others < replicas {
+                    e.bytes_to_move += info.len;
+                }
             }
         }
         sum.lost_files = lost_files.len() as u64;
-        let mut paths: Vec<String> = lost_files.into_iter().filter_map(|id| self.path_of(id)).collect();
-        paths.sort_unstable();
-        paths.truncate(max_paths);
-        sum.lost_paths = paths;
+        sum.lost_paths = self.paths(lost_files, max_paths);
+        sum.under_replicated_files = under_files.len() as u64;
+        sum.under_replicated_paths = self.paths(under_files, max_paths);
         sum
+    }
+
+    fn paths(&self, files: std::collections::BTreeSet<InodeId>, max: usize) -> Vec<String> {
+        let mut paths: Vec<String> = files.into_iter().filter_map(|id| self.path_of(id)).collect();
+        paths.sort_unstable();
+        paths.truncate(max);
+        paths
+    }
+
+    /// Whether file `id` exists and is complete.
+    pub fn is_complete(&self, id: InodeId) -> bool {
+        self.file(id).is_ok_and(|f| f.state == FileState::Complete)
     }
 
     /// Every file being written (its writer has not completed it).
@@ -162,16 +226,59 @@ impl State {
             && f.blocks.iter().zip(block_lens).all(|(b, &len)| self.data.blocks.get(b).is_some_and(|i| i.len == len))
     }
 
-    /// Forgets blocks and queues a delete for each on its worker. Returns how many were queued.
+    /// Forgets blocks and queues a delete for each on every worker holding a copy. Returns
+    /// how many blocks were queued.
     pub(super) fn drop_blocks(&mut self, blocks: &[BlockId]) -> usize {
         let mut queued = 0;
         for b in blocks {
             if let Some(info) = self.data.blocks.remove(b) {
-                self.data.pending_deletes.entry(info.worker).or_default().insert(*b);
+                for w in info.copies() {
+                    self.data.pending_deletes.entry(w).or_default().insert(*b);
+                }
                 queued += 1;
             }
         }
         queued
+    }
+
+    /// Records copies made on the master's order: worker `w` holds each of `blocks`.
+    pub(super) fn copies_added(&mut self, w: WorkerId, blocks: &[BlockId]) -> Result<Applied> {
+        let Some(worker) = self.data.workers.get(&w) else {
+            return err(ErrorKind::UnknownWorker, format!("worker {w}"));
+        };
+        let shards = worker.shard_ports.len();
+        for b in blocks {
+            let Some(info) = self.data.blocks.get_mut(b) else { continue };
+            if info.copies().any(|c| c == w) || usize::from(info.shard) >= shards {
+                continue;
+            }
+            info.replicas.push(w);
+            if let Some(d) = self.data.pending_deletes.get_mut(&w) {
+                d.remove(b);
+            }
+        }
+        Ok(Applied::Done)
+    }
+
+    /// Takes copies out of their blocks' copies, each with a delete queued on its worker; a
+    /// block's last copy stays.
+    pub(super) fn copies_dropped(&mut self, copies: &[(BlockId, WorkerId)]) -> Applied {
+        for &(b, w) in copies {
+            let Some(info) = self.data.blocks.get_mut(&b) else { continue };
+            if info.replicas.is_empty() {
+                continue;
+            }
+            if info.worker == w {
+                info.worker = info.replicas.remove(0);
+                info.reported = false;
+            } else if let Some(i) = info.replicas.iter().position(|&r| r == w) {
+                info.replicas.remove(i);
+            } else {
+                continue;
+            }
+            self.data.pending_deletes.entry(w).or_default().insert(b);
+        }
+        Applied::Done
     }
 
     /// The block map of a complete file, with each block's shard address.
@@ -189,17 +296,24 @@ impl State {
             let Some(info) = self.data.blocks.get(b) else {
                 return err(ErrorKind::NotFound, format!("block {b} of {path}"));
             };
-            let worker = self.data.workers.get(&info.worker);
-            let worker_live = worker.is_some_and(|w| w.live);
+            // The first live copy is the one read; the other live ones are the replicas.
+            let live = |w: &WorkerId| self.data.workers.get(w).is_some_and(|w| w.live);
+            let mut copies = info.copies().filter(live);
+            let owner = copies.next();
+            let worker_id = owner.unwrap_or(info.worker);
+            let worker = self.data.workers.get(&worker_id);
+            let replicas =
+                copies.map(|w| (w, self.data.workers.get(&w).and_then(|w| w.shard_addr(info.shard)))).collect();
             blocks.push(BlockLoc {
                 block_id: *b,
                 offset_in_file: offset,
                 len: info.len,
-                worker_id: info.worker,
+                worker_id,
                 shard: info.shard,
                 addr: worker.and_then(|w| w.shard_addr(info.shard)),
-                worker_live,
-                lost: !worker_live && ufs.is_none(),
+                worker_live: owner.is_some(),
+                lost: owner.is_none() && ufs.is_none(),
+                replicas,
             });
             offset += info.len;
         }
@@ -214,6 +328,9 @@ pub struct BlockSummary {
     pub lost_files: u64,
     pub lost_blocks: u64,
     pub lost_paths: Vec<String>,
+    pub under_replicated_files: u64,
+    pub under_replicated_blocks: u64,
+    pub under_replicated_paths: Vec<String>,
 }
 
 /// One worker's share of the block map.
@@ -223,4 +340,8 @@ pub struct WorkerBlocks {
     /// Blocks whose only copy is there (their file has no object-store copy).
     pub only_copies: u64,
     pub only_copy_bytes: u64,
+    /// Its cv-only blocks with fewer counted copies than wanted.
+    pub replicas_owed: u64,
+    /// Bytes of its cv-only blocks that would be short of copies without it.
+    pub bytes_to_move: u64,
 }

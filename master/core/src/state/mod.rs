@@ -9,6 +9,7 @@ mod types;
 mod ufs;
 pub mod v1;
 pub mod v2;
+pub mod v3;
 mod view;
 mod workers;
 
@@ -92,8 +93,8 @@ impl State {
             Mutation::Create { path, overwrite, file_id, version, mode, mtime } => {
                 self.create(&parse(path)?, *overwrite, *file_id, *version, *mode, *mtime)
             }
-            Mutation::AddBlock { file_id, block_id, worker, shard } => {
-                self.add_block(*file_id, *block_id, *worker, *shard)
+            Mutation::AddBlock { file_id, block_id, worker, shard, replicas } => {
+                self.add_block(*file_id, *block_id, *worker, *shard, replicas)
             }
             Mutation::Complete { file_id, length, block_lens, mtime } => {
                 self.complete(*file_id, *length, block_lens, *mtime)
@@ -102,8 +103,8 @@ impl State {
             Mutation::Delete { path, recursive, mtime } => self.delete(&parse(path)?, *recursive, *mtime),
             Mutation::Mount { path, ufs_url, mode, options } => self.mount(&parse(path)?, ufs_url, *mode, options),
             Mutation::Unmount { path } => self.unmount(&parse(path)?),
-            Mutation::RegisterWorker { worker_id, host, shard_ports, capacity, now } => {
-                self.register_worker(*worker_id, host, shard_ports, *capacity, *now)
+            Mutation::RegisterWorker { worker_id, host, shard_ports, capacity, now, zone } => {
+                self.register_worker(*worker_id, host, shard_ports, *capacity, *now, zone)
             }
             Mutation::Heartbeat { worker_id, now, capacity, used, added, removed } => {
                 self.heartbeat(*worker_id, *now, *capacity, *used, added, removed)
@@ -120,6 +121,9 @@ impl State {
             }
             Mutation::ObjectsDeleted { mount, keys } => Ok(self.objects_deleted(mount, keys)),
             Mutation::ObjectsQueued { mount, keys } => self.objects_queued(mount, keys),
+            Mutation::CopiesAdded { worker_id, blocks } => self.copies_added(*worker_id, blocks),
+            Mutation::CopiesDropped { copies } => Ok(self.copies_dropped(copies)),
+            Mutation::Drain { worker_id, draining } => self.drain(*worker_id, *draining),
         }
     }
 }

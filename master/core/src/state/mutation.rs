@@ -22,12 +22,14 @@ pub enum Mutation {
         mode: u32,
         mtime: u64,
     },
-    /// Appends a block, already placed on (worker, shard).
+    /// Appends a block, already placed on (worker, shard), with copies on `replicas` (the
+    /// same shard index on each; format 4).
     AddBlock {
         file_id: InodeId,
         block_id: BlockId,
         worker: WorkerId,
         shard: u16,
+        replicas: Vec<WorkerId>,
     },
     /// Fixes the file's length and its blocks' lengths; the file becomes readable.
     Complete {
@@ -62,6 +64,8 @@ pub enum Mutation {
         shard_ports: Vec<u16>,
         capacity: u64,
         now: u64,
+        /// Failure-domain label (format 4).
+        zone: String,
     },
     Heartbeat {
         worker_id: WorkerId,
@@ -129,6 +133,23 @@ pub enum Mutation {
         mount: String,
         keys: Vec<String>,
     },
+    /// Worker `worker_id` now holds a copy of each of these blocks, made on the master's order
+    /// (format 4): each counts as one more copy. A block gone meanwhile is skipped.
+    CopiesAdded {
+        worker_id: WorkerId,
+        blocks: Vec<BlockId>,
+    },
+    /// These copies no longer count (format 4): each (block, worker) leaves the block's
+    /// copies and its worker is told to delete it. The owner's copy leaving hands the block
+    /// to its first replica. The last copy of a block never leaves.
+    CopiesDropped {
+        copies: Vec<(BlockId, WorkerId)>,
+    },
+    /// Starts (or ends) draining a worker (format 4).
+    Drain {
+        worker_id: WorkerId,
+        draining: bool,
+    },
 }
 
 impl Mutation {
@@ -153,6 +174,9 @@ impl Mutation {
             Mutation::RenameObjects { .. } => "rename_objects",
             Mutation::ObjectsDeleted { .. } => "objects_deleted",
             Mutation::ObjectsQueued { .. } => "objects_queued",
+            Mutation::CopiesAdded { .. } => "copies_added",
+            Mutation::CopiesDropped { .. } => "copies_dropped",
+            Mutation::Drain { .. } => "drain",
         }
     }
 
@@ -179,7 +203,10 @@ impl Mutation {
             | Mutation::WorkersLost { .. }
             | Mutation::Free { .. }
             | Mutation::ObjectsDeleted { .. }
-            | Mutation::ObjectsQueued { .. } => false,
+            | Mutation::ObjectsQueued { .. }
+            | Mutation::CopiesAdded { .. }
+            | Mutation::CopiesDropped { .. }
+            | Mutation::Drain { .. } => false,
         }
     }
 }

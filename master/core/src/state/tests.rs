@@ -18,14 +18,21 @@ fn create(st: &mut State, path: &str, overwrite: bool) -> Result<InodeId> {
 fn worker(st: &mut State, shards: usize) -> WorkerId {
     let worker_id = st.next_worker_id();
     let ports = (0..shards).map(|i| 7000 + i as u16).collect();
-    let m = Mutation::RegisterWorker { worker_id, host: p("127.0.0.1"), shard_ports: ports, capacity: 1 << 30, now: 0 };
+    let m = Mutation::RegisterWorker {
+        worker_id,
+        host: p("127.0.0.1"),
+        shard_ports: ports,
+        capacity: 1 << 30,
+        now: 0,
+        zone: String::new(),
+    };
     st.apply(&m).unwrap();
     worker_id
 }
 
 fn add_block(st: &mut State, file_id: InodeId, w: WorkerId) -> Result<BlockId> {
     let block_id = st.next_block_id();
-    st.apply(&Mutation::AddBlock { file_id, block_id, worker: w, shard: 0 })?;
+    st.apply(&Mutation::AddBlock { file_id, block_id, worker: w, shard: 0, replicas: vec![] })?;
     Ok(block_id)
 }
 
@@ -232,16 +239,28 @@ fn a_restarted_worker_with_a_new_id_keeps_its_blocks() {
     let b = add_block(&mut st, f, old).unwrap();
     // The same host registers again under a new id (the old one is still live).
     let new = st.next_worker_id();
-    let reg =
-        Mutation::RegisterWorker { worker_id: new, host: p("127.0.0.1"), shard_ports: vec![9], capacity: 1, now: 2 };
+    let reg = Mutation::RegisterWorker {
+        worker_id: new,
+        host: p("127.0.0.1"),
+        shard_ports: vec![9],
+        capacity: 1,
+        now: 2,
+        zone: String::new(),
+    };
     st.apply(&reg).unwrap();
     let hb = Mutation::Heartbeat { worker_id: new, now: 3, capacity: 1, used: 0, added: vec![b], removed: vec![] };
     assert_eq!(st.apply(&hb).unwrap(), Applied::Heartbeat { delete_blocks: vec![], unpin_blocks: vec![] });
     assert_eq!(st.data().blocks[&b].worker, new, "adopted, not dropped");
     // A worker on another host reporting a block a live worker owns: a stale copy, dropped.
     let other = st.next_worker_id();
-    let reg =
-        Mutation::RegisterWorker { worker_id: other, host: "x".into(), shard_ports: vec![9], capacity: 1, now: 4 };
+    let reg = Mutation::RegisterWorker {
+        worker_id: other,
+        host: "x".into(),
+        shard_ports: vec![9],
+        capacity: 1,
+        now: 4,
+        zone: String::new(),
+    };
     st.apply(&reg).unwrap();
     let hb = Mutation::Heartbeat { worker_id: other, now: 5, capacity: 1, used: 0, added: vec![b], removed: vec![] };
     assert_eq!(st.apply(&hb).unwrap(), Applied::Heartbeat { delete_blocks: vec![b], unpin_blocks: vec![] });

@@ -51,6 +51,17 @@ pub struct BlockInfo {
     pub shard: u16,
     /// The owning worker reported holding it (block report delta "added").
     pub reported: bool,
+    /// Other workers holding a copy, on a shard of the same index (format 4). A block whose
+    /// file the object store does not hold gets `replicas` copies in all; `worker` is the
+    /// first of them.
+    pub replicas: Vec<WorkerId>,
+}
+
+impl BlockInfo {
+    /// Every worker holding a copy: the owner first.
+    pub fn copies(&self) -> impl Iterator<Item = WorkerId> + '_ {
+        std::iter::once(self.worker).chain(self.replicas.iter().copied())
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
@@ -93,6 +104,11 @@ pub struct Worker {
     pub used: u64,
     pub last_heartbeat: u64,
     pub live: bool,
+    /// Failure-domain label (format 4): copies of a block go to different zones when there
+    /// are several. Empty: none.
+    pub zone: String,
+    /// Being drained (format 4): no new blocks; its copies are made elsewhere and dropped.
+    pub draining: bool,
 }
 
 impl Worker {

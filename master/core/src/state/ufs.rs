@@ -77,7 +77,7 @@ impl State {
         let mut lens = Vec::with_capacity(placement.len());
         for (i, &(worker, shard)) in placement.iter().enumerate() {
             let seq = cv_wire::first_free_seq(self.data.next_block);
-            self.add_block(file_id, cv_wire::block_id(seq, shard), worker, shard)?;
+            self.add_block(file_id, cv_wire::block_id(seq, shard), worker, shard, &[])?;
             lens.push(block_size.min(length - i as u64 * block_size));
         }
         self.complete(file_id, length, &lens, mtime)?;
@@ -126,8 +126,12 @@ impl State {
         }
         let blocks = f.blocks.clone();
         for b in blocks {
-            if let Some(info) = self.data.blocks.get(&b) {
+            if let Some(info) = self.data.blocks.get_mut(&b) {
                 self.data.pending_unpins.entry(info.worker).or_default().insert(b);
+                // The store holds the bytes now: the extra copies go.
+                for r in std::mem::take(&mut info.replicas) {
+                    self.data.pending_deletes.entry(r).or_default().insert(b);
+                }
             }
         }
         self.unqueue_object_delete(object);

@@ -5,7 +5,8 @@
 //! changing any of those, copy its version-1 form here.
 
 use super::mutation::Mutation as Current;
-use super::types::{BlockId, BlockInfo, Inode, InodeId, Mount, MountMode, StateData as CurrentData, Worker, WorkerId};
+use super::types::{BlockId, Inode, InodeId, Mount, MountMode, WorkerId};
+use super::v3::{BlockInfo, Worker};
 use std::collections::{BTreeMap, BTreeSet};
 
 #[derive(Debug, Clone, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
@@ -31,7 +32,7 @@ impl From<Mutation> for Current {
                 Current::Create { path, overwrite, file_id, version, mode, mtime }
             }
             Mutation::AddBlock { file_id, block_id, worker, shard } => {
-                Current::AddBlock { file_id, block_id, worker, shard }
+                Current::AddBlock { file_id, block_id, worker, shard, replicas: Vec::new() }
             }
             Mutation::Complete { file_id, length, block_lens, mtime } => {
                 Current::Complete { file_id, length, block_lens, mtime }
@@ -41,7 +42,7 @@ impl From<Mutation> for Current {
             Mutation::Mount { path, ufs_url, mode, options } => Current::Mount { path, ufs_url, mode, options },
             Mutation::Unmount { path } => Current::Unmount { path },
             Mutation::RegisterWorker { worker_id, host, shard_ports, capacity, now } => {
-                Current::RegisterWorker { worker_id, host, shard_ports, capacity, now }
+                Current::RegisterWorker { worker_id, host, shard_ports, capacity, now, zone: String::new() }
             }
             Mutation::Heartbeat { worker_id, now, capacity, used, added, removed } => {
                 Current::Heartbeat { worker_id, now, capacity, used, added, removed }
@@ -64,9 +65,9 @@ pub struct StateData {
     pub next_version: u64,
 }
 
-impl From<StateData> for CurrentData {
-    fn from(d: StateData) -> CurrentData {
-        CurrentData {
+impl From<StateData> for super::v3::StateData {
+    fn from(d: StateData) -> super::v3::StateData {
+        super::v3::StateData {
             inodes: d.inodes,
             blocks: d.blocks,
             mounts: d.mounts,

@@ -50,8 +50,10 @@ pub struct BlockLoc {
     pub addr: Option<SocketAddr>,
     /// False when the owner is lost: the client reads around it (e.g. from object storage).
     pub worker_live: bool,
-    /// The owner is lost and the block has no other copy (the object store does not hold it).
+    /// No live worker holds a copy and the object store does not hold the block.
     pub lost: bool,
+    /// The other live copies (worker, its shard's endpoint), after the one above.
+    pub replicas: Vec<(WorkerId, Option<SocketAddr>)>,
 }
 
 /// A complete file as `open` sees it (the tail comes from the tail cache, not the state).

@@ -15,6 +15,7 @@ impl State {
         shard_ports: &[u16],
         capacity: u64,
         now: u64,
+        zone: &str,
     ) -> Result<Applied> {
         if host.is_empty() || shard_ports.is_empty() || shard_ports.len() > MAX_SHARDS {
             return err(ErrorKind::InvalidArgument, "worker needs a host and 1..=1024 shard ports");
@@ -31,8 +32,11 @@ impl State {
             used: 0,
             last_heartbeat: now,
             live: false,
+            zone: String::new(),
+            draining: false,
         });
         w.host = host.to_owned();
+        w.zone = zone.to_owned();
         w.shard_ports = shard_ports.to_vec();
         w.capacity = capacity;
         w.last_heartbeat = now;
@@ -61,31 +65,56 @@ impl State {
             self.live_epoch += 1;
         }
         let host = self.data.workers.get(&worker_id).map(|w| w.host.clone()).unwrap_or_default();
+        let shards = self.data.workers.get(&worker_id).map_or(0, |w| w.shard_ports.len());
         for b in added {
-            // A block placed on a worker that is gone, or on an earlier incarnation of this one
-            // (same host, new id after a restart), is adopted by the worker that has it: its
-            // store kept the bytes, and for a file not yet exported they are the only copy.
-            let adopt = self.data.blocks.get(b).is_some_and(|info| {
-                info.worker != worker_id
-                    && self.data.workers.get(&info.worker).is_none_or(|owner| !owner.live || owner.host == host)
-            });
-            if adopt && let Some(info) = self.data.blocks.get_mut(b) {
-                info.worker = worker_id;
+            if self.data.pending_deletes.get(&worker_id).is_some_and(|d| d.contains(b)) {
+                continue; // a copy it was told to drop
             }
-            match self.data.blocks.get_mut(b) {
-                Some(info) if info.worker == worker_id => info.reported = true,
-                // A block the master does not place here (e.g. its file was deleted while a
+            let Some(info) = self.data.blocks.get(b) else {
+                // A block the master does not know (e.g. its file was deleted while a
                 // heartbeat reply was lost): tell the worker to drop it.
+                self.data.pending_deletes.entry(worker_id).or_default().insert(*b);
+                continue;
+            };
+            if info.worker == worker_id {
+                if let Some(info) = self.data.blocks.get_mut(b) {
+                    info.reported = true;
+                }
+                continue;
+            }
+            if info.replicas.contains(&worker_id) {
+                continue;
+            }
+            // A block is write-once under a unique id, so any worker holding it holds its
+            // bytes. One whose copy is on a worker that is gone, or on an earlier incarnation
+            // of this one (same host, new id after a restart), is adopted in that copy's
+            // place: for a cv-only block those bytes may be the only copy left.
+            let gone = |w: &WorkerId| self.data.workers.get(w).is_none_or(|o| !o.live || o.host == host);
+            let slot = info.copies().position(|w| gone(&w));
+            match (slot, self.data.blocks.get_mut(b)) {
+                (Some(0), Some(info)) if usize::from(info.shard) < shards => {
+                    info.worker = worker_id;
+                    info.reported = true;
+                }
+                (Some(i), Some(info)) if i > 0 && usize::from(info.shard) < shards => info.replicas[i - 1] = worker_id,
                 _ => {
                     self.data.pending_deletes.entry(worker_id).or_default().insert(*b);
                 }
             }
         }
         for b in removed {
-            if let Some(info) = self.data.blocks.get_mut(b)
-                && info.worker == worker_id
-            {
+            let Some(info) = self.data.blocks.get(b) else { continue };
+            let cv_only = self.cv_only(info);
+            let Some(info) = self.data.blocks.get_mut(b) else { continue };
+            if info.worker == worker_id {
                 info.reported = false;
+                // A cv-only copy gone (dropped as corrupt, or its disk lost) no longer counts;
+                // a store-backed block is filled again where it is read.
+                if cv_only && !info.replicas.is_empty() {
+                    info.worker = info.replicas.remove(0);
+                }
+            } else if let Some(i) = info.replicas.iter().position(|&r| r == worker_id) {
+                info.replicas.remove(i);
             }
         }
         let delete_blocks =
@@ -106,7 +135,13 @@ impl State {
             {
                 w.live = false;
                 self.live_epoch += 1;
-                missing.extend(self.data.blocks.iter().filter(|(_, b)| b.worker == *id).map(|(id, _)| *id));
+            }
+        }
+        // Blocks that had a copy there and now have none on a live worker.
+        let live = |w: WorkerId| self.data.workers.get(&w).is_some_and(|w| w.live);
+        for (b, info) in &self.data.blocks {
+            if info.copies().any(|w| ids.contains(&w)) && !info.copies().any(live) {
+                missing.push(*b);
             }
         }
         missing.sort_unstable();
@@ -124,10 +159,22 @@ impl State {
             .collect()
     }
 
-    /// Every (worker, shard) that can take new blocks.
+    /// Starts or ends draining worker `id`: placement skips it, so the live epoch moves.
+    pub(super) fn drain(&mut self, id: WorkerId, draining: bool) -> Result<Applied> {
+        let Some(w) = self.data.workers.get_mut(&id) else {
+            return err(ErrorKind::UnknownWorker, format!("worker {id}"));
+        };
+        if w.draining != draining {
+            w.draining = draining;
+            self.live_epoch += 1;
+        }
+        Ok(Applied::Done)
+    }
+
+    /// Every (worker, shard) that can take new blocks: live and not being drained.
     pub fn live_shards(&self) -> Vec<(WorkerId, u16)> {
         let mut out = Vec::new();
-        for w in self.data.workers.values().filter(|w| w.live) {
+        for w in self.data.workers.values().filter(|w| w.live && !w.draining) {
             for shard in 0..w.shard_ports.len() {
                 out.push((w.id, shard as u16));
             }

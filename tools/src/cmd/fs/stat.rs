@@ -25,11 +25,16 @@ impl StatArgs {
             _ => None,
         };
         let lost: Vec<&BlockLoc> = blocks.iter().flat_map(|f| f.blocks()).filter(|b| b.lost).collect();
-        let copies = match &blocks {
-            Some(f) if f.ufs().is_some() => "object store (cv caches it)",
-            Some(_) => "cv only (one copy on its worker)",
-            None if s.kind == FileKind::File => "being written: not readable until its writer closes it",
-            None => "",
+        // Live copies of each cv-only block: the fewest is what the file can lose.
+        let fewest = blocks.iter().flat_map(|f| f.blocks()).filter(|b| !b.lost).map(|b| 1 + b.replicas.len()).min();
+        let copies = match (&blocks, fewest) {
+            (Some(f), _) if f.ufs().is_some() => "object store (cv caches it)".to_owned(),
+            (Some(_), Some(n)) => format!("cv only, {n} live copies of its least-copied block"),
+            (Some(_), None) => "cv only".to_owned(),
+            (None, _) if s.kind == FileKind::File => {
+                "being written: not readable until its writer closes it".to_owned()
+            }
+            (None, _) => String::new(),
         };
         if self.json {
             let mut v = json(&s);
@@ -38,6 +43,7 @@ impl StatArgs {
                 v["lost_blocks"] = lost.len().into();
                 v["lost_block_ids"] = lost.iter().map(|b| b.block_id).collect::<Vec<_>>().into();
                 v["in_object_store"] = f.ufs().is_some().into();
+                v["min_live_copies"] = fewest.unwrap_or(0).into();
             }
             println!("{v}");
             return Ok(());
