@@ -1,9 +1,11 @@
-//! `cvctl bench failover`: kill -9 one of three workers while readers loop over cache-mode
-//! files, on the multi-host rig (each process in its own network namespace, the object store
-//! on the rig's bridge). Reports failed reads, wrong bytes, read latency before the kill,
+//! `cvctl bench failover`: kill -9 one of three workers while readers loop over cache-mode and
+//! cv-only files, on the multi-host rig (each process in its own network namespace, the object
+//! store on the rig's bridge). Reports failed reads, wrong bytes, read latency before the kill,
 //! in the failover window and after it, and how long after the kill every read is served
-//! again. A cv-only file whose block was on the dead worker is read too: it must fail as
-//! `DataLoss` naming the file. The baseline is the same cluster before the kill.
+//! again; the cv-only files (two copies of each block) are read whole after the kill, and the
+//! report must list nothing lost. The baseline is the same cluster before the kill.
+//! `cvctl bench master-crash` kills the master during a put storm; `cvctl bench join` adds a
+//! fourth worker and counts the cached blocks that move to it against the ideal quarter.
 //!
 //! Needs root (network namespaces) and the embedded object store (feature `embedded-s3`).
 //! `tools/tests/cluster_failover.rs` runs it shortened in CI and asserts on its report.
@@ -28,6 +30,157 @@ mod rig {
     pub(super) fn run_master_crash(_: &MasterCrashOptions) -> Result<MasterCrashReport, BenchError> {
         Err(crate::embedded_s3::MISSING.into())
     }
+
+    pub(super) fn run_join(_: &super::JoinOptions) -> Result<super::JoinReport, BenchError> {
+        Err(crate::embedded_s3::MISSING.into())
+    }
+
+    pub(super) fn run_fill(_: &super::FillOptions) -> Result<super::FillReport, BenchError> {
+        Err(crate::embedded_s3::MISSING.into())
+    }
+}
+
+/// Three workers filled past their capacity with cv-only files (two copies of each block).
+#[derive(Clone, Debug)]
+pub struct FillOptions {
+    /// The `cvctl` binary that runs the master and the workers.
+    pub cvctl: PathBuf,
+    /// Each worker's capacity.
+    pub capacity: u64,
+    /// Bytes per file.
+    pub file_len: usize,
+    /// Stop after this many refusals in a row.
+    pub refusals: usize,
+}
+
+impl FillOptions {
+    /// The run: 64 MiB workers, 5 MiB files.
+    pub fn new(cvctl: impl Into<PathBuf>) -> Self {
+        FillOptions { cvctl: cvctl.into(), capacity: 64 << 20, file_len: 5 << 20, refusals: 3 }
+    }
+}
+
+/// What filling did.
+#[derive(Clone, Debug, Serialize)]
+pub struct FillReport {
+    /// Puts that returned success.
+    pub acknowledged: usize,
+    /// Of those, files that did not read back whole and right at the end (goal: none).
+    pub lost: usize,
+    /// Puts refused with `NoSpace`.
+    pub no_space: usize,
+    /// Puts that failed otherwise.
+    pub other_failures: usize,
+    /// The first refusal's message.
+    pub first_refusal: Option<String>,
+    /// The first other failure's message.
+    pub first_other: Option<String>,
+    /// Files left half-written (listed but not complete) after the refusals.
+    pub leftovers: usize,
+    /// Bytes acknowledged, and the workers' capacity in all.
+    pub bytes_acknowledged: u64,
+    pub capacity_total: u64,
+}
+
+/// Runs the fill scenario on a rig it creates and removes.
+pub fn run_fill(opts: &FillOptions) -> Result<FillReport, BenchError> {
+    crate::embedded_s3::require()?;
+    rig::run_fill(opts)
+}
+
+/// Prints the fill report.
+pub fn print_fill(r: &FillReport, json: bool) {
+    if json {
+        println!("{}", serde_json::to_string_pretty(r).unwrap_or_default());
+        return;
+    }
+    println!("3 workers filled past capacity with cv-only files, 2 copies each (same run)");
+    println!(
+        "acknowledged             {} files, {} bytes ({:.0}% of the raw capacity {})",
+        r.acknowledged,
+        r.bytes_acknowledged,
+        100.0 * r.bytes_acknowledged as f64 / r.capacity_total.max(1) as f64,
+        r.capacity_total
+    );
+    println!("acknowledged lost        {}", r.lost);
+    println!(
+        "refused with NoSpace     {}{}",
+        r.no_space,
+        r.first_refusal.as_deref().map(|e| format!(" (first: {e})")).unwrap_or_default()
+    );
+    println!(
+        "other failures           {}{}",
+        r.other_failures,
+        r.first_other.as_deref().map(|e| format!(" (first: {e})")).unwrap_or_default()
+    );
+    println!("half-written leftovers   {}", r.leftovers);
+}
+
+/// A fourth worker joins three that hold a cache-mode mount's blocks.
+#[derive(Clone, Debug)]
+pub struct JoinOptions {
+    /// The `cvctl` binary that runs the master and the workers.
+    pub cvctl: PathBuf,
+    /// Objects in the cache-mode mount.
+    pub files: usize,
+    /// Bytes per object.
+    pub file_len: usize,
+    /// The master's block size (small, so that the files have many blocks).
+    pub block_size: u64,
+}
+
+impl JoinOptions {
+    /// The run: 1024 blocks of 64 KiB over 8 objects.
+    pub fn new(cvctl: impl Into<PathBuf>) -> Self {
+        JoinOptions { cvctl: cvctl.into(), files: 8, file_len: 8 << 20, block_size: 64 << 10 }
+    }
+}
+
+/// What joining moved.
+#[derive(Clone, Debug, Serialize)]
+pub struct JoinReport {
+    /// Blocks of the cache-mode files, all read (cached) before the join.
+    pub blocks: usize,
+    /// Blocks whose owner in the open reply changed with the join.
+    pub moved: usize,
+    /// Of those, moved to the new worker (consistent hashing moves none elsewhere).
+    pub moved_to_new: usize,
+    /// The ideal: a quarter of the blocks.
+    pub ideal: f64,
+    /// Whole-file reads after the join that returned the objects' bytes.
+    pub read_right: usize,
+    /// Blocks the new worker reports holding after those reads.
+    pub new_worker_blocks: u64,
+    /// Store GETs the reads after the join made (the moved blocks filled on the new worker).
+    pub store_gets_after_join: usize,
+}
+
+/// Runs the join scenario on a rig it creates and removes.
+pub fn run_join(opts: &JoinOptions) -> Result<JoinReport, BenchError> {
+    crate::embedded_s3::require()?;
+    rig::run_join(opts)
+}
+
+/// Prints the join report.
+pub fn print_join(r: &JoinReport, json: bool) {
+    if json {
+        println!("{}", serde_json::to_string_pretty(r).unwrap_or_default());
+        return;
+    }
+    println!("a 4th worker joins 3 (same run)");
+    println!("cached blocks            {}", r.blocks);
+    println!(
+        "moved                    {} ({} to the new worker); ideal quarter {:.0}; ratio {:.2}",
+        r.moved,
+        r.moved_to_new,
+        r.ideal,
+        r.moved as f64 / r.ideal.max(1.0)
+    );
+    println!(
+        "reads after the join     {} whole files right; {} store GETs (fills on the new worker)",
+        r.read_right, r.store_gets_after_join
+    );
+    println!("new worker holds         {} blocks", r.new_worker_blocks);
 }
 
 /// Runs the scenario on a rig it creates and removes.

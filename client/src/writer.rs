@@ -208,7 +208,9 @@ async fn store_copy(
     pinned: bool,
 ) -> Result<u64> {
     let req = WriteBlock { block_id, pinned };
-    let reply = client.call(addr, "write block", &req, &[data]).await?;
+    // Which copy failed is part of the answer (a full worker, a dead one).
+    let on = |e: Error| Error::new(e.kind(), format!("block {block_id} on worker {worker} at {addr}: {}", e.message()));
+    let reply = client.call(addr, "write block", &req, &[data]).await.map_err(on)?;
     let w: WriteBlockOk = reply.decode_body()?;
     let crc = crc32fast::hash(data);
     if w.len != data.len() as u64 || w.crc32 != crc {

@@ -282,6 +282,7 @@ async fn deleting_a_file_sends_delete_blocks_in_the_next_heartbeat() {
         removed: vec![],
         memory: Default::default(),
         disk: Default::default(),
+        full: false,
     };
     let report = BlockReport { block_id: block.block_id, len: 10_000, shard: 0 };
     let (ok, _): (HeartbeatOk, _) = call(&worker, &hb(vec![report]), &[]).await;
@@ -318,6 +319,7 @@ async fn worker_calls_from_other_roles_are_denied() {
             removed: vec![],
             memory: Default::default(),
             disk: Default::default(),
+            full: false,
         };
         assert_eq!(call_err(&c, &hb).await, ErrorCode::PermissionDenied);
         let reg = RegisterWorker {
@@ -421,6 +423,7 @@ async fn silent_workers_are_marked_lost_by_the_tick() {
         removed: vec![],
         memory: Default::default(),
         disk: Default::default(),
+        full: false,
     };
     let (ok, _): (HeartbeatOk, _) = call(&worker, &hb, &[]).await;
     assert!(ok.commands.is_empty());

@@ -78,6 +78,7 @@ async fn restart_keeps_acknowledged_mutations_and_asks_strangers_to_reregister()
         removed: vec![],
         memory: Default::default(),
         disk: Default::default(),
+        full: false,
     };
     let (ok, _): (HeartbeatOk, _) = call(&worker, &hb(registered.worker_id), &[]).await;
     assert!(!ok.commands.contains(&WorkerCommand::Reregister), "{:?}", ok.commands);

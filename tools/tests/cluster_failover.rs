@@ -73,3 +73,47 @@ fn a_master_crash_during_a_put_storm_loses_no_acknowledged_file() {
     assert!(workers < 3_000.0, "workers took {workers} ms to come back");
     assert_eq!(r.unfinished_after_lease, 0, "unfinished entries outlived the write lease");
 }
+
+/// Issue 20's join measurement, shortened: a 4th worker joins three that cache a mount's
+/// blocks. About a quarter of the blocks move, all to it (goal ≤ 1.2 × the ideal quarter), and
+/// every file reads back right through their new owners.
+#[test]
+fn a_joining_worker_takes_about_a_quarter_of_the_cached_blocks() {
+    if let Some(why) = cv_testkit::rig::Rig::unavailable() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let opts = failover::JoinOptions { files: 4, ..failover::JoinOptions::new(env!("CARGO_BIN_EXE_cvctl")) };
+    let r = failover::run_join(&opts).unwrap();
+    failover::print_join(&r, false);
+    assert_eq!(r.blocks, 4 * 128);
+    assert_eq!(r.moved, r.moved_to_new, "a block moved between the old workers");
+    assert!(r.moved as f64 <= 1.2 * r.ideal, "moved {} of {} blocks (ideal {})", r.moved, r.blocks, r.ideal);
+    assert!(r.moved as f64 >= 0.5 * r.ideal, "the new worker took only {} blocks (ideal {})", r.moved, r.ideal);
+    // Each file's last block may be read from the tail the open reply carries, not fetched.
+    let fetched = (r.moved - opts.files.min(r.moved)) as u64;
+    assert!(
+        r.new_worker_blocks >= fetched,
+        "the new worker reports {} of {} moved blocks",
+        r.new_worker_blocks,
+        r.moved
+    );
+}
+
+/// Issue 20's fill measurement, shortened: three small workers filled past capacity with
+/// cv-only files. Puts are refused with `NoSpace`; no acknowledged file is lost.
+#[test]
+fn workers_filled_past_capacity_refuse_and_lose_no_acknowledged_file() {
+    if let Some(why) = cv_testkit::rig::Rig::unavailable() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let opts = failover::FillOptions { capacity: 24 << 20, ..failover::FillOptions::new(env!("CARGO_BIN_EXE_cvctl")) };
+    let r = failover::run_fill(&opts).unwrap();
+    failover::print_fill(&r, false);
+    assert!(r.acknowledged >= 3, "only {} files fit in 3 × 24 MiB", r.acknowledged);
+    assert_eq!(r.lost, 0, "acknowledged files lost");
+    assert!(r.no_space > 0, "no put was refused: {:?}", r.first_other);
+    assert_eq!(r.other_failures, 0, "failures other than NoSpace: {:?}", r.first_other);
+    assert_eq!(r.leftovers, 0, "refused puts left half-written files");
+}

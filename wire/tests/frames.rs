@@ -130,6 +130,7 @@ fn every_message_round_trips() {
                 removed: vec![4, 5],
                 memory: TierCounters { hits: 1, misses: 2, evictions: 3, bytes_used: 4, capacity: 5 },
                 disk: TierCounters::default(),
+                full: true,
             },
             &[],
         ),

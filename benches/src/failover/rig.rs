@@ -470,3 +470,159 @@ async fn storm(opts: &MasterCrashOptions, cluster: &mut CvCluster) -> Result<Mas
         ],
     })
 }
+
+/// Runs the join scenario; the cluster is removed whatever happens.
+pub(super) fn run_join(opts: &super::JoinOptions) -> Result<super::JoinReport, BenchError> {
+    let spec = ClusterSpec {
+        worker_capacity: 256 << 20,
+        spare_hosts: 1,
+        block_size: Some(opts.block_size),
+        ..ClusterSpec::new(&opts.cvctl, 3)
+    };
+    on_rig("bench join", &spec, |cluster| {
+        let store_dir = cluster.rig().dir().join("s3");
+        std::fs::create_dir_all(&store_dir)?;
+        let s3 = S3Server::start_at(&store_dir, cluster.rig().bridge_addr().into())?;
+        let result = join_scenario(opts, cluster, &s3);
+        s3.shutdown();
+        result
+    })
+}
+
+fn join_scenario(
+    opts: &super::JoinOptions,
+    cluster: &mut CvCluster,
+    s3: &S3Server,
+) -> Result<super::JoinReport, BenchError> {
+    s3.create_bucket("data")?;
+    let contents: Vec<Vec<u8>> = (0..opts.files).map(|i| bytes(opts.file_len, 500 + i as u64)).collect();
+    for (i, c) in contents.iter().enumerate() {
+        s3.put_object("data", &format!("j{i}.bin"), c)?;
+    }
+    let endpoint = format!("endpoint={}", s3.endpoint());
+    let key = format!("access_key_id={}", S3Server::ACCESS_KEY);
+    let secret = format!("secret_access_key={}", S3Server::SECRET_KEY);
+    let region = format!("region={}", S3Server::REGION);
+    let mount = ["mount", "add", "s3://data/", "/s3", "--mode", "cache", "-o", &endpoint, "-o", &key, "-o", &secret];
+    let mut args = mount.to_vec();
+    args.extend(["-o", &region]);
+    cmd_ok(cluster.cvctl(&args)?, "cvctl mount add")?;
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let paths: Vec<String> = (0..opts.files).map(|i| format!("/s3/j{i}.bin")).collect();
+
+    // Every block read (cached on its owner), and where each is.
+    let owners = |cluster: &CvCluster| -> Result<Vec<(u64, u64)>, BenchError> {
+        rt.block_on(async {
+            let cfg = ClientConfig::load(cluster.client_config())?;
+            let identity = Identity::load(&cfg.tls)?;
+            let client = Client::connect(cfg.client.clone(), &identity, &cfg.transport).await?;
+            let mut out = Vec::new();
+            let mut right = 0;
+            for (path, want) in paths.iter().zip(&contents) {
+                let f = client.open(path).await?;
+                if f.sequential(0).read_to_end().await? == *want {
+                    right += 1;
+                }
+                out.extend(f.blocks().iter().map(|b| (b.block_id, b.worker_id)));
+            }
+            client.shutdown().await;
+            if right != paths.len() {
+                return Err(format!("{} of {} files read back wrong", paths.len() - right, paths.len()).into());
+            }
+            Ok(out)
+        })
+    };
+    let before = owners(cluster)?;
+    let host = cluster.add_worker(Duration::from_secs(15))?;
+    let new_host = cluster.host_name(host);
+    let new_id =
+        cluster.report()?.worker(&new_host).map(|w| w.worker_id).ok_or("the new worker is not in the report")?;
+    s3.reset_requests();
+    let after = owners(cluster)?;
+    let gets = s3.count(|r| r.method == "GET");
+    let moved: Vec<&(u64, u64)> = after.iter().zip(&before).filter(|(a, b)| a.1 != b.1).map(|(a, _)| a).collect();
+    // The new worker reports what it filled within a heartbeat or two.
+    let mut new_worker_blocks = 0;
+    let until = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < until {
+        new_worker_blocks = cluster.report()?.worker(&new_host).map_or(0, |w| w.blocks);
+        if new_worker_blocks >= moved.len() as u64 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    Ok(super::JoinReport {
+        blocks: before.len(),
+        moved: moved.len(),
+        moved_to_new: moved.iter().filter(|m| m.1 == new_id).count(),
+        ideal: before.len() as f64 / 4.0,
+        read_right: paths.len(),
+        new_worker_blocks,
+        store_gets_after_join: gets,
+    })
+}
+
+/// Runs the fill scenario; the cluster is removed whatever happens.
+pub(super) fn run_fill(opts: &super::FillOptions) -> Result<super::FillReport, BenchError> {
+    let spec = ClusterSpec { worker_capacity: opts.capacity, ..ClusterSpec::new(&opts.cvctl, 3) };
+    on_rig("bench fill", &spec, |cluster| {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+        rt.block_on(fill(opts, cluster))
+    })
+}
+
+async fn fill(opts: &super::FillOptions, cluster: &CvCluster) -> Result<super::FillReport, BenchError> {
+    let cfg = ClientConfig::load(cluster.client_config())?;
+    let identity = Identity::load(&cfg.tls)?;
+    let client = Client::connect(cfg.client.clone(), &identity, &cfg.transport).await?;
+    client.mkdir("/fill", true).await?;
+    let mut r = super::FillReport {
+        acknowledged: 0,
+        lost: 0,
+        no_space: 0,
+        other_failures: 0,
+        first_refusal: None,
+        first_other: None,
+        leftovers: 0,
+        bytes_acknowledged: 0,
+        capacity_total: 3 * opts.capacity,
+    };
+    let mut acked = Vec::new();
+    let mut in_a_row = 0;
+    // Far more than fits: the loop ends at the refusals.
+    for i in 0..(4 * r.capacity_total / opts.file_len as u64 + 8) {
+        if in_a_row >= opts.refusals {
+            break;
+        }
+        let path = format!("/fill/f{i}.bin");
+        let data = bytes(opts.file_len, 900 + i);
+        match put(&client, &path, &data).await {
+            Ok(()) => {
+                in_a_row = 0;
+                r.acknowledged += 1;
+                r.bytes_acknowledged += data.len() as u64;
+                acked.push((path, data));
+            }
+            Err(e) if e.kind() == cv_client::ErrorKind::NoSpace => {
+                in_a_row += 1;
+                r.no_space += 1;
+                r.first_refusal.get_or_insert_with(|| e.to_string());
+            }
+            Err(e) => {
+                in_a_row += 1;
+                r.other_failures += 1;
+                r.first_other.get_or_insert_with(|| e.to_string());
+            }
+        }
+    }
+    for (path, want) in &acked {
+        let ok = async { client.open(path).await?.sequential(0).read_to_end().await };
+        if !matches!(ok.await, Ok(got) if got == *want) {
+            r.lost += 1;
+        }
+    }
+    let listing = client.list("/fill").await?;
+    r.leftovers = listing.iter().filter(|s| !s.complete).count();
+    client.shutdown().await;
+    Ok(r)
+}

@@ -2,7 +2,10 @@
 //!
 //! Each live shard owns `vnodes` points on a 64-bit ring; a block goes to the first point at or
 //! after the hash of its id. Adding a worker takes over only the arcs its new points claim, so
-//! about 1/(n+1) of blocks move, all of them to the new worker.
+//! about 1/(n+1) of blocks move, all of them to the new worker. Blocks of files the object store
+//! holds are read where the ring puts them now ([`Ring::successor`]), so a worker that joins takes
+//! its share of them and one that leaves hands its share on; cv-only blocks stay where their
+//! copies are.
 
 use crate::state::{BlockId, WorkerId};
 
@@ -197,6 +200,25 @@ mod tests {
         let fraction = moved as f64 / n as f64;
         // Ideal is 1/5 = 0.2; modulo hashing would move ~0.8.
         assert!((0.12..0.30).contains(&fraction), "moved fraction {fraction}");
+    }
+
+    #[test]
+    fn a_fourth_worker_takes_about_a_quarter_of_the_blocks_of_a_shard_index() {
+        // As the master places store-backed blocks for reads: the successor of each block's key
+        // among the shards of its index. Workers 1..=3 are the ids a fresh master gives.
+        let before = Ring::build(&shards(3, 1), 64);
+        let after = Ring::build(&shards(4, 1), 64);
+        let n = 100_000u64;
+        let mut moved = 0;
+        for seq in 0..n {
+            let (old, new) = (before.successor(seq, 0).unwrap(), after.successor(seq, 0).unwrap());
+            if old != new {
+                assert_eq!(new, 4, "seq {seq} moved between old workers");
+                moved += 1;
+            }
+        }
+        let ratio = moved as f64 / (n as f64 / 4.0);
+        assert!((0.8..=1.2).contains(&ratio), "moved {moved} of {n}: {ratio:.2}x the ideal quarter");
     }
 
     #[test]

@@ -207,7 +207,7 @@ fn async_acknowledgement() {
     block_on(async {
         core.begin_mkdir(&cv_master_core::CvPath::parse("/x").unwrap(), false).unwrap().wait_async().await.unwrap();
         let c = core
-            .begin_create(&cv_master_core::CvPath::parse("/x/f").unwrap(), false, 0o600)
+            .begin_create(&cv_master_core::CvPath::parse("/x/f").unwrap(), false, 0o600, 0)
             .unwrap()
             .wait_async()
             .await
@@ -348,4 +348,27 @@ fn a_file_whose_writer_went_silent_is_removed_after_the_write_lease() {
     clock.advance(Duration::from_secs(11));
     assert_eq!(core.expire_writers().unwrap(), vec!["/slow".to_string()]);
     assert!(core.open("/done").is_ok());
+}
+
+/// A create retried across a master restart (same request id) is answered with the file its
+/// first attempt made, not `AlreadyExists`; another create of the path still is refused, and
+/// once the file is complete the id no longer stands for it.
+#[test]
+fn a_create_retried_across_a_restart_gets_its_file() {
+    let (j, s, clock) = (MemStorage::new(), MemStorage::new(), ManualClock::new(0));
+    let path = cv_master_core::CvPath::parse("/f").unwrap();
+    let first = {
+        let core = mem_core(&j, &s, &clock, MasterConfig::default());
+        let c = core.begin_create(&path, false, 0o644, 41).unwrap().wait().unwrap();
+        core.shutdown();
+        c
+    };
+    let core = mem_core(&j, &s, &clock, MasterConfig::default());
+    let again = core.begin_create(&path, false, 0o644, 41).unwrap().wait().unwrap();
+    assert_eq!(again, first);
+    let other = core.begin_create(&path, false, 0o644, 42).and_then(|p| p.wait()).unwrap_err();
+    assert_eq!(other.kind(), ErrorKind::AlreadyExists);
+    core.complete(first.file_id, 0, vec![], None).unwrap();
+    let after = core.begin_create(&path, false, 0o644, 41).and_then(|p| p.wait()).unwrap_err();
+    assert_eq!(after.kind(), ErrorKind::AlreadyExists, "a complete file is not a retry's answer");
 }

@@ -31,6 +31,7 @@ fn mutations() -> Vec<Mutation> {
             version: 1,
             mode: 0o644,
             mtime: 1_700_000_000_002,
+            request_id: 0,
         },
         Mutation::AddBlock { file_id: 4, block_id: 1, worker: 1, shard: 1, replicas: vec![] },
         Mutation::Complete { file_id: 4, length: 1234, block_lens: vec![1234], mtime: 1_700_000_000_003 },
@@ -207,8 +208,9 @@ fn reads_v3_snapshot_fixture() {
     assert_eq!(&data, expected_state_v3().data());
 }
 
-/// Version 4 adds replicas, zones and drains: `AddBlock.replicas`, `RegisterWorker.zone`,
-/// `CopiesAdded`, `CopiesDropped`, `Drain`.
+/// Version 4 adds replicas, zones, drains and creates that survive a restart:
+/// `AddBlock.replicas`, `RegisterWorker.zone`, `Create.request_id`, `CopiesAdded`,
+/// `CopiesDropped`, `CopiesMissing`, `Drain`.
 fn mutations_v4() -> Vec<Mutation> {
     let s = |x: &str| x.to_owned();
     let mut v = mutations_v3();
@@ -233,11 +235,23 @@ fn mutations_v4() -> Vec<Mutation> {
             version: 9,
             mode: 0o644,
             mtime: 1_700_000_004_002,
+            request_id: 77,
+        },
+        Mutation::Create {
+            path: s("/r/y.bin"),
+            overwrite: false,
+            file_id: 21,
+            version: 10,
+            mode: 0o644,
+            mtime: 1_700_000_004_002,
+            request_id: 78,
         },
         Mutation::AddBlock { file_id: 20, block_id: block, worker: 1, shard: 0, replicas: vec![2] },
         Mutation::Complete { file_id: 20, length: 100, block_lens: vec![100], mtime: 1_700_000_004_003 },
         Mutation::CopiesAdded { worker_id: 3, blocks: vec![block] },
         Mutation::CopiesDropped { copies: vec![(block, 1)] },
+        Mutation::CopiesAdded { worker_id: 1, blocks: vec![block] },
+        Mutation::CopiesMissing { worker_id: 1, blocks: vec![block] },
         Mutation::Drain { worker_id: 3, draining: true },
         lost,
     ]);
@@ -271,12 +285,15 @@ fn reads_v4_journal_fixture() {
         st.apply(m).unwrap();
     }
     assert_eq!(st.data(), expected_state_v4().data());
-    // Worker 1's copy was dropped: the block is on 2 and 3, and 1 is told to delete it.
+    // Worker 1's copy was dropped, made again (which takes back the delete it was to get) and
+    // found missing from its full report: the block is on 2 and 3.
     let info = &st.data().blocks[&(1 << 20)];
     assert_eq!((info.worker, info.replicas.clone()), (2, vec![3]));
-    assert!(st.pending_deletes(1).contains(&(1 << 20)));
+    assert!(!st.pending_deletes(1).contains(&(1 << 20)));
     assert!(st.worker(3).unwrap().draining);
     assert_eq!(st.worker(2).unwrap().zone, "rack-b");
+    // The completed file's create is forgotten; the one still being written is kept.
+    assert_eq!(st.data().creates, std::collections::BTreeMap::from([(21, 78)]));
 }
 
 #[test]

@@ -175,3 +175,26 @@ fn a_drained_worker_gives_up_its_copies_once_they_are_elsewhere() {
     assert_eq!(sum.per_worker.get(&drained).map_or(0, |w| w.bytes_to_move), 0);
     assert_eq!(sum.under_replicated_blocks, 0);
 }
+
+#[test]
+fn a_worker_back_with_a_wiped_disk_has_its_copies_made_again() {
+    let clock = ManualClock::new(1_000);
+    let core = core_with(&clock, 2);
+    let reg = |h: &str| core.begin_register_worker(None, h, vec![7001], 1 << 30, "").unwrap().wait().unwrap();
+    let ws = [reg("10.0.0.1"), reg("10.0.0.2"), reg("10.0.0.3")];
+    let blocks = write(&core, "/f", 12);
+    let wiped = ws[0];
+    let had: Vec<u64> = blocks.iter().copied().filter(|&b| copies(&core, b).contains(&wiped)).collect();
+    assert!(!had.is_empty());
+    // It comes back (same address, so the same id) and reports everything it holds: nothing.
+    assert_eq!(core.begin_register_worker(None, "10.0.0.1", vec![7001], 1 << 30, "").unwrap().wait().unwrap(), wiped);
+    core.begin_heartbeat_full(wiped, 1 << 30, 0, vec![], vec![], true).unwrap().wait().unwrap();
+    assert!(had.iter().all(|b| !copies(&core, *b).contains(&wiped) && copies(&core, *b).len() == 1));
+    // Short at once (no grace: the copies are known gone), copied from the other copy.
+    assert_eq!(core.replicate().unwrap().ordered, had.len());
+    // A full report that has its blocks changes nothing.
+    let other = ws[1];
+    let held: Vec<u64> = blocks.iter().copied().filter(|&b| copies(&core, b).contains(&other)).collect();
+    core.begin_heartbeat_full(other, 1 << 30, 0, held.clone(), vec![], true).unwrap().wait().unwrap();
+    assert!(held.iter().all(|b| copies(&core, *b).contains(&other)));
+}

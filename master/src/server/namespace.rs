@@ -104,7 +104,7 @@ pub(super) async fn create(s: &MasterService, q: Req<'_, Create>) -> Result<Repl
     // full worker would evict them to make room and lose an acknowledged file; pinned, it
     // refuses the write with NoSpace instead. Only blocks filled from the store are evictable.
     let pin_blocks = true;
-    let created = s.core.begin_create(&path, req.overwrite, req.mode)?.wait_async().await?;
+    let created = s.core.begin_create(&path, req.overwrite, req.mode, q.id)?.wait_async().await?;
     let ok = CreateOk { file_id: created.file_id, block_size, pin_blocks };
     Ok(q.reply(&ok))
 }

@@ -9,7 +9,10 @@
 //! arrives while the first attempt still runs waits for its reply.
 //!
 //! Kept in memory only: a master restart between applying a mutation and answering it
-//! forgets the reply, and the retry is applied again (as before this cache existed).
+//! forgets the reply, and the retry is applied again, except where the core keeps the outcome
+//! durably: a `create` is answered with its file (its request id is journaled with it), a
+//! `complete` of an already complete file with the same content is done, `add block` is
+//! idempotent by index.
 //! A retryable failure is not kept: the retry runs the request again.
 
 use cv_net::rpc::{Peer, Reply};

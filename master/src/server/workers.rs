@@ -45,7 +45,8 @@ pub(super) async fn heartbeat(s: &MasterService, peer: &Peer, q: Req<'_, Heartbe
     s.worker_conns.lock().unwrap_or_else(|p| p.into_inner()).insert(req.worker_id, peer.conn);
     s.tiers.lock().unwrap_or_else(|p| p.into_inner()).insert(req.worker_id, (req.memory, req.disk));
     let added = req.added.iter().map(|b| b.block_id).collect();
-    let commands = match s.core.begin_heartbeat(req.worker_id, req.capacity, req.used, added, req.removed) {
+    let pending = s.core.begin_heartbeat_full(req.worker_id, req.capacity, req.used, added, req.removed, req.full);
+    let commands = match pending {
         Ok(pending) => {
             let reply = pending.wait_async().await?;
             let mut commands = Vec::new();

@@ -40,6 +40,10 @@ pub struct ClusterSpec {
     pub replica_grace: Duration,
     /// Zone label of each worker, in order (missing ones: none).
     pub zones: Vec<String>,
+    /// Hosts made beside the workers' for workers started later ([`CvCluster::add_worker`]).
+    pub spare_hosts: usize,
+    /// The master's block size (`None`: its default, 4 MiB).
+    pub block_size: Option<u64>,
 }
 
 impl ClusterSpec {
@@ -58,6 +62,8 @@ impl ClusterSpec {
             replicas: 2,
             replica_grace: Duration::from_secs(60),
             zones: Vec::new(),
+            spare_hosts: 0,
+            block_size: None,
         }
     }
 }
@@ -73,16 +79,52 @@ pub struct CvCluster {
     master_cmd: Command,
     /// `(host index, process)` per worker.
     workers: Vec<(usize, ProcId)>,
+    /// What a worker started later needs.
+    later: Later,
+}
+
+/// The parts of a worker's start that [`CvCluster::add_worker`] repeats.
+#[derive(Debug)]
+struct Later {
+    spec: ClusterSpec,
+    certs: PathBuf,
+    master_addr: SocketAddrV4,
 }
 
 /// The host of the master.
 const MASTER_HOST: usize = 1;
 
+/// Writes worker `h`'s config and starts `cvctl worker` on its host.
+fn start_worker(
+    rig: &Rig,
+    spec: &ClusterSpec,
+    certs: &Path,
+    master_addr: SocketAddrV4,
+    h: usize,
+) -> Result<ProcId, RigError> {
+    let data = match spec.worker_disk {
+        Some(bytes) => rig.small_disk(h, bytes)?,
+        None => rig.host_dir(h)?.join("data"),
+    };
+    let file = WorkerFile {
+        master: master_addr,
+        addr: rig.host(h)?.addr,
+        node: format!("rig-worker-h{h}"),
+        data_dir: &data,
+        capacity: spec.worker_capacity,
+        memory_tier: spec.memory_tier,
+        master_call_timeout: Duration::from_secs(1),
+        zone: spec.zones.get(h - MASTER_HOST - 1).cloned().unwrap_or_default(),
+    };
+    let conf = write(&rig.host_dir(h)?.join("cv.toml"), &cv_config::worker(certs, &file))?;
+    rig.spawn(h, &format!("worker-h{h}"), &cvctl_cmd(&spec.cvctl, &["worker", "--config"], &conf))
+}
+
 impl CvCluster {
     /// Creates a rig of `1 + spec.workers` hosts, the certificates and configs, starts the master and
     /// the workers, and waits until the master counts every worker live.
     pub fn start(spec: &ClusterSpec) -> Result<CvCluster, RigError> {
-        let rig = Rig::new(1 + spec.workers)?;
+        let rig = Rig::new(1 + spec.workers + spec.spare_hosts)?;
         let certs = rig.dir().join("certs");
         let out = run(Command::new(&spec.cvctl).args(["cert", "init", "--cluster", "rig", "--dir"]).arg(&certs))?;
         check(&out, "cvctl cert init")?;
@@ -97,6 +139,7 @@ impl CvCluster {
             write_lease: spec.write_lease,
             replicas: spec.replicas,
             replica_grace: spec.replica_grace,
+            block_size: spec.block_size,
         };
         let mconf = write(&mdir.join("cv.toml"), &cv_config::master(&certs, &mfile))?;
         let master_cmd = cvctl_cmd(&spec.cvctl, &["master", "--config"], &mconf);
@@ -104,29 +147,12 @@ impl CvCluster {
 
         let mut workers = Vec::new();
         for h in MASTER_HOST + 1..=MASTER_HOST + spec.workers {
-            let data = match spec.worker_disk {
-                Some(bytes) => rig.small_disk(h, bytes)?,
-                None => rig.host_dir(h)?.join("data"),
-            };
-            let file = WorkerFile {
-                master: master_addr,
-                addr: rig.host(h)?.addr,
-                node: format!("rig-worker-h{h}"),
-                data_dir: &data,
-                capacity: spec.worker_capacity,
-                memory_tier: spec.memory_tier,
-                master_call_timeout: Duration::from_secs(1),
-                zone: spec.zones.get(h - MASTER_HOST - 1).cloned().unwrap_or_default(),
-            };
-            let conf = write(&rig.host_dir(h)?.join("cv.toml"), &cv_config::worker(&certs, &file))?;
-            workers.push((
-                h,
-                rig.spawn(h, &format!("worker-h{h}"), &cvctl_cmd(&spec.cvctl, &["worker", "--config"], &conf))?,
-            ));
+            workers.push((h, start_worker(&rig, spec, &certs, master_addr, h)?));
         }
         let client_config =
             write(&rig.dir().join("client.toml"), &cv_config::client(&certs, master_addr, spec.client_deadline))?;
-        let cluster = CvCluster { rig, cvctl: spec.cvctl.clone(), client_config, master, master_cmd, workers };
+        let later = Later { spec: spec.clone(), certs, master_addr };
+        let cluster = CvCluster { rig, cvctl: spec.cvctl.clone(), client_config, master, master_cmd, workers, later };
         let hosts: Vec<String> = cluster.worker_hosts().iter().map(|&h| cluster.host_name(h)).collect();
         cluster.wait_for("every worker live", spec.ready_timeout, |r| hosts.iter().all(|h| r.live(h)))?;
         Ok(cluster)
@@ -147,6 +173,20 @@ impl CvCluster {
     pub fn restart_master(&mut self) -> Result<ProcId, RigError> {
         self.master = self.rig.spawn(MASTER_HOST, "master", &self.master_cmd)?;
         Ok(self.master)
+    }
+
+    /// Starts a worker on the next spare host ([`ClusterSpec::spare_hosts`]) and waits until the
+    /// master counts it live; its host index.
+    pub fn add_worker(&mut self, timeout: Duration) -> Result<usize, RigError> {
+        let h = MASTER_HOST + 1 + self.workers.len();
+        if h > self.rig.hosts().len() {
+            return Err(RigError::Unknown(format!("no spare host for another worker (host {h})")));
+        }
+        let p = start_worker(&self.rig, &self.later.spec, &self.later.certs, self.later.master_addr, h)?;
+        self.workers.push((h, p));
+        let name = self.host_name(h);
+        self.wait_for(&format!("worker {name} live"), timeout, |r| r.live(&name))?;
+        Ok(h)
     }
 
     /// The host indices of the workers, in order.

@@ -36,13 +36,14 @@ pub(crate) struct MasterFile<'a> {
     pub(crate) write_lease: Duration,
     pub(crate) replicas: u32,
     pub(crate) replica_grace: Duration,
+    pub(crate) block_size: Option<u64>,
 }
 
 /// The master's file.
 pub(crate) fn master(certs: &Path, m: &MasterFile<'_>) -> String {
     format!(
         "{}\n[master]\nlisten = \"{}\"\njournal_dir = {}\nnode = \"rig-master\"\nheartbeat_timeout = {}\n\
-         write_lease = {}\nreplicas = {}\nreplica_grace = {}\n",
+         write_lease = {}\nreplicas = {}\nreplica_grace = {}\n{}",
         tls(certs, "node"),
         m.listen,
         toml_str(&m.journal.to_string_lossy()),
@@ -50,6 +51,7 @@ pub(crate) fn master(certs: &Path, m: &MasterFile<'_>) -> String {
         ms(m.write_lease),
         m.replicas,
         ms(m.replica_grace),
+        m.block_size.map(|b| format!("block_size = {b}\n")).unwrap_or_default(),
     )
 }
 

@@ -81,6 +81,9 @@ pub struct Heartbeat {
     pub memory: TierCounters,
     /// Disk tier counters (cumulative since the worker started).
     pub disk: TierCounters,
+    /// `added` lists every block the worker holds (its first heartbeat after registering, when
+    /// the list fits one heartbeat): the master stops counting copies there that it lacks.
+    pub full: bool,
 }
 
 /// Something the master asks a worker to do.

@@ -110,6 +110,9 @@ struct State {
     /// Heartbeat period the master asked for at registration (0: ours).
     heartbeat_ms: u64,
     copier: copy::Copier,
+    /// The next heartbeat is the first since registering: if its batch holds every pending
+    /// block (the full report registration gathered), it says so.
+    full_next: bool,
 }
 
 async fn run(spec: ControlSpec, stop: flume::Receiver<()>, ids: watch::Sender<Option<u64>>) {
@@ -127,6 +130,7 @@ async fn run(spec: ControlSpec, stop: flume::Receiver<()>, ids: watch::Sender<Op
         ids,
         heartbeat_ms: 0,
         copier: copy::Copier::new(ep.clone(), spec.node.clone(), spec.own_shards.clone()),
+        full_next: false,
     };
     loop {
         let err = tokio::select! {
@@ -201,6 +205,7 @@ async fn register(spec: &ControlSpec, conn: &Conn, st: &mut State) -> std::resul
         tracing::warn!(path = %path.display(), error = %e, "worker id not saved");
     }
     st.worker_id = Some(ok.worker_id);
+    st.full_next = true;
     st.ids.send_replace(Some(ok.worker_id));
     st.backoff.reset();
     tracing::info!(worker_id = ok.worker_id, master = %spec.master, "registered");
@@ -223,6 +228,7 @@ async fn heartbeat(spec: &ControlSpec, conn: &Conn, st: &mut State) -> std::resu
     };
     let g = gather(&spec.shards, false, &mut st.pending).await;
     let batch = st.pending.batch(MAX_REPORT);
+    let full = st.full_next && batch.added.len() == st.pending.added_len();
     let hb = Heartbeat {
         worker_id,
         capacity: g.capacity,
@@ -231,8 +237,10 @@ async fn heartbeat(spec: &ControlSpec, conn: &Conn, st: &mut State) -> std::resu
         removed: batch.removed,
         memory: g.memory,
         disk: g.disk,
+        full,
     };
     let ok: HeartbeatOk = call(spec, conn, &hb).await?.decode_body()?;
+    st.full_next = false;
     st.pending.acknowledge(&hb.added, &hb.removed);
     let mut again = true;
     for cmd in ok.commands {

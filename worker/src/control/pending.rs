@@ -60,6 +60,11 @@ impl Pending {
         }
     }
 
+    /// Blocks waiting to be reported added.
+    pub(crate) fn added_len(&self) -> usize {
+        self.added.len()
+    }
+
     /// Whether nothing is waiting.
     #[cfg(test)]
     pub(crate) fn is_empty(&self) -> bool {

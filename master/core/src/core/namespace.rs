@@ -76,7 +76,15 @@ impl MasterCore {
         self.begin_mkdir(&cv(path)?, parents)?.wait()
     }
 
-    pub fn begin_create(&self, path: &CvPath, overwrite: bool, mode: u32) -> Result<Pending<Created>> {
+    /// Creates a file for writing. `request_id` is the client's id of the call (0: none): a
+    /// retry of a create that was applied, also after a master restart (which forgets the
+    /// server's replies), is answered with the file it made while that is still being written.
+    pub fn begin_create(&self, path: &CvPath, overwrite: bool, mode: u32, request_id: u64) -> Result<Pending<Created>> {
+        let again = self.read(|st| Ok(st.created_by(path, request_id)))?;
+        if let Some((file_id, version)) = again.value {
+            self.touch(file_id);
+            return Ok(Pending { value: Created { file_id, version }, ticket: again.ticket });
+        }
         let mut replaced = None;
         let (applied, t) = self.submit(|g, now| {
             replaced = g.state.stat(path).ok().filter(|s| s.kind == EntryKind::File).map(|s| s.id);
@@ -87,6 +95,7 @@ impl MasterCore {
                 version: g.state.next_version(),
                 mode,
                 mtime: now,
+                request_id,
             })
         })?;
         let Applied::Created { file_id, version } = applied else {
@@ -134,7 +143,7 @@ impl MasterCore {
     }
 
     pub fn create(&self, path: &str, overwrite: bool, mode: u32) -> Result<Created> {
-        self.begin_create(&cv(path)?, overwrite, mode)?.wait()
+        self.begin_create(&cv(path)?, overwrite, mode, 0)?.wait()
     }
 
     /// Allocates the next block of a file being written, placed by consistent hashing, with
@@ -354,18 +363,24 @@ impl MasterCore {
     }
 }
 
-/// Points each block of a file the object store holds whose owner is lost at the next live
-/// owner ([`Ring::successor`]), which fills it from the store at its first read. Nothing is
-/// journaled: the choice is a function of the live set, the same for every reader, and
-/// becomes the block's recorded owner once that worker reports holding it (a heartbeat
-/// adopts a block whose owner is lost).
+/// Points each block of a file the object store holds at the worker the ring puts it on now
+/// ([`Ring::successor`]: the first live shard of its index after its key), which fills it from
+/// the store at its first read. While the live set is the one the block was placed in, that is
+/// where it was placed; a worker that is lost hands its share to the next ones, and one that
+/// joins takes its share (about 1/n of the blocks, all of them to it). Nothing is journaled: the
+/// choice is a function of the live set, the same for every reader, and the worker that fills a
+/// block becomes its recorded owner when it reports holding it.
 fn rehome(st: &State, ring: &Ring, blocks: &mut [BlockLoc]) {
-    for b in blocks.iter_mut().filter(|b| !b.worker_live) {
+    for b in blocks.iter_mut() {
         let shard = cv_wire::block_shard(b.block_id);
         let Some(worker) = ring.successor(cv_wire::block_seq(b.block_id), shard) else { continue };
+        if worker == b.worker_id && b.worker_live {
+            continue;
+        }
         b.worker_id = worker;
         b.shard = shard;
         b.addr = st.worker(worker).and_then(|w| w.shard_addr(shard));
         b.worker_live = true;
+        b.lost = false;
     }
 }

@@ -68,6 +68,43 @@ impl MasterCore {
         added: Vec<BlockId>,
         removed: Vec<BlockId>,
     ) -> Result<Pending<HeartbeatReply>> {
+        self.begin_heartbeat_full(worker_id, capacity, used, added, removed, false)
+    }
+
+    /// [`Self::begin_heartbeat`]; with `full`, `added` is every block the worker holds (its
+    /// first report after registering): copies the master counted there that it lacks (a
+    /// wiped disk) no longer count ([`Mutation::CopiesMissing`]), so they are made again.
+    pub fn begin_heartbeat_full(
+        &self,
+        worker_id: WorkerId,
+        capacity: u64,
+        used: u64,
+        added: Vec<BlockId>,
+        removed: Vec<BlockId>,
+        full: bool,
+    ) -> Result<Pending<HeartbeatReply>> {
+        if full {
+            let mut missing = Vec::new();
+            let result = self.submit(|g, _| {
+                missing = g.state.missing_from_report(worker_id, &added);
+                if missing.is_empty() {
+                    return Err(Error::new(ErrorKind::NotFound, "no copies missing"));
+                }
+                Ok(Mutation::CopiesMissing { worker_id, blocks: missing.clone() })
+            });
+            match result {
+                Ok(_) => {
+                    tracing::warn!(
+                        worker = worker_id,
+                        blocks = missing.len(),
+                        "copies missing from a worker's full report"
+                    );
+                    self.copies_changed();
+                }
+                Err(e) if e.kind() == ErrorKind::NotFound && missing.is_empty() => {}
+                Err(e) => return Err(e),
+            }
+        }
         // Copies made on our order count before the heartbeat is applied, which would take a
         // block reported by a worker that holds no copy of it for a stray and drop it.
         let copied = self.copies_made(worker_id, &added);

@@ -108,6 +108,7 @@ impl State {
         let f = self.file_mut(file_id)?;
         f.length = length;
         f.state = FileState::Complete;
+        self.data.creates.remove(&file_id);
         if let Some(i) = self.data.inodes.get_mut(&file_id) {
             i.mtime = mtime;
         }
@@ -193,6 +194,15 @@ impl State {
         paths.sort_unstable();
         paths.truncate(max);
         paths
+    }
+
+    /// The file at `path` if it is being written and the create with `request_id` made it:
+    /// (its id, its version).
+    pub fn created_by(&self, path: &CvPath, request_id: u64) -> Option<(InodeId, u64)> {
+        let id = self.lookup(path).ok()?;
+        let f = self.file(id).ok()?;
+        (request_id != 0 && f.state == FileState::Writing && self.data.creates.get(&id) == Some(&request_id))
+            .then_some((id, f.version))
     }
 
     /// Whether file `id` exists and is complete.

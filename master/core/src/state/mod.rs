@@ -90,8 +90,12 @@ impl State {
     fn apply_inner(&mut self, m: &Mutation) -> Result<Applied> {
         match m {
             Mutation::Mkdir { path, parents, mode, mtime } => self.mkdir(&parse(path)?, *parents, *mode, *mtime),
-            Mutation::Create { path, overwrite, file_id, version, mode, mtime } => {
-                self.create(&parse(path)?, *overwrite, *file_id, *version, *mode, *mtime)
+            Mutation::Create { path, overwrite, file_id, version, mode, mtime, request_id } => {
+                let applied = self.create(&parse(path)?, *overwrite, *file_id, *version, *mode, *mtime)?;
+                if *request_id != 0 {
+                    self.data.creates.insert(*file_id, *request_id);
+                }
+                Ok(applied)
             }
             Mutation::AddBlock { file_id, block_id, worker, shard, replicas } => {
                 self.add_block(*file_id, *block_id, *worker, *shard, replicas)
@@ -123,6 +127,10 @@ impl State {
             Mutation::ObjectsQueued { mount, keys } => self.objects_queued(mount, keys),
             Mutation::CopiesAdded { worker_id, blocks } => self.copies_added(*worker_id, blocks),
             Mutation::CopiesDropped { copies } => Ok(self.copies_dropped(copies)),
+            Mutation::CopiesMissing { worker_id, blocks } => {
+                blocks.iter().for_each(|b| self.copy_gone(*worker_id, *b));
+                Ok(Applied::Done)
+            }
             Mutation::Drain { worker_id, draining } => self.drain(*worker_id, *draining),
         }
     }

@@ -14,6 +14,8 @@ pub enum Mutation {
         mtime: u64,
     },
     /// Creates an empty file in state Writing; `overwrite` replaces an existing file.
+    /// `request_id` is the client's id of the call (format 4; 0: none), kept while the file is
+    /// being written so that a retry of it is answered with this file.
     Create {
         path: String,
         overwrite: bool,
@@ -21,6 +23,7 @@ pub enum Mutation {
         version: u64,
         mode: u32,
         mtime: u64,
+        request_id: u64,
     },
     /// Appends a block, already placed on (worker, shard), with copies on `replicas` (the
     /// same shard index on each; format 4).
@@ -145,6 +148,13 @@ pub enum Mutation {
     CopiesDropped {
         copies: Vec<(BlockId, WorkerId)>,
     },
+    /// A worker's full block report lacks these blocks of complete files, which the master
+    /// counted as copies there (format 4; its disk was wiped or lost them): as if it had
+    /// reported each removed.
+    CopiesMissing {
+        worker_id: WorkerId,
+        blocks: Vec<BlockId>,
+    },
     /// Starts (or ends) draining a worker (format 4).
     Drain {
         worker_id: WorkerId,
@@ -176,6 +186,7 @@ impl Mutation {
             Mutation::ObjectsQueued { .. } => "objects_queued",
             Mutation::CopiesAdded { .. } => "copies_added",
             Mutation::CopiesDropped { .. } => "copies_dropped",
+            Mutation::CopiesMissing { .. } => "copies_missing",
             Mutation::Drain { .. } => "drain",
         }
     }
@@ -206,6 +217,7 @@ impl Mutation {
             | Mutation::ObjectsQueued { .. }
             | Mutation::CopiesAdded { .. }
             | Mutation::CopiesDropped { .. }
+            | Mutation::CopiesMissing { .. }
             | Mutation::Drain { .. } => false,
         }
     }

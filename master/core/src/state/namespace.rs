@@ -227,6 +227,7 @@ impl State {
                 continue;
             };
             self.data.ufs_files.remove(&cur);
+            self.data.creates.remove(&cur);
             match inode.body {
                 InodeBody::Dir { children } => stack.extend(children.into_values()),
                 InodeBody::File(f) => queued += self.drop_blocks(&f.blocks),

@@ -11,7 +11,7 @@ fn mkdir(st: &mut State, path: &str, parents: bool) -> Result<Applied> {
 fn create(st: &mut State, path: &str, overwrite: bool) -> Result<InodeId> {
     let file_id = st.next_inode_id();
     let version = st.next_version();
-    st.apply(&Mutation::Create { path: p(path), overwrite, file_id, version, mode: 0o644, mtime: 20 })?;
+    st.apply(&Mutation::Create { path: p(path), overwrite, file_id, version, mode: 0o644, mtime: 20, request_id: 0 })?;
     Ok(file_id)
 }
 
@@ -86,7 +86,15 @@ fn create_overwrite_and_kinds() {
     assert_eq!(kind(create(&mut st, "/", true)), ErrorKind::IsADirectory);
     assert_eq!(kind(create(&mut st, "/nope/f", true)), ErrorKind::NotFound);
     // A reused file id is refused (ids come from the caller).
-    let m = Mutation::Create { path: p("/g"), overwrite: false, file_id: f1, version: 99, mode: 0, mtime: 0 };
+    let m = Mutation::Create {
+        path: p("/g"),
+        overwrite: false,
+        file_id: f1,
+        version: 99,
+        mode: 0,
+        mtime: 0,
+        request_id: 0,
+    };
     assert_eq!(kind(st.apply(&m)), ErrorKind::InvalidArgument);
 }
 

@@ -140,6 +140,9 @@ pub struct StateData {
     /// Objects to delete from their stores, by mount point: behind files removed or moved
     /// through cv (format 3).
     pub pending_object_deletes: BTreeMap<String, BTreeSet<String>>,
+    /// Files being written, by the request id of the `create` that made each (format 4): a
+    /// create retried across a master restart, under the same id, is answered with its file.
+    pub creates: BTreeMap<InodeId, u64>,
 }
 
 impl Default for StateData {
@@ -165,6 +168,7 @@ impl Default for StateData {
             ufs_files: BTreeMap::new(),
             pending_unpins: BTreeMap::new(),
             pending_object_deletes: BTreeMap::new(),
+            creates: BTreeMap::new(),
         }
     }
 }

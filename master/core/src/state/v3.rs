@@ -120,7 +120,7 @@ impl From<Mutation> for Current {
         match m {
             Mutation::Mkdir { path, parents, mode, mtime } => Current::Mkdir { path, parents, mode, mtime },
             Mutation::Create { path, overwrite, file_id, version, mode, mtime } => {
-                Current::Create { path, overwrite, file_id, version, mode, mtime }
+                Current::Create { path, overwrite, file_id, version, mode, mtime, request_id: 0 }
             }
             Mutation::AddBlock { file_id, block_id, worker, shard } => {
                 Current::AddBlock { file_id, block_id, worker, shard, replicas: Vec::new() }
@@ -228,6 +228,7 @@ impl From<StateData> for CurrentData {
             ufs_files: d.ufs_files,
             pending_unpins: d.pending_unpins,
             pending_object_deletes: d.pending_object_deletes,
+            creates: BTreeMap::new(),
         }
     }
 }

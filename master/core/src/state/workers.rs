@@ -88,9 +88,12 @@ impl State {
             // A block is write-once under a unique id, so any worker holding it holds its
             // bytes. One whose copy is on a worker that is gone, or on an earlier incarnation
             // of this one (same host, new id after a restart), is adopted in that copy's
-            // place: for a cv-only block those bytes may be the only copy left.
+            // place: for a cv-only block those bytes may be the only copy left. A block the
+            // store holds is read where the ring puts it now (a worker joined or left), which
+            // filled it: the latest holder is its owner.
             let gone = |w: &WorkerId| self.data.workers.get(w).is_none_or(|o| !o.live || o.host == host);
-            let slot = info.copies().position(|w| gone(&w));
+            let store_backed = self.data.ufs_files.contains_key(&info.file);
+            let slot = if store_backed { Some(0) } else { info.copies().position(|w| gone(&w)) };
             match (slot, self.data.blocks.get_mut(b)) {
                 (Some(0), Some(info)) if usize::from(info.shard) < shards => {
                     info.worker = worker_id;
@@ -103,19 +106,7 @@ impl State {
             }
         }
         for b in removed {
-            let Some(info) = self.data.blocks.get(b) else { continue };
-            let cv_only = self.cv_only(info);
-            let Some(info) = self.data.blocks.get_mut(b) else { continue };
-            if info.worker == worker_id {
-                info.reported = false;
-                // A cv-only copy gone (dropped as corrupt, or its disk lost) no longer counts;
-                // a store-backed block is filled again where it is read.
-                if cv_only && !info.replicas.is_empty() {
-                    info.worker = info.replicas.remove(0);
-                }
-            } else if let Some(i) = info.replicas.iter().position(|&r| r == worker_id) {
-                info.replicas.remove(i);
-            }
+            self.copy_gone(worker_id, *b);
         }
         let delete_blocks =
             self.data.pending_deletes.remove(&worker_id).map(|s| s.into_iter().collect()).unwrap_or_default();
@@ -156,6 +147,35 @@ impl State {
             .values()
             .filter(|w| w.live && now.saturating_sub(w.last_heartbeat.max(not_before)) > timeout_ms)
             .map(|w| w.id)
+            .collect()
+    }
+
+    /// Worker `w` no longer holds block `b` (it reported it removed, or missing from a full
+    /// report). A cv-only copy gone (dropped as corrupt, its disk lost) no longer counts, but a
+    /// block's last copy stays recorded (reads of it say `DataLoss`); a store-backed block is
+    /// filled again where it is read.
+    pub(super) fn copy_gone(&mut self, w: WorkerId, b: BlockId) {
+        let Some(info) = self.data.blocks.get(&b) else { return };
+        let cv_only = self.cv_only(info);
+        let Some(info) = self.data.blocks.get_mut(&b) else { return };
+        if info.worker == w {
+            info.reported = false;
+            if cv_only && !info.replicas.is_empty() {
+                info.worker = info.replicas.remove(0);
+            }
+        } else if let Some(i) = info.replicas.iter().position(|&r| r == w) {
+            info.replicas.remove(i);
+        }
+    }
+
+    /// The blocks of complete files with a copy on `w` that its full report `reported` lacks.
+    pub fn missing_from_report(&self, w: WorkerId, reported: &[BlockId]) -> Vec<BlockId> {
+        let reported: std::collections::HashSet<&BlockId> = reported.iter().collect();
+        self.data
+            .blocks
+            .iter()
+            .filter(|(b, info)| info.copies().any(|c| c == w) && !reported.contains(b) && self.is_complete(info.file))
+            .map(|(b, _)| *b)
             .collect()
     }
 

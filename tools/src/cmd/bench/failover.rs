@@ -86,3 +86,63 @@ impl MasterCrashArgs {
         Ok(())
     }
 }
+
+/// Arguments of `cvctl bench join`.
+#[derive(Args, Debug)]
+pub struct JoinArgs {
+    /// Objects in the cache-mode mount.
+    #[arg(long, default_value_t = 8)]
+    files: usize,
+    /// Bytes per object.
+    #[arg(long, default_value = "8MiB")]
+    file_size: ByteSize,
+    /// The master's block size.
+    #[arg(long, default_value = "64KiB")]
+    block_size: ByteSize,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+impl JoinArgs {
+    /// Runs the benchmark.
+    pub fn run(self) -> CmdResult {
+        let opts = failover::JoinOptions {
+            files: self.files.max(1),
+            file_len: self.file_size.bytes() as usize,
+            block_size: self.block_size.bytes(),
+            ..failover::JoinOptions::new(std::env::current_exe()?)
+        };
+        let report = failover::run_join(&opts)?;
+        failover::print_join(&report, self.json);
+        Ok(())
+    }
+}
+
+/// Arguments of `cvctl bench fill`.
+#[derive(Args, Debug)]
+pub struct FillArgs {
+    /// Each worker's capacity.
+    #[arg(long, default_value = "64MiB")]
+    capacity: ByteSize,
+    /// Bytes per file.
+    #[arg(long, default_value = "5MiB")]
+    file_size: ByteSize,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+impl FillArgs {
+    /// Runs the benchmark.
+    pub fn run(self) -> CmdResult {
+        let opts = failover::FillOptions {
+            capacity: self.capacity.bytes(),
+            file_len: self.file_size.bytes() as usize,
+            ..failover::FillOptions::new(std::env::current_exe()?)
+        };
+        let report = failover::run_fill(&opts)?;
+        failover::print_fill(&report, self.json);
+        Ok(())
+    }
+}

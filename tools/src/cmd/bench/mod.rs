@@ -151,6 +151,12 @@ pub enum Bench {
     /// acknowledged puts lost, puts failing after it is back, unfinished entries left. Needs
     /// root and a cvctl built with `--features embedded-s3`.
     MasterCrash(failover::MasterCrashArgs),
+    /// A 4th worker joins three that cache a mount's blocks, on the multi-host rig (root):
+    /// the blocks that move to it against the ideal quarter. Needs feature `embedded-s3`.
+    Join(failover::JoinArgs),
+    /// Fill three workers past capacity with cv-only files on the multi-host rig (root):
+    /// acknowledged files lost (none), puts refused with NoSpace. Needs feature `embedded-s3`.
+    Fill(failover::FillArgs),
 }
 
 impl Bench {
@@ -172,6 +178,8 @@ impl Bench {
             Bench::Fuse(a) => a.run(),
             Bench::Failover(a) => a.run(),
             Bench::MasterCrash(a) => a.run(),
+            Bench::Join(a) => a.run(),
+            Bench::Fill(a) => a.run(),
         }
     }
 }
