@@ -52,11 +52,12 @@ impl Ring {
     }
 
     /// Adds workers to `chosen` (the copies a block has, on shard index `shard`) until it holds
-    /// `n`, or no other worker has a shard of that index. Walking the ring on from the block's
-    /// key (sequence `seq`), each next copy goes to the first worker in a zone none of the
-    /// chosen is in, else on a host none is on, else to the first other worker: copies spread
-    /// over failure domains as far as the cluster allows. `domain` gives a worker's
-    /// (zone, host); an empty zone is no zone.
+    /// `n`, or no other `eligible` worker has a shard of that index. Walking the ring on from
+    /// the block's key (sequence `seq`), each next copy goes to the first worker in a zone none
+    /// of the chosen is in, else on a host none is on, else to the first other worker: copies
+    /// spread over failure domains as far as the cluster allows. `domain` gives a worker's
+    /// (zone, host); an empty zone is no zone. `eligible` leaves out workers that cannot take
+    /// the block (full).
     pub fn extend_copies<'a>(
         &self,
         seq: u64,
@@ -64,15 +65,20 @@ impl Ring {
         chosen: &mut Vec<WorkerId>,
         n: usize,
         domain: impl Fn(WorkerId) -> (&'a str, &'a str),
+        eligible: impl Fn(WorkerId) -> bool,
     ) {
         let n_points = self.points.len();
         let i = self.start(seq);
         let mut candidates: Vec<WorkerId> = Vec::new();
         for k in 0..n_points {
             let p = &self.points[(i + k) % n_points];
-            if p.2 == shard && !chosen.contains(&p.1) && !candidates.contains(&p.1) {
+            if p.2 == shard && !chosen.contains(&p.1) && !candidates.contains(&p.1) && eligible(p.1) {
                 candidates.push(p.1);
             }
+        }
+        // The first copy is the first worker along the ring: the block's owner when it can take it.
+        if chosen.is_empty() && n > 0 && !candidates.is_empty() {
+            chosen.push(candidates.remove(0));
         }
         while chosen.len() < n && !candidates.is_empty() {
             let zones: Vec<&str> = chosen.iter().map(|&w| domain(w).0).filter(|z| !z.is_empty()).collect();
@@ -156,7 +162,7 @@ mod tests {
         for seq in 0..2_000u64 {
             let (owner, shard) = ring.place(seq).unwrap();
             let mut copies = vec![owner];
-            ring.extend_copies(seq, shard, &mut copies, 3, domain);
+            ring.extend_copies(seq, shard, &mut copies, 3, domain, |_| true);
             assert_eq!(copies.len(), 3);
             let zones: std::collections::BTreeSet<_> = copies.iter().map(|&w| domain(w).0).collect();
             let hosts: std::collections::BTreeSet<_> = copies.iter().map(|&w| domain(w).1).collect();
@@ -165,9 +171,14 @@ mod tests {
         }
         // More copies than workers: every worker once.
         let mut all = vec![1];
-        ring.extend_copies(9, 0, &mut all, 10, domain);
+        ring.extend_copies(9, 0, &mut all, 10, domain, |_| true);
         all.sort_unstable();
         assert_eq!(all, vec![1, 2, 3, 4, 5, 6]);
+        // Workers that cannot take it are passed over.
+        let mut some = vec![1];
+        ring.extend_copies(9, 0, &mut some, 10, domain, |w| w % 2 == 1);
+        some.sort_unstable();
+        assert_eq!(some, vec![1, 3, 5]);
     }
 
     #[test]

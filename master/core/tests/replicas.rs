@@ -198,3 +198,24 @@ fn a_worker_back_with_a_wiped_disk_has_its_copies_made_again() {
     core.begin_heartbeat_full(other, 1 << 30, 0, held.clone(), vec![], true).unwrap().wait().unwrap();
     assert!(held.iter().all(|b| copies(&core, *b).contains(&other)));
 }
+
+#[test]
+fn a_full_worker_gets_no_new_copies_while_others_have_room() {
+    let clock = ManualClock::new(1_000);
+    let core = core_with(&clock, 2);
+    let reg = |h: &str| core.begin_register_worker(None, h, vec![7001], 1 << 30, "").unwrap().wait().unwrap();
+    let ws = [reg("10.0.0.1"), reg("10.0.0.2"), reg("10.0.0.3")];
+    core.heartbeat(ws[0], 1 << 30, (1 << 30) - (1 << 20), vec![], vec![]).unwrap();
+    for b in write(&core, "/f", 40) {
+        let c = copies(&core, b);
+        assert_eq!(c.len(), 2);
+        assert!(!c.contains(&ws[0]), "block {b} placed on the full worker: {c:?}");
+    }
+    // Every worker full: the ring's owner gets the block (and refuses it with NoSpace).
+    for w in &ws[1..] {
+        core.heartbeat(*w, 1 << 30, 1 << 30, vec![], vec![]).unwrap();
+    }
+    let f = core.create("/g", false, 0o644).unwrap();
+    let nb = core.add_block(f.file_id).unwrap();
+    assert!(nb.replicas.is_empty());
+}

@@ -153,19 +153,25 @@ impl MasterCore {
     pub fn begin_add_block(&self, file_id: InodeId) -> Result<Pending<NewBlock>> {
         let vnodes = self.config.vnodes_per_shard;
         let want = self.config.replicas.max(1);
+        let block_size = self.config.block_size;
         let mut placed = None;
         let (applied, t) = self.submit(|g, _| {
             // The id carries its shard (cv_wire::block_shard) so a worker can route
             // and refuse by id alone; placement hashes the sequence part.
             let seq = cv_wire::first_free_seq(g.state.next_block_id());
-            let Some((worker, shard)) = g.ring(vnodes).place(seq) else {
+            let Some((owner, shard)) = g.ring(vnodes).place(seq) else {
                 return Err(Error::new(ErrorKind::NoWorkers, "no live worker shard"));
             };
-            let mut copies = vec![worker];
-            if want > 1 && !g.state.store_backed(file_id) {
-                let Inner { state, ring, .. } = &*g;
-                ring.extend_copies(seq, shard, &mut copies, want, |w| state.domain(w));
+            let want = if g.state.store_backed(file_id) { 1 } else { want };
+            // Along the ring from the block's key, passing over full workers; if all are full,
+            // the ring's owner, which refuses the write with NoSpace.
+            let mut copies = Vec::with_capacity(want);
+            let Inner { state, ring, .. } = &*g;
+            ring.extend_copies(seq, shard, &mut copies, want, |w| state.domain(w), |w| state.has_room(w, block_size));
+            if copies.is_empty() {
+                copies.push(owner);
             }
+            let worker = copies[0];
             let block_id = cv_wire::block_id(seq, shard);
             let replicas = copies.split_off(1);
             // The addresses are read under the same lock as the placement; the index comes

@@ -120,7 +120,8 @@ impl MasterCore {
                 let Some(from) = state.worker(source).and_then(|w| w.shard_addr(info.shard)) else { continue };
                 let mut chosen: Vec<WorkerId> = info.copies().collect();
                 let have = chosen.len();
-                ring.extend_copies(cv_wire::block_seq(b), info.shard, &mut chosen, have + 1, |w| state.domain(w));
+                let room = |w| state.has_room(w, info.len);
+                ring.extend_copies(cv_wire::block_seq(b), info.shard, &mut chosen, have + 1, |w| state.domain(w), room);
                 let Some(&to) = chosen.get(have) else { continue };
                 let order = CopyOrder { block_id: b, len: info.len, from_worker: source, from };
                 copies.ordered.insert(b, Ordered { target: to, at_ms: now, order, handed: false });

@@ -132,6 +132,12 @@ impl State {
         self.mount_for(&path).is_some_and(|m| m.mode == super::MountMode::Cache)
     }
 
+    /// Whether worker `w` has room for `bytes` more, as its last heartbeat said (twice that,
+    /// for the writes since).
+    pub fn has_room(&self, w: WorkerId, bytes: u64) -> bool {
+        self.data.workers.get(&w).is_some_and(|w| w.capacity.saturating_sub(w.used) >= bytes.saturating_mul(2))
+    }
+
     /// Worker `w`'s failure domain: (zone, host).
     pub fn domain(&self, w: WorkerId) -> (&str, &str) {
         self.data.workers.get(&w).map_or(("", ""), |w| (w.zone.as_str(), w.host.as_str()))
