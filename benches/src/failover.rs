@@ -96,10 +96,10 @@ pub fn print_fill(r: &FillReport, json: bool) {
     }
     println!("3 workers filled past capacity with cv-only files, 2 copies each (same run)");
     println!(
-        "acknowledged             {} files, {} bytes ({:.0}% of the raw capacity {})",
+        "acknowledged             {} files, {} bytes; their 2 copies fill {:.0}% of the {} bytes of disk",
         r.acknowledged,
         r.bytes_acknowledged,
-        100.0 * r.bytes_acknowledged as f64 / r.capacity_total.max(1) as f64,
+        200.0 * r.bytes_acknowledged as f64 / r.capacity_total.max(1) as f64,
         r.capacity_total
     );
     println!("acknowledged lost        {}", r.lost);

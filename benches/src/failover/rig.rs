@@ -26,6 +26,18 @@ fn cmd_ok(out: std::process::Output, what: &str) -> Result<(), BenchError> {
     Err(format!("{what}: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)).into())
 }
 
+/// Mounts bucket `data` of `s3` at `/s3` in cache mode.
+fn mount_data(cluster: &CvCluster, s3: &S3Server) -> Result<(), BenchError> {
+    let endpoint = format!("endpoint={}", s3.endpoint());
+    let key = format!("access_key_id={}", S3Server::ACCESS_KEY);
+    let secret = format!("secret_access_key={}", S3Server::SECRET_KEY);
+    let region = format!("region={}", S3Server::REGION);
+    let mount = ["mount", "add", "s3://data/", "/s3", "--mode", "cache", "-o", &endpoint, "-o", &key, "-o", &secret];
+    let mut args = mount.to_vec();
+    args.extend(["-o", &region]);
+    cmd_ok(cluster.cvctl(&args)?, "cvctl mount add")
+}
+
 /// Starts a cluster of `spec` on a new rig, runs `f` on it and removes it whatever `f` did.
 fn on_rig<T>(
     what: &str,
@@ -67,14 +79,7 @@ fn scenario(opts: &FailoverOptions, cluster: &CvCluster, s3: &S3Server) -> Resul
     for (i, c) in contents.iter().enumerate() {
         s3.put_object("data", &format!("f{i}.bin"), c)?;
     }
-    let endpoint = format!("endpoint={}", s3.endpoint());
-    let key = format!("access_key_id={}", S3Server::ACCESS_KEY);
-    let secret = format!("secret_access_key={}", S3Server::SECRET_KEY);
-    let region = format!("region={}", S3Server::REGION);
-    let mount = ["mount", "add", "s3://data/", "/s3", "--mode", "cache", "-o", &endpoint, "-o", &key, "-o", &secret];
-    let mut args = mount.to_vec();
-    args.extend(["-o", &region]);
-    cmd_ok(cluster.cvctl(&args)?, "cvctl mount add")?;
+    mount_data(cluster, s3)?;
     let mut paths: Vec<String> = (0..opts.files).map(|i| format!("/s3/f{i}.bin")).collect();
     let mut contents = contents;
     // cv-only files: outside mounts, so their only copies are in cv, two of them per block.
@@ -499,14 +504,7 @@ fn join_scenario(
     for (i, c) in contents.iter().enumerate() {
         s3.put_object("data", &format!("j{i}.bin"), c)?;
     }
-    let endpoint = format!("endpoint={}", s3.endpoint());
-    let key = format!("access_key_id={}", S3Server::ACCESS_KEY);
-    let secret = format!("secret_access_key={}", S3Server::SECRET_KEY);
-    let region = format!("region={}", S3Server::REGION);
-    let mount = ["mount", "add", "s3://data/", "/s3", "--mode", "cache", "-o", &endpoint, "-o", &key, "-o", &secret];
-    let mut args = mount.to_vec();
-    args.extend(["-o", &region]);
-    cmd_ok(cluster.cvctl(&args)?, "cvctl mount add")?;
+    mount_data(cluster, s3)?;
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let paths: Vec<String> = (0..opts.files).map(|i| format!("/s3/j{i}.bin")).collect();
 
