@@ -195,7 +195,7 @@ pub fn run_open(o: &OpenOptions) -> Result<Vec<Latency>, BenchError> {
 async fn write_file(c: &Conn, path: &str, bytes: &[u8]) -> Result<(), BenchError> {
     let cr: CreateOk =
         call(c, &Create { path: path.into(), overwrite: false, mode: 0o644, block_size: 0 }, &[]).await?;
-    let ab: AddBlockOk = call(c, &AddBlock { file_id: cr.file_id, index: 0 }, &[]).await?;
+    let ab: AddBlockOk = call(c, &AddBlock { file_id: cr.file_id, index: 0, exclude: vec![] }, &[]).await?;
     let len = bytes.len() as u64;
     let tail = bytes.len().min(64 << 10);
     let complete = Complete {

@@ -101,40 +101,16 @@ impl Client {
         confirmed: bool,
     ) -> Result<()> {
         let addr = loc.addr.socket_addr();
-        let pool = &self.inner.pool;
-        let unreachable = |why: &dyn std::fmt::Display| {
-            let (w, s) = (loc.worker_id, loc.shard);
-            Error::new(ErrorKind::WorkerUnreachable, format!("worker {w} shard {s} at {addr}: {why}"))
-        };
-        if let Some(since) = pool.down_since(addr)
-            && (since < crate::pool::DOWN_FOR || !confirmed)
-        {
-            return Err(unreachable(&format_args!("unreachable {} ms ago", since.as_millis())));
-        }
+        let worker = WorkerAt { worker_id: loc.worker_id, shard: loc.shard, addr };
+        worker.check_down(self, confirmed)?;
         let mut attempts = Attempts::until(&self.inner.settings, "read block", deadline);
         let mut verified: Option<ReadBlock> = None;
         loop {
             let req = verified.as_ref().unwrap_or(req);
             let attempt = async {
-                let conn = match pool.get(addr).await {
-                    Ok(c) => c,
-                    Err(e) if matches!(e.kind(), ErrorKind::Unavailable | ErrorKind::Timeout) => {
-                        pool.mark_down(addr);
-                        return Err(unreachable(&format_args!("cannot connect: {}", e.message())));
-                    }
-                    Err(e) => return Err(e),
-                };
+                let conn = worker.conn(self).await?;
                 let res = crate::block::read_block(&conn, req, dst.reborrow()).await;
-                match res {
-                    Err(e) if conn.is_closed() => {
-                        pool.mark_down(addr);
-                        Err(unreachable(&format_args!("connection lost: {}", e.message())))
-                    }
-                    other => {
-                        pool.mark_up(addr);
-                        other
-                    }
-                }
+                worker.outcome(self, &conn, res)
             };
             match attempts.run(attempt).await {
                 Ok(()) => return Ok(()),
@@ -145,6 +121,34 @@ impl Client {
                     }
                     attempts.retry(e).await?
                 }
+            }
+        }
+    }
+
+    /// One call to a worker's shard, with the retries of [`Client::call`] until the deadline,
+    /// but a shard that cannot be dialed or whose connection dies under the call is
+    /// `WorkerUnreachable` at once (as for reads): the caller goes elsewhere.
+    pub(crate) async fn call_worker<M: Message>(
+        &self,
+        worker: WorkerAt,
+        what: &str,
+        msg: &M,
+        payload: &[&[u8]],
+    ) -> Result<Frame> {
+        worker.check_down(self, false)?;
+        let id = self.inner.call_ids.fetch_add(1, Ordering::Relaxed);
+        let deadline = tokio::time::Instant::now() + self.inner.settings.deadline.get();
+        let mut attempts = Attempts::until(&self.inner.settings, what, deadline);
+        loop {
+            let attempt = async {
+                let conn = worker.conn(self).await?;
+                let res = conn.call_as(id, msg, payload).await.map_err(Error::from);
+                worker.outcome(self, &conn, res)
+            };
+            match attempts.run(attempt).await {
+                Ok(f) => return Ok(f),
+                Err(e) if e.kind() == ErrorKind::WorkerUnreachable => return Err(e),
+                Err(e) => attempts.retry(e).await?,
             }
         }
     }
@@ -281,4 +285,57 @@ impl Client {
 
 fn name_of(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
+}
+
+/// A worker's shard as a caller dials it: which worker, which shard, where.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct WorkerAt {
+    pub(crate) worker_id: u64,
+    pub(crate) shard: u16,
+    pub(crate) addr: SocketAddr,
+}
+
+impl WorkerAt {
+    fn unreachable(&self, why: &dyn std::fmt::Display) -> Error {
+        let (w, s, a) = (self.worker_id, self.shard, self.addr);
+        Error::new(ErrorKind::WorkerUnreachable, format!("worker {w} shard {s} at {a}: {why}"))
+    }
+
+    /// Refuses at once a shard found unreachable a moment ago (or, unless the master named it
+    /// again since, within the suspect period).
+    fn check_down(&self, c: &Client, confirmed: bool) -> Result<()> {
+        match c.inner.pool.down_since(self.addr) {
+            Some(since) if since < crate::pool::DOWN_FOR || !confirmed => {
+                Err(self.unreachable(&format_args!("unreachable {} ms ago", since.as_millis())))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The connection to the shard; a dial that fails marks it down and is `WorkerUnreachable`.
+    async fn conn(&self, c: &Client) -> Result<cv_net::rpc::Conn> {
+        match c.inner.pool.get(self.addr).await {
+            Ok(conn) => Ok(conn),
+            Err(e) if matches!(e.kind(), ErrorKind::Unavailable | ErrorKind::Timeout) => {
+                c.inner.pool.mark_down(self.addr);
+                Err(self.unreachable(&format_args!("cannot connect: {}", e.message())))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A call's result on `conn`: a failure that closed the connection is `WorkerUnreachable`
+    /// and marks the shard down; anything that came back marks it up.
+    fn outcome<T>(&self, c: &Client, conn: &cv_net::rpc::Conn, res: Result<T>) -> Result<T> {
+        match res {
+            Err(e) if conn.is_closed() => {
+                c.inner.pool.mark_down(self.addr);
+                Err(self.unreachable(&format_args!("connection lost: {}", e.message())))
+            }
+            other => {
+                c.inner.pool.mark_up(self.addr);
+                other
+            }
+        }
+    }
 }

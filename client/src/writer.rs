@@ -173,29 +173,56 @@ impl Writer {
 
 /// Allocates block `index` of the file at the master and stores `data` on its shard and on
 /// each replica's, all at once (the block is acknowledged only once every copy is stored);
-/// checks each shard's crc against ours.
+/// checks each shard's crc against ours. A copy whose worker cannot be reached has the block
+/// placed again on other workers (a new block at the same index), up to [`REPLACEMENTS`] times.
 async fn write_block(client: &Client, file_id: u64, index: u32, data: Bytes, pinned: bool) -> Result<BlockLen> {
-    let ok: AddBlockOk = client.master("add block", &AddBlock { file_id, index }, &[]).await?.decode_body()?;
-    let block = ok.block;
+    let mut exclude = Vec::new();
+    loop {
+        let req = AddBlock { file_id, index, exclude: exclude.clone() };
+        let ok: AddBlockOk = client.master("add block", &req, &[]).await?.decode_body()?;
+        match store_copies(client, &ok.block, &data, pinned).await {
+            Ok(len) => return Ok(BlockLen { block_id: ok.block.block_id, len }),
+            Err((worker, e)) if e.kind() == ErrorKind::WorkerUnreachable && exclude.len() < REPLACEMENTS => {
+                tracing::debug!(block = ok.block.block_id, worker, error = %e, "placing the block again without that worker");
+                exclude.push(worker);
+            }
+            Err((_, e)) => return Err(e),
+        }
+    }
+}
+
+/// How many times one block is placed again after a copy's worker could not be reached.
+const REPLACEMENTS: usize = 3;
+
+/// Stores `data` as `block` on its owner and every replica at once; its length, or the first
+/// failure in copy order and the worker it names.
+async fn store_copies(
+    client: &Client,
+    block: &cv_wire::msg::BlockLoc,
+    data: &Bytes,
+    pinned: bool,
+) -> std::result::Result<u64, (u64, Error)> {
     let copies =
         std::iter::once((block.worker_id, block.addr)).chain(block.replicas.iter().map(|r| (r.worker_id, r.addr)));
     let mut writes = tokio::task::JoinSet::new();
     for (i, (worker, addr)) in copies.enumerate() {
-        let (client, data) = (client.clone(), data.clone());
-        let id = block.block_id;
-        writes.spawn(async move { (i, store_copy(&client, id, worker, addr.socket_addr(), &data, pinned).await) });
+        let (client, data, id) = (client.clone(), data.clone(), block.block_id);
+        writes.spawn(
+            async move { (i, worker, store_copy(&client, id, worker, addr.socket_addr(), &data, pinned).await) },
+        );
     }
     let mut stored = Vec::with_capacity(writes.len());
     while let Some(done) = writes.join_next().await {
-        stored.push(done.map_err(|e| Error::new(ErrorKind::Other, format!("block write task: {e}")))?);
+        let task =
+            done.map_err(|e| (block.worker_id, Error::new(ErrorKind::Other, format!("block write task: {e}"))))?;
+        stored.push(task);
     }
-    // Every copy must be stored; the first failure in copy order is the answer.
-    stored.sort_unstable_by_key(|(i, _)| *i);
+    stored.sort_unstable_by_key(|(i, _, _)| *i);
     let mut len = 0;
-    for (_, r) in stored {
-        len = r?;
+    for (_, worker, r) in stored {
+        len = r.map_err(|e| (worker, e))?;
     }
-    Ok(BlockLen { block_id: block.block_id, len })
+    Ok(len)
 }
 
 /// Stores one copy of block `block_id` on `worker`'s shard at `addr`; returns its length.
@@ -210,7 +237,9 @@ async fn store_copy(
     let req = WriteBlock { block_id, pinned };
     // Which copy failed is part of the answer (a full worker, a dead one).
     let on = |e: Error| Error::new(e.kind(), format!("block {block_id} on worker {worker} at {addr}: {}", e.message()));
-    let reply = client.call(addr, "write block", &req, &[data]).await.map_err(on)?;
+    let shard = cv_wire::block_shard(block_id);
+    let at = crate::client::WorkerAt { worker_id: worker, shard, addr };
+    let reply = client.call_worker(at, "write block", &req, &[data]).await.map_err(on)?;
     let w: WriteBlockOk = reply.decode_body()?;
     let crc = crc32fast::hash(data);
     if w.len != data.len() as u64 || w.crc32 != crc {

@@ -27,7 +27,8 @@ async fn register(worker: &Conn, ports: Vec<u16>) -> u64 {
 async fn write_file(c: &Conn, path: &str, bytes: &[u8], tail: usize) -> (u64, BlockLoc) {
     let create = Create { path: path.into(), overwrite: false, mode: 0o644, block_size: 0 };
     let (created, _): (CreateOk, _) = call(c, &create, &[]).await;
-    let (added, _): (AddBlockOk, _) = call(c, &AddBlock { file_id: created.file_id, index: 0 }, &[]).await;
+    let (added, _): (AddBlockOk, _) =
+        call(c, &AddBlock { file_id: created.file_id, index: 0, exclude: vec![] }, &[]).await;
     let len = bytes.len() as u64;
     let complete = Complete {
         file_id: created.file_id,
@@ -72,7 +73,10 @@ async fn namespace_operations_and_error_codes() {
     assert_eq!((st.id, st.kind, st.complete, st.mode), (created.file_id, FileKind::File, false, 0o600));
     assert_eq!(call_err(&c, &Open { path: "/a/b/f".into() }).await, ErrorCode::Unavailable);
     // No worker registered: nowhere to put a block, and the client may retry later.
-    assert_eq!(call_err(&c, &AddBlock { file_id: created.file_id, index: 0 }).await, ErrorCode::NoWorkers);
+    assert_eq!(
+        call_err(&c, &AddBlock { file_id: created.file_id, index: 0, exclude: vec![] }).await,
+        ErrorCode::NoWorkers
+    );
     let complete = Complete { file_id: created.file_id, length: 0, blocks: vec![], tail_offset: 0 };
     let _: (Done, _) = call(&c, &complete, &[]).await;
     // The same completion again (a retry whose reply a restart forgot) is done; another is not.
@@ -252,7 +256,7 @@ async fn open_returns_the_footer_in_the_same_reply() {
     // A tail that does not end at the file's end is refused.
     let (cr, _): (CreateOk, _) =
         call(&c, &Create { path: "/bad".into(), overwrite: false, mode: 0o644, block_size: 0 }, &[]).await;
-    let (ab, _): (AddBlockOk, _) = call(&c, &AddBlock { file_id: cr.file_id, index: 0 }, &[]).await;
+    let (ab, _): (AddBlockOk, _) = call(&c, &AddBlock { file_id: cr.file_id, index: 0, exclude: vec![] }, &[]).await;
     let complete = Complete {
         file_id: cr.file_id,
         length: 100,

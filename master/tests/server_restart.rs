@@ -32,7 +32,8 @@ async fn restart_keeps_acknowledged_mutations_and_asks_strangers_to_reregister()
             let (cr, _): (CreateOk, _) =
                 call(&c, &Create { path: path.clone(), overwrite: false, mode: 0o644, block_size: 0 }, &[]).await;
             let bytes = parquet_bytes(1000 + i as usize, 50);
-            let (ab, _): (AddBlockOk, _) = call(&c, &AddBlock { file_id: cr.file_id, index: 0 }, &[]).await;
+            let (ab, _): (AddBlockOk, _) =
+                call(&c, &AddBlock { file_id: cr.file_id, index: 0, exclude: vec![] }, &[]).await;
             let len = bytes.len() as u64;
             let done = Complete {
                 file_id: cr.file_id,

@@ -123,3 +123,26 @@ fn a_drained_worker_hands_its_copies_over_and_can_then_go() {
     assert_eq!((r.under_replicated_files, r.lost_files), (0, 0), "{}", r.summary());
     cluster.shutdown().unwrap();
 }
+
+/// A put whose block lands on a worker that has just stopped answering (paused, so the master
+/// has not noticed yet) places that block again on the other workers and succeeds.
+#[test]
+fn a_put_survives_a_worker_that_stops_answering_under_it() {
+    if let Some(why) = Rig::unavailable() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let cluster = CvCluster::start(&spec(3)).unwrap();
+    let victim = cluster.worker_hosts()[0];
+    cluster.rig().pause(cluster.worker(victim).unwrap()).unwrap();
+    let t = Instant::now();
+    // Five blocks, two copies each on three workers: some land on the paused one.
+    let data = put(&cluster, "/p.bin", (20 << 20) + 3, 4);
+    eprintln!("put with a paused worker: {:?}", t.elapsed());
+    cat_is(&cluster, "/p.bin", &data, "after the put around the paused worker");
+    let r = cluster.report().unwrap();
+    let name = cluster.host_name(victim);
+    assert_eq!(r.worker(&name).map_or(0, |w| w.blocks), 0, "a block kept a copy on the paused worker: {}", r.summary());
+    cluster.rig().resume(cluster.worker(victim).unwrap()).unwrap();
+    cluster.shutdown().unwrap();
+}

@@ -272,15 +272,15 @@ fn add_block_at_is_idempotent_for_retries() {
     let core = mem_core(&j, &s, &clock, MasterConfig::default());
     core.register_worker(None, "127.0.0.1", vec![9001, 9002], 1 << 30).unwrap();
     let c = core.create("/f", false, 0o644).unwrap();
-    let b0 = core.begin_add_block_at(c.file_id, 0).unwrap().wait().unwrap();
+    let b0 = core.begin_add_block_at(c.file_id, 0, &[]).unwrap().wait().unwrap();
     // The reply to that call was "lost": the retry gets the same block, not a second one.
-    let again = core.begin_add_block_at(c.file_id, 0).unwrap().wait().unwrap();
+    let again = core.begin_add_block_at(c.file_id, 0, &[]).unwrap().wait().unwrap();
     assert_eq!(again, b0);
-    let b1 = core.begin_add_block_at(c.file_id, 1).unwrap().wait().unwrap();
+    let b1 = core.begin_add_block_at(c.file_id, 1, &[]).unwrap().wait().unwrap();
     assert_ne!(b1.block_id, b0.block_id);
     assert_eq!(b1.index, 1);
     // Skipping ahead is refused.
-    let err = core.begin_add_block_at(c.file_id, 5).map(|_| ()).unwrap_err();
+    let err = core.begin_add_block_at(c.file_id, 5, &[]).map(|_| ()).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidArgument);
     core.complete(c.file_id, 10, vec![5, 5], None).unwrap();
     assert_eq!(core.open("/f").unwrap().blocks.len(), 2);
@@ -290,7 +290,7 @@ fn add_block_at_is_idempotent_for_retries() {
     let err = core.complete(c.file_id, 11, vec![5, 6], None).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::FileNotWritable);
     // Once complete, no block can be added, not even a "retry".
-    let err = core.begin_add_block_at(c.file_id, 0).map(|_| ()).unwrap_err();
+    let err = core.begin_add_block_at(c.file_id, 0, &[]).map(|_| ()).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::FileNotWritable);
 }
 
@@ -325,12 +325,12 @@ fn a_file_whose_writer_went_silent_is_removed_after_the_write_lease() {
     let core = mem_core(&j, &s, &clock, cfg.clone());
     core.register_worker(None, "127.0.0.1", vec![9001], 1 << 30).unwrap();
     let dead = core.create("/dead", false, 0o644).unwrap();
-    core.begin_add_block_at(dead.file_id, 0).unwrap().wait().unwrap();
+    core.begin_add_block_at(dead.file_id, 0, &[]).unwrap().wait().unwrap();
     let slow = core.create("/slow", false, 0o644).unwrap();
     let done = core.create("/done", false, 0o644).unwrap();
     core.complete(done.file_id, 0, vec![], None).unwrap();
     clock.advance(Duration::from_secs(8));
-    core.begin_add_block_at(slow.file_id, 0).unwrap().wait().unwrap();
+    core.begin_add_block_at(slow.file_id, 0, &[]).unwrap().wait().unwrap();
     assert!(core.expire_writers().unwrap().is_empty(), "nothing is past its lease yet");
     clock.advance(Duration::from_secs(3));
     assert_eq!(core.expire_writers().unwrap(), vec!["/dead".to_string()]);

@@ -210,7 +210,7 @@ fn reads_v3_snapshot_fixture() {
 
 /// Version 4 adds replicas, zones, drains and creates that survive a restart:
 /// `AddBlock.replicas`, `RegisterWorker.zone`, `Create.request_id`, `CopiesAdded`,
-/// `CopiesDropped`, `CopiesMissing`, `Drain`.
+/// `CopiesDropped`, `CopiesMissing`, `ReplaceBlock`, `Drain`.
 fn mutations_v4() -> Vec<Mutation> {
     let s = |x: &str| x.to_owned();
     let mut v = mutations_v3();
@@ -252,6 +252,8 @@ fn mutations_v4() -> Vec<Mutation> {
         Mutation::CopiesDropped { copies: vec![(block, 1)] },
         Mutation::CopiesAdded { worker_id: 1, blocks: vec![block] },
         Mutation::CopiesMissing { worker_id: 1, blocks: vec![block] },
+        Mutation::AddBlock { file_id: 21, block_id: block + 1, worker: 2, shard: 0, replicas: vec![3] },
+        Mutation::ReplaceBlock { file_id: 21, index: 0, block_id: block + 2, worker: 3, shard: 0, replicas: vec![1] },
         Mutation::Drain { worker_id: 3, draining: true },
         lost,
     ]);
@@ -292,6 +294,10 @@ fn reads_v4_journal_fixture() {
     assert!(!st.pending_deletes(1).contains(&(1 << 20)));
     assert!(st.worker(3).unwrap().draining);
     assert_eq!(st.worker(2).unwrap().zone, "rack-b");
+    // y.bin's block was replaced: the new one is there, the old one's copies are told to go.
+    assert!(!st.data().blocks.contains_key(&((1 << 20) + 1)));
+    assert!(st.pending_deletes(2).contains(&((1 << 20) + 1)));
+    assert_eq!(st.data().blocks[&((1 << 20) + 2)].replicas, vec![1]);
     // The completed file's create is forgotten; the one still being written is kept.
     assert_eq!(st.data().creates, std::collections::BTreeMap::from([(21, 78)]));
 }

@@ -219,3 +219,32 @@ fn a_full_worker_gets_no_new_copies_while_others_have_room() {
     let nb = core.add_block(f.file_id).unwrap();
     assert!(nb.replicas.is_empty());
 }
+
+#[test]
+fn a_block_its_writer_could_not_store_on_a_worker_is_placed_again_without_it() {
+    let clock = ManualClock::new(1_000);
+    let core = core_with(&clock, 2);
+    let reg = |h: &str| core.begin_register_worker(None, h, vec![7001], 1 << 30, "").unwrap().wait().unwrap();
+    let _ws = [reg("10.0.0.1"), reg("10.0.0.2"), reg("10.0.0.3")];
+    let f = core.create("/f", false, 0o644).unwrap();
+    let first = core.begin_add_block_at(f.file_id, 0, &[]).unwrap().wait().unwrap();
+    let dead = first.replicas[0].0;
+    let again = core.begin_add_block_at(f.file_id, 0, &[dead]).unwrap().wait().unwrap();
+    assert_ne!(again.block_id, first.block_id, "a new block");
+    assert_eq!(again.index, 0);
+    let copies_now: Vec<u64> = std::iter::once(again.worker_id).chain(again.replicas.iter().map(|r| r.0)).collect();
+    assert_eq!(copies_now.len(), 2);
+    assert!(!copies_now.contains(&dead), "{copies_now:?}");
+    // The old block is gone, its copies told to delete it.
+    assert!(!core.state_data().blocks.contains_key(&first.block_id));
+    assert!(core.inspect(|st| st.pending_deletes(first.worker_id)).contains(&first.block_id));
+    // A retry of the replacement gets the same new block; the file completes with it.
+    assert_eq!(core.begin_add_block_at(f.file_id, 0, &[dead]).unwrap().wait().unwrap().block_id, again.block_id);
+    core.complete(f.file_id, 100, vec![100], None).unwrap();
+    assert_eq!(core.open("/f").unwrap().blocks[0].block_id, again.block_id);
+    // With every other worker excluded too, there is nowhere to go.
+    let f2 = core.create("/g", false, 0o644).unwrap();
+    let all: Vec<u64> = core.state_data().workers.keys().copied().collect();
+    let e = core.begin_add_block_at(f2.file_id, 0, &all).unwrap_err();
+    assert_eq!(e.kind(), cv_master_core::ErrorKind::NoWorkers);
+}

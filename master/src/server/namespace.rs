@@ -111,7 +111,7 @@ pub(super) async fn create(s: &MasterService, q: Req<'_, Create>) -> Result<Repl
 
 pub(super) async fn add_block(s: &MasterService, q: Req<'_, AddBlock>) -> Result<Reply, Fail> {
     let req = q.owned()?;
-    let b = s.core.begin_add_block_at(req.file_id, req.index)?.wait_async().await?;
+    let b = s.core.begin_add_block_at(req.file_id, req.index, &req.exclude)?.wait_async().await?;
     let block = BlockLoc {
         block_id: b.block_id,
         offset: u64::from(b.index) * s.core.config().block_size,

@@ -132,6 +132,9 @@ pub struct AddBlock {
     pub file_id: u64,
     /// Index of the block in the file (0-based); makes retries idempotent.
     pub index: u32,
+    /// Workers the writer could not store this block on (protocol 7): a block at `index` with
+    /// a copy on one of them is replaced by a new block placed elsewhere.
+    pub exclude: Vec<u64>,
 }
 
 /// Reply to [`AddBlock`]: where to write the block.
@@ -276,4 +279,10 @@ impl CheckLimits for ArchivedDelete {
     }
 }
 
-super::no_limits!(ArchivedCreateOk, ArchivedAddBlock);
+impl CheckLimits for ArchivedAddBlock {
+    fn check_limits(&self, l: &Limits) -> Result<(), WireError> {
+        check_count(self.exclude.len(), l, "add_block.exclude")
+    }
+}
+
+super::no_limits!(ArchivedCreateOk);

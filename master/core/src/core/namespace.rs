@@ -151,6 +151,12 @@ impl MasterCore {
     ///
     /// [`MasterConfig::replicas`]: crate::MasterConfig::replicas
     pub fn begin_add_block(&self, file_id: InodeId) -> Result<Pending<NewBlock>> {
+        self.place_block(file_id, None, &[])
+    }
+
+    /// Places a new block of file `file_id` (the next one, or a replacement of block `replace`)
+    /// on workers not in `exclude`, and journals it.
+    fn place_block(&self, file_id: InodeId, replace: Option<u32>, exclude: &[WorkerId]) -> Result<Pending<NewBlock>> {
         let vnodes = self.config.vnodes_per_shard;
         let want = self.config.replicas.max(1);
         let block_size = self.config.block_size;
@@ -163,12 +169,18 @@ impl MasterCore {
                 return Err(Error::new(ErrorKind::NoWorkers, "no live worker shard"));
             };
             let want = if g.state.store_backed(file_id) { 1 } else { want };
-            // Along the ring from the block's key, passing over full workers; if all are full,
-            // the ring's owner, which refuses the write with NoSpace.
+            // Along the ring from the block's key, passing over full workers and the ones the
+            // writer could not reach; if all are full, the ring's owner, which refuses the
+            // write with NoSpace.
             let mut copies = Vec::with_capacity(want);
             let Inner { state, ring, .. } = &*g;
-            ring.extend_copies(seq, shard, &mut copies, want, |w| state.domain(w), |w| state.has_room(w, block_size));
+            let ok = |w| state.has_room(w, block_size) && !exclude.contains(&w);
+            ring.extend_copies(seq, shard, &mut copies, want, |w| state.domain(w), ok);
             if copies.is_empty() {
+                if exclude.contains(&owner) {
+                    let why = format!("no live worker with room for shard {shard} besides {exclude:?}");
+                    return Err(Error::new(ErrorKind::NoWorkers, why));
+                }
                 copies.push(owner);
             }
             let worker = copies[0];
@@ -177,7 +189,10 @@ impl MasterCore {
             // The addresses are read under the same lock as the placement; the index comes
             // with what the mutation applied.
             placed = Some(NewBlock::new(&g.state, block_id, 0, worker, shard, &replicas));
-            Ok(Mutation::AddBlock { file_id, block_id, worker, shard, replicas })
+            Ok(match replace {
+                Some(index) => Mutation::ReplaceBlock { file_id, index, block_id, worker, shard, replicas },
+                None => Mutation::AddBlock { file_id, block_id, worker, shard, replicas },
+            })
         })?;
         let (Applied::BlockAdded { block_id, index }, Some(mut block)) = (applied, placed) else {
             return Err(Error::new(ErrorKind::InvalidArgument, "add_block did not add"));
@@ -191,20 +206,24 @@ impl MasterCore {
         self.begin_add_block(file_id)?.wait()
     }
 
-    /// Add-block for block `index` of the file, idempotent: a retry whose first
-    /// reply was lost gets the block it already has instead of a second one.
-    pub fn begin_add_block_at(&self, file_id: InodeId, index: u32) -> Result<Pending<NewBlock>> {
+    /// Add-block for block `index` of the file, idempotent: a retry whose first reply was
+    /// lost gets the block it already has instead of a second one. A block there with a copy
+    /// on a worker in `exclude` (the writer could not store it there) is replaced by a new
+    /// block placed on other workers.
+    pub fn begin_add_block_at(&self, file_id: InodeId, index: u32, exclude: &[WorkerId]) -> Result<Pending<NewBlock>> {
         let existing = self.read(|st| {
-            Ok(st
-                .written_block(file_id, index)?
-                .map(|(block_id, b)| NewBlock::new(st, block_id, index, b.worker, b.shard, &b.replicas)))
+            Ok(st.written_block(file_id, index)?.map(|(block_id, b)| {
+                let excluded = b.copies().any(|w| exclude.contains(&w));
+                (excluded, NewBlock::new(st, block_id, index, b.worker, b.shard, &b.replicas))
+            }))
         })?;
         let Pending { value, ticket } = existing;
         self.touch(file_id);
         match value {
-            Some(block) => Ok(Pending { value: block, ticket }),
+            Some((false, block)) => Ok(Pending { value: block, ticket }),
+            Some((true, _)) => self.place_block(file_id, Some(index), exclude),
             None => {
-                let pending = self.begin_add_block(file_id)?;
+                let pending = self.place_block(file_id, None, exclude)?;
                 if pending.value.index != index {
                     // Another add-block for this file raced in between; the writer is confused.
                     return Err(Error::new(

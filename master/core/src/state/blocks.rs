@@ -60,6 +60,40 @@ impl State {
         let index = self.writable(file_id)?.blocks.len();
         let index =
             u32::try_from(index).map_err(|_| crate::Error::new(ErrorKind::InvalidArgument, "too many blocks"))?;
+        self.check_new_block(block_id, worker, shard, replicas)?;
+        self.data.next_block = block_id + 1;
+        self.file_mut(file_id)?.blocks.push(block_id);
+        let info =
+            BlockInfo { file: file_id, index, len: 0, worker, shard, reported: false, replicas: replicas.to_vec() };
+        self.data.blocks.insert(block_id, info);
+        Ok(Applied::BlockAdded { block_id, index })
+    }
+
+    /// Replaces block `index` of a file being written with a new block; the old one is dropped.
+    pub(super) fn replace_block(
+        &mut self,
+        file_id: InodeId,
+        index: u32,
+        block_id: BlockId,
+        worker: u64,
+        shard: u16,
+        replicas: &[WorkerId],
+    ) -> Result<Applied> {
+        let Some(&old) = self.writable(file_id)?.blocks.get(index as usize) else {
+            return err(ErrorKind::InvalidArgument, format!("file {file_id} has no block {index} to replace"));
+        };
+        self.check_new_block(block_id, worker, shard, replicas)?;
+        self.data.next_block = block_id + 1;
+        self.file_mut(file_id)?.blocks[index as usize] = block_id;
+        self.drop_blocks(&[old]);
+        let info =
+            BlockInfo { file: file_id, index, len: 0, worker, shard, reported: false, replicas: replicas.to_vec() };
+        self.data.blocks.insert(block_id, info);
+        Ok(Applied::BlockAdded { block_id, index })
+    }
+
+    /// A new block's id is unused and its copies are on distinct live workers with that shard.
+    fn check_new_block(&self, block_id: BlockId, worker: u64, shard: u16, replicas: &[WorkerId]) -> Result<()> {
         if block_id < self.data.next_block || self.data.blocks.contains_key(&block_id) {
             return err(ErrorKind::InvalidArgument, format!("block id {block_id} already used"));
         }
@@ -73,12 +107,7 @@ impl State {
                 return err(ErrorKind::InvalidArgument, format!("block {block_id}: worker {w} named twice"));
             }
         }
-        self.data.next_block = block_id + 1;
-        self.file_mut(file_id)?.blocks.push(block_id);
-        let info =
-            BlockInfo { file: file_id, index, len: 0, worker, shard, reported: false, replicas: replicas.to_vec() };
-        self.data.blocks.insert(block_id, info);
-        Ok(Applied::BlockAdded { block_id, index })
+        Ok(())
     }
 
     pub(super) fn complete(

@@ -132,6 +132,9 @@ impl State {
                 Ok(Applied::Done)
             }
             Mutation::Drain { worker_id, draining } => self.drain(*worker_id, *draining),
+            Mutation::ReplaceBlock { file_id, index, block_id, worker, shard, replicas } => {
+                self.replace_block(*file_id, *index, *block_id, *worker, *shard, replicas)
+            }
         }
     }
 }

@@ -155,6 +155,17 @@ pub enum Mutation {
         worker_id: WorkerId,
         blocks: Vec<BlockId>,
     },
+    /// Block `index` of a file being written is replaced by a new block (format 4): its writer
+    /// could not store the old one on one of its workers. The old block is dropped (a delete
+    /// queued for each copy); the new one is placed as `AddBlock` places.
+    ReplaceBlock {
+        file_id: InodeId,
+        index: u32,
+        block_id: BlockId,
+        worker: WorkerId,
+        shard: u16,
+        replicas: Vec<WorkerId>,
+    },
     /// Starts (or ends) draining a worker (format 4).
     Drain {
         worker_id: WorkerId,
@@ -187,6 +198,7 @@ impl Mutation {
             Mutation::CopiesAdded { .. } => "copies_added",
             Mutation::CopiesDropped { .. } => "copies_dropped",
             Mutation::CopiesMissing { .. } => "copies_missing",
+            Mutation::ReplaceBlock { .. } => "replace_block",
             Mutation::Drain { .. } => "drain",
         }
     }
@@ -218,6 +230,7 @@ impl Mutation {
             | Mutation::CopiesAdded { .. }
             | Mutation::CopiesDropped { .. }
             | Mutation::CopiesMissing { .. }
+            | Mutation::ReplaceBlock { .. }
             | Mutation::Drain { .. } => false,
         }
     }
