@@ -248,3 +248,21 @@ fn a_block_its_writer_could_not_store_on_a_worker_is_placed_again_without_it() {
     let e = core.begin_add_block_at(f2.file_id, 0, &all).unwrap_err();
     assert_eq!(e.kind(), cv_master_core::ErrorKind::NoWorkers);
 }
+
+#[test]
+fn a_block_written_short_of_copies_gets_them_once_a_worker_has_room() {
+    let clock = ManualClock::new(1_000);
+    let core = core_with(&clock, 2);
+    let reg = |h: &str| core.begin_register_worker(None, h, vec![7001], 1 << 30, "").unwrap().wait().unwrap();
+    let ws = [reg("10.0.0.1"), reg("10.0.0.2")];
+    // Nothing to do yet: the pass goes quiet.
+    assert_eq!(core.replicate().unwrap(), Default::default());
+    core.heartbeat(ws[0], 1 << 30, 1 << 30, vec![], vec![]).unwrap();
+    let b = write(&core, "/f", 1)[0];
+    assert_eq!(copies(&core, b), vec![ws[1]], "the full worker gets no copy");
+    // Short, with nowhere to copy to: counted, nothing ordered.
+    let r = core.replicate().unwrap();
+    assert_eq!((r.short, r.ordered), (1, 0));
+    core.heartbeat(ws[0], 1 << 30, 0, vec![], vec![]).unwrap();
+    assert_eq!(core.replicate().unwrap().ordered, 1);
+}

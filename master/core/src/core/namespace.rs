@@ -269,6 +269,9 @@ impl MasterCore {
             Ok(Mutation::Complete { file_id, length, block_lens, mtime: now })
         })?;
         lock(&self.writing).remove(&file_id);
+        // Its blocks may have fewer copies than wanted (workers full when they were placed):
+        // the next re-replication pass looks.
+        self.copies_changed();
         if let Some((_, bytes)) = tail {
             self.put_tail(file_id, version, length, &bytes);
         }
