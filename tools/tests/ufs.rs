@@ -246,7 +246,13 @@ async fn fs_mode_exports_and_an_export_killed_midway_completes_after_restart() {
     w.close().await.unwrap();
     assert!(wait_for_object(&store.path().join("lake/out/a.bin"), &a, Duration::from_secs(20)).await);
     assert!(s3.count(|r| r.op == Op::MultipartPart) >= 2, "a 10 MiB file goes up in parts");
-    let report = client.report().await.unwrap();
+    // The object is in the store a moment before the master has journaled the export.
+    let started = Instant::now();
+    let mut report = client.report().await.unwrap();
+    while report.exported == 0 && started.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        report = client.report().await.unwrap();
+    }
     assert_eq!((report.export_backlog, report.exported), (0, 1));
 
     // A slow store, and the whole cluster killed while the upload is under way.
