@@ -176,11 +176,13 @@ impl Writer {
 /// checks each shard's crc against ours. A copy whose worker cannot be reached has the block
 /// placed again on other workers (a new block at the same index), up to [`REPLACEMENTS`] times.
 async fn write_block(client: &Client, file_id: u64, index: u32, data: Bytes, pinned: bool) -> Result<BlockLen> {
+    // Checked against every copy's answer: hashed once, not once per copy.
+    let crc = crc32fast::hash(&data);
     let mut exclude = Vec::new();
     loop {
         let req = AddBlock { file_id, index, exclude: exclude.clone() };
         let ok: AddBlockOk = client.master("add block", &req, &[]).await?.decode_body()?;
-        match store_copies(client, &ok.block, &data, pinned).await {
+        match store_copies(client, &ok.block, &data, crc, pinned).await {
             Ok(len) => return Ok(BlockLen { block_id: ok.block.block_id, len }),
             Err((worker, e)) if e.kind() == ErrorKind::WorkerUnreachable && exclude.len() < REPLACEMENTS => {
                 tracing::debug!(block = ok.block.block_id, worker, error = %e, "placing the block again without that worker");
@@ -200,6 +202,7 @@ async fn store_copies(
     client: &Client,
     block: &cv_wire::msg::BlockLoc,
     data: &Bytes,
+    crc: u32,
     pinned: bool,
 ) -> std::result::Result<u64, (u64, Error)> {
     let copies =
@@ -207,9 +210,9 @@ async fn store_copies(
     let mut writes = tokio::task::JoinSet::new();
     for (i, (worker, addr)) in copies.enumerate() {
         let (client, data, id) = (client.clone(), data.clone(), block.block_id);
-        writes.spawn(
-            async move { (i, worker, store_copy(&client, id, worker, addr.socket_addr(), &data, pinned).await) },
-        );
+        writes.spawn(async move {
+            (i, worker, store_copy(&client, id, worker, addr.socket_addr(), &data, crc, pinned).await)
+        });
     }
     let mut stored = Vec::with_capacity(writes.len());
     while let Some(done) = writes.join_next().await {
@@ -225,13 +228,15 @@ async fn store_copies(
     Ok(len)
 }
 
-/// Stores one copy of block `block_id` on `worker`'s shard at `addr`; returns its length.
+/// Stores one copy of block `block_id` (`data`, whose crc32 is `crc`) on `worker`'s shard at
+/// `addr`; returns its length.
 async fn store_copy(
     client: &Client,
     block_id: u64,
     worker: u64,
     addr: std::net::SocketAddr,
     data: &Bytes,
+    crc: u32,
     pinned: bool,
 ) -> Result<u64> {
     let req = WriteBlock { block_id, pinned };
@@ -241,7 +246,6 @@ async fn store_copy(
     let at = crate::client::WorkerAt { worker_id: worker, shard, addr };
     let reply = client.call_worker(at, "write block", &req, &[data]).await.map_err(on)?;
     let w: WriteBlockOk = reply.decode_body()?;
-    let crc = crc32fast::hash(data);
     if w.len != data.len() as u64 || w.crc32 != crc {
         return Err(Error::new(
             ErrorKind::Corrupt,

@@ -142,8 +142,8 @@ async fn shutdown_core(core: Arc<MasterCore>) {
     let _ = tokio::task::spawn_blocking(move || core.shutdown()).await;
 }
 
-/// Marks workers silent past the heartbeat timeout as lost and removes files whose writer went
-/// silent past the write lease, every `every`, until stopped.
+/// Marks workers silent past the heartbeat timeout as lost, removes files whose writer went
+/// silent past the write lease and runs a re-replication pass, every `every`, until stopped.
 async fn tick_loop(core: Arc<MasterCore>, every: Duration, mut stopped: watch::Receiver<bool>) {
     let mut interval = tokio::time::interval(every);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -152,39 +152,42 @@ async fn tick_loop(core: Arc<MasterCore>, every: Duration, mut stopped: watch::R
             _ = interval.tick() => {}
             _ = stopped.changed() => return,
         }
-        let c = core.clone();
-        // `tick` waits blocking for its journal record.
-        match tokio::task::spawn_blocking(move || c.tick()).await {
-            Ok(Ok(r)) if !r.lost_workers.is_empty() => {
-                tracing::warn!(workers = ?r.lost_workers, missing_blocks = r.missing_blocks.len(), "workers lost");
-            }
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => tracing::error!(error = %e, "lost-worker tick failed"),
-            Err(e) => tracing::error!(error = %e, "lost-worker tick task failed"),
+        if let Some(r) = blocking(&core, "lost-worker tick", |c| c.tick()).await
+            && !r.lost_workers.is_empty()
+        {
+            tracing::warn!(workers = ?r.lost_workers, missing_blocks = r.missing_blocks.len(), "workers lost");
         }
-        let c = core.clone();
-        match tokio::task::spawn_blocking(move || c.expire_writers()).await {
-            Ok(Ok(paths)) if !paths.is_empty() => {
-                tracing::warn!(files = ?paths, "removed files whose writer went silent past the write lease");
-            }
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => tracing::error!(error = %e, "write-lease tick failed"),
-            Err(e) => tracing::error!(error = %e, "write-lease tick task failed"),
+        if let Some(paths) = blocking(&core, "write-lease tick", |c| c.expire_writers()).await
+            && !paths.is_empty()
+        {
+            tracing::warn!(files = ?paths, "removed files whose writer went silent past the write lease");
         }
-        let c = core.clone();
-        match tokio::task::spawn_blocking(move || c.replicate()).await {
-            Ok(Ok(r)) if r.ordered > 0 || r.dropped > 0 || r.lost > 0 => {
-                tracing::info!(
-                    ordered = r.ordered,
-                    dropped = r.dropped,
-                    short = r.short,
-                    lost = r.lost,
-                    "re-replication"
-                );
-            }
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => tracing::error!(error = %e, "re-replication tick failed"),
-            Err(e) => tracing::error!(error = %e, "re-replication tick task failed"),
+        if let Some(r) = blocking(&core, "re-replication tick", |c| c.replicate()).await
+            && (r.ordered > 0 || r.dropped > 0 || r.lost > 0)
+        {
+            let (ordered, dropped, short, lost) = (r.ordered, r.dropped, r.short, r.lost);
+            tracing::info!(ordered, dropped, short, lost, "re-replication");
+        }
+    }
+}
+
+/// Runs one of the tick's steps off the reactor (each waits blocking for its journal record);
+/// a failure is logged as `what` and gives `None`.
+async fn blocking<T: Send + 'static>(
+    core: &Arc<MasterCore>,
+    what: &'static str,
+    f: impl FnOnce(&MasterCore) -> cv_master_core::Result<T> + Send + 'static,
+) -> Option<T> {
+    let c = core.clone();
+    match tokio::task::spawn_blocking(move || f(&c)).await {
+        Ok(Ok(v)) => Some(v),
+        Ok(Err(e)) => {
+            tracing::error!(error = %e, "{what} failed");
+            None
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "{what} task failed");
+            None
         }
     }
 }

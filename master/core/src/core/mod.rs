@@ -100,7 +100,8 @@ pub struct MasterCore {
     /// complete), for the write lease. Not journaled: after a restart every such file's lease
     /// starts at the restart.
     writing: Mutex<HashMap<InodeId, u64>>,
-    /// Copies ordered by re-replication and not yet made (`replicas.rs`).
+    /// Copies ordered by re-replication and not yet made (`replicas.rs`). Taken inside the
+    /// state lock by a pass, alone by heartbeats: never the other way round.
     copies: Mutex<replicas::Copies>,
 }
 

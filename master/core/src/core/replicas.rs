@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 
 use super::{Inner, MasterCore, lock};
-use crate::error::Result;
+use crate::error::{Error, ErrorKind, Result};
 use crate::state::{BlockId, Mutation, State, WorkerId};
 
 /// A copy that was ordered and has not been reported is ordered again after this long (the
@@ -70,75 +70,81 @@ impl MasterCore {
 
     /// One re-replication pass (the server's tick calls it): orders missing copies and drops
     /// the ones that no longer count. A pass over the whole block map, skipped while nothing
-    /// changed since one that found nothing to do.
+    /// changed since one that found nothing to do. The drops are chosen and journaled under
+    /// one hold of the state lock, so no copy they count on can go in between.
     pub fn replicate(&self) -> Result<ReplicationReport> {
-        let now = self.clock.now_ms();
-        let grace = self.config.replica_grace.as_millis() as u64;
         let mut report = ReplicationReport::default();
+        let result = self.submit(|g, now| {
+            let drops = self.plan(g, now, &mut report);
+            if drops.is_empty() {
+                // Nothing to journal: signal "no mutation" through a typed error caught below.
+                return Err(Error::new(ErrorKind::NotFound, "no copies to drop"));
+            }
+            report.dropped = drops.len();
+            Ok(Mutation::CopiesDropped { copies: drops })
+        });
+        match result {
+            Ok((_, t)) => t.wait().map(|_| report),
+            Err(e) if e.kind() == ErrorKind::NotFound && report.dropped == 0 => Ok(report),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The scan of [`Self::replicate`]: orders copies for the blocks that are short (counted
+    /// in `report`) and returns the copies to drop.
+    fn plan(&self, g: &mut Inner, now: u64, report: &mut ReplicationReport) -> Vec<(BlockId, WorkerId)> {
         let mut drops = Vec::new();
-        {
-            let mut g = lock(&self.inner);
-            let mut copies = lock(&self.copies);
-            let epoch = g.state.live_epoch();
-            if copies.quiet_epoch == Some(epoch) && !copies.dirty && copies.ordered.is_empty() {
-                return Ok(report);
+        let mut copies = lock(&self.copies);
+        let epoch = g.state.live_epoch();
+        if copies.quiet_epoch == Some(epoch) && !copies.dirty && copies.ordered.is_empty() {
+            return drops;
+        }
+        copies.dirty = false;
+        copies.ordered.retain(|_, o| now.saturating_sub(o.at_ms) < ORDER_EXPIRES_MS);
+        g.ring(self.config.vnodes_per_shard);
+        let Inner { state, ring, .. } = &*g;
+        let want = target(state, self.config.replicas);
+        let (grace, started) = (self.config.replica_grace.as_millis() as u64, self.started_ms);
+        // A lost worker's copy still counts within the grace period (counted from the
+        // master's start at the earliest: it could not hear heartbeats while down).
+        let waiting = |w: WorkerId| {
+            state
+                .worker(w)
+                .is_some_and(|w| !w.live && !w.draining && now.saturating_sub(w.last_heartbeat.max(started)) <= grace)
+        };
+        let live = |w: WorkerId| state.worker(w).is_some_and(|w| w.live);
+        for (&b, info) in &state.data().blocks {
+            if !state.cv_only(info) || !state.is_complete(info.file) {
+                continue;
             }
-            copies.dirty = false;
-            copies.ordered.retain(|_, o| now.saturating_sub(o.at_ms) < ORDER_EXPIRES_MS);
-            g.ring(self.config.vnodes_per_shard);
-            let Inner { state, ring, .. } = &*g;
-            let want = target(state, self.config.replicas);
-            let started = self.started_ms;
-            // A lost worker's copy still counts within the grace period (counted from the
-            // master's start at the earliest: it could not hear heartbeats while down).
-            let waiting = |w: WorkerId| {
-                state.worker(w).is_some_and(|w| {
-                    !w.live && !w.draining && now.saturating_sub(w.last_heartbeat.max(started)) <= grace
-                })
+            let counted = info.copies().filter(|&w| state.counts(w)).count();
+            if counted >= want {
+                copies.ordered.remove(&b);
+                // Enough without the ones that do not count: those go (a drained worker's,
+                // or a dead one's past the grace period).
+                drops.extend(info.copies().filter(|&w| !state.counts(w) && !waiting(w)).map(|w| (b, w)));
+                continue;
+            }
+            report.short += 1;
+            if counted + info.copies().filter(|&w| waiting(w)).count() >= want || copies.ordered.contains_key(&b) {
+                continue;
+            }
+            let Some(source) = info.copies().filter(|&w| live(w)).max_by_key(|&w| state.counts(w)) else {
+                report.lost += 1;
+                continue;
             };
-            let live = |w: WorkerId| state.worker(w).is_some_and(|w| w.live);
-            for (&b, info) in &state.data().blocks {
-                if !state.cv_only(info) || !state.is_complete(info.file) {
-                    continue;
-                }
-                let counted = info.copies().filter(|&w| state.counts(w)).count();
-                if counted >= want {
-                    copies.ordered.remove(&b);
-                    // Enough without the ones that do not count: those go (a drained worker's,
-                    // or a dead one's past the grace period).
-                    drops.extend(info.copies().filter(|&w| !state.counts(w) && !waiting(w)).map(|w| (b, w)));
-                    continue;
-                }
-                report.short += 1;
-                if counted + info.copies().filter(|&w| waiting(w)).count() >= want || copies.ordered.contains_key(&b) {
-                    continue;
-                }
-                let Some(source) = info.copies().filter(|&w| live(w)).max_by_key(|&w| state.counts(w)) else {
-                    report.lost += 1;
-                    continue;
-                };
-                let Some(from) = state.worker(source).and_then(|w| w.shard_addr(info.shard)) else { continue };
-                let mut chosen: Vec<WorkerId> = info.copies().collect();
-                let have = chosen.len();
-                let room = |w| state.has_room(w, info.len);
-                ring.extend_copies(cv_wire::block_seq(b), info.shard, &mut chosen, have + 1, |w| state.domain(w), room);
-                let Some(&to) = chosen.get(have) else { continue };
-                let order = CopyOrder { block_id: b, len: info.len, from_worker: source, from };
-                copies.ordered.insert(b, Ordered { target: to, at_ms: now, order, handed: false });
-                report.ordered += 1;
-            }
-            if report.short == 0 && drops.is_empty() {
-                copies.quiet_epoch = Some(epoch);
-            } else {
-                copies.quiet_epoch = None;
-            }
+            let Some(from) = state.worker(source).and_then(|w| w.shard_addr(info.shard)) else { continue };
+            let mut chosen: Vec<WorkerId> = info.copies().collect();
+            let have = chosen.len();
+            let room = |w| state.has_room(w, info.len);
+            ring.extend_copies(cv_wire::block_seq(b), info.shard, &mut chosen, have + 1, |w| state.domain(w), room);
+            let Some(&to) = chosen.get(have) else { continue };
+            let order = CopyOrder { block_id: b, len: info.len, from_worker: source, from };
+            copies.ordered.insert(b, Ordered { target: to, at_ms: now, order, handed: false });
+            report.ordered += 1;
         }
-        report.dropped = drops.len();
-        if !drops.is_empty() {
-            let (_, t) = self.submit(|_, _| Ok(Mutation::CopiesDropped { copies: drops }))?;
-            t.wait()?;
-        }
-        Ok(report)
+        copies.quiet_epoch = (report.short == 0 && drops.is_empty()).then_some(epoch);
+        drops
     }
 
     /// The copies ordered from `worker` that its heartbeat has not carried yet (at most

@@ -309,19 +309,9 @@ impl State {
     /// block's last copy stays.
     pub(super) fn copies_dropped(&mut self, copies: &[(BlockId, WorkerId)]) -> Applied {
         for &(b, w) in copies {
-            let Some(info) = self.data.blocks.get_mut(&b) else { continue };
-            if info.replicas.is_empty() {
-                continue;
+            if self.data.blocks.get_mut(&b).is_some_and(|info| info.remove_copy(w)) {
+                self.data.pending_deletes.entry(w).or_default().insert(b);
             }
-            if info.worker == w {
-                info.worker = info.replicas.remove(0);
-                info.reported = false;
-            } else if let Some(i) = info.replicas.iter().position(|&r| r == w) {
-                info.replicas.remove(i);
-            } else {
-                continue;
-            }
-            self.data.pending_deletes.entry(w).or_default().insert(b);
         }
         Applied::Done
     }

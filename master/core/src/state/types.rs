@@ -62,6 +62,22 @@ impl BlockInfo {
     pub fn copies(&self) -> impl Iterator<Item = WorkerId> + '_ {
         std::iter::once(self.worker).chain(self.replicas.iter().copied())
     }
+
+    /// Takes worker `w`'s copy out (the first replica becomes the owner when it was the
+    /// owner's); `false`, with nothing changed, when `w` holds none or it is the last copy.
+    pub fn remove_copy(&mut self, w: WorkerId) -> bool {
+        if self.replicas.is_empty() {
+            return false;
+        }
+        if self.worker == w {
+            self.worker = self.replicas.remove(0);
+            self.reported = false;
+            return true;
+        }
+        let Some(i) = self.replicas.iter().position(|&r| r == w) else { return false };
+        self.replicas.remove(i);
+        true
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]

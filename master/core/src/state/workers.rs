@@ -92,8 +92,7 @@ impl State {
             // store holds is read where the ring puts it now (a worker joined or left), which
             // filled it: the latest holder is its owner.
             let gone = |w: &WorkerId| self.data.workers.get(w).is_none_or(|o| !o.live || o.host == host);
-            let store_backed = self.data.ufs_files.contains_key(&info.file);
-            let slot = if store_backed { Some(0) } else { info.copies().position(|w| gone(&w)) };
+            let slot = if self.cv_only(info) { info.copies().position(|w| gone(&w)) } else { Some(0) };
             match (slot, self.data.blocks.get_mut(b)) {
                 (Some(0), Some(info)) if usize::from(info.shard) < shards => {
                     info.worker = worker_id;
@@ -160,11 +159,10 @@ impl State {
         let Some(info) = self.data.blocks.get_mut(&b) else { return };
         if info.worker == w {
             info.reported = false;
-            if cv_only && !info.replicas.is_empty() {
-                info.worker = info.replicas.remove(0);
-            }
-        } else if let Some(i) = info.replicas.iter().position(|&r| r == w) {
-            info.replicas.remove(i);
+        }
+        // A store-backed block has one copy, which stays recorded: it is filled again.
+        if cv_only {
+            info.remove_copy(w);
         }
     }
 
