@@ -134,9 +134,11 @@ fn kind_of(code: ErrorCode) -> ErrorKind {
         ErrorCode::InvalidArgument | ErrorCode::NotWritable => ErrorKind::InvalidArgument,
         ErrorCode::PermissionDenied | ErrorCode::Unauthenticated => ErrorKind::PermissionDenied,
         ErrorCode::Timeout => ErrorKind::Timeout,
-        ErrorCode::Unavailable | ErrorCode::NoWorkers | ErrorCode::WrongShard | ErrorCode::StaleVersion => {
-            ErrorKind::Unavailable
-        }
+        ErrorCode::Unavailable
+        | ErrorCode::NoWorkers
+        | ErrorCode::WrongShard
+        | ErrorCode::StaleVersion
+        | ErrorCode::NotLeader => ErrorKind::Unavailable,
         ErrorCode::Corrupt => ErrorKind::Corrupt,
         ErrorCode::NoSpace => ErrorKind::NoSpace,
         ErrorCode::VersionMismatch | ErrorCode::Malformed | ErrorCode::LimitExceeded => ErrorKind::Protocol,

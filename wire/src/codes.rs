@@ -87,6 +87,9 @@ error_codes! {
     /// The only copy of acknowledged bytes is gone (its worker was lost, its disk dropped the
     /// block): the message names the file and the block.
     DataLoss = 24, retry: false;
+    /// This master does not lead the masters' Raft group; the message names the leader's
+    /// address when it is known, and the client asks it in the same call.
+    NotLeader = 25, retry: true;
 }
 
 #[cfg(test)]

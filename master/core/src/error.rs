@@ -31,6 +31,9 @@ pub enum ErrorKind {
     UnsupportedVersion,
     /// Disk I/O failed while making state durable.
     Io,
+    /// Under Raft: this master does not lead (or has not yet applied what was committed before
+    /// its term); the leader, if one is known, answers.
+    NotLeader,
     /// An earlier journal failure left the master unable to promise durability; restart it.
     Poisoned,
 }
@@ -38,7 +41,7 @@ pub enum ErrorKind {
 impl ErrorKind {
     /// Whether the same request may succeed if retried later without change.
     pub fn retryable(self) -> bool {
-        matches!(self, ErrorKind::NoWorkers | ErrorKind::Io | ErrorKind::Changed)
+        matches!(self, ErrorKind::NoWorkers | ErrorKind::Io | ErrorKind::Changed | ErrorKind::NotLeader)
     }
 }
 

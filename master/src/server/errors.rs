@@ -26,6 +26,7 @@ pub fn code_of(kind: ErrorKind) -> ErrorCode {
         // Readable once its writer completes it: worth a bounded retry.
         ErrorKind::FileIncomplete => ErrorCode::Unavailable,
         ErrorKind::UnknownWorker => ErrorCode::NotFound,
+        ErrorKind::NotLeader => ErrorCode::NotLeader,
         // The master's own files: the client can do nothing but report it.
         ErrorKind::CorruptData | ErrorKind::UnsupportedVersion => ErrorCode::Internal,
         // A disk hiccup, or a journal that needs a restart: another master (or this one,

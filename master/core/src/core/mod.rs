@@ -14,11 +14,12 @@ mod replicas;
 mod workers;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::config::{Clock, MasterConfig};
 use crate::error::{Error, ErrorKind, Result};
-use crate::journal::{FileStorage, Journal, Storage, Ticket, WriterStats, encode_record, encode_snapshot};
+use crate::journal::{FileStorage, Journal, Log, Storage, Ticket, WriterStats, encode_record, encode_snapshot};
 use crate::path::CvPath;
 use crate::placement::Ring;
 use crate::state::{Applied, InodeId, Mutation, State, StateData};
@@ -89,7 +90,10 @@ impl Inner {
 pub struct MasterCore {
     inner: Mutex<Inner>,
     tails: Mutex<TailCache>,
-    journal: Journal,
+    journal: Box<dyn Log>,
+    /// Whether this core takes mutations and answers reads: always for one master; under
+    /// Raft only while this master leads and has applied everything committed before it.
+    leading: AtomicBool,
     config: MasterConfig,
     clock: Arc<dyn Clock>,
     recovery: RecoveryInfo,
@@ -138,26 +142,94 @@ impl MasterCore {
             replayed: rec.replayed,
             cut_bytes: rec.cut_bytes,
         };
-        let inner = Inner {
-            state: rec.state,
-            last_seq: rec.last_seq,
-            since_snapshot: rec.replayed,
-            ring: Ring::default(),
-            ring_epoch: u64::MAX,
-        };
+        let core = Self::build(config, rec.state, rec.last_seq, Box::new(journal), clock, recovery, true);
+        lock(&core.inner).since_snapshot = rec.replayed;
+        Ok(core)
+    }
+
+    /// A core over a replicated log: `state` at `last_seq` is what the log's snapshot holds,
+    /// the log applies what is committed after it ([`Self::apply_committed`]), and the core
+    /// takes mutations only once told it leads ([`Self::set_leading`]). It never snapshots
+    /// itself (the log does).
+    pub fn replicated(
+        mut config: MasterConfig,
+        state: State,
+        last_seq: u64,
+        log: Box<dyn Log>,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self> {
+        if config.block_size == 0 {
+            return Err(Error::new(ErrorKind::InvalidArgument, "block size must be > 0"));
+        }
+        config.snapshot_every = 0;
+        let recovery = RecoveryInfo { last_seq, snapshot_seq: last_seq, replayed: 0, cut_bytes: 0 };
+        Ok(Self::build(config, state, last_seq, log, clock, recovery, false))
+    }
+
+    fn build(
+        config: MasterConfig,
+        state: State,
+        last_seq: u64,
+        journal: Box<dyn Log>,
+        clock: Arc<dyn Clock>,
+        recovery: RecoveryInfo,
+        leading: bool,
+    ) -> Self {
+        let inner = Inner { state, last_seq, since_snapshot: 0, ring: Ring::default(), ring_epoch: u64::MAX };
         let started_ms = clock.now_ms();
         let writing = Mutex::new(inner.state.writing_files().map(|id| (id, started_ms)).collect());
-        Ok(Self {
+        Self {
             inner: Mutex::new(inner),
             tails: Mutex::new(TailCache::new(config.tail_budget_bytes)),
             journal,
+            leading: AtomicBool::new(leading),
             config,
             clock,
             recovery,
             started_ms,
             writing,
             copies: Mutex::new(replicas::Copies::default()),
-        })
+        }
+    }
+
+    /// Whether this core takes mutations and reads now.
+    pub fn is_leading(&self) -> bool {
+        self.leading.load(Ordering::Acquire)
+    }
+
+    /// Under Raft: this master now leads, and everything committed before its term is
+    /// applied (or it stopped leading). A new leader starts every write lease anew, as a
+    /// restart does, and forgets copy orders another leader gave.
+    pub fn set_leading(&self, leading: bool) {
+        let g = lock(&self.inner);
+        if leading && !self.leading.load(Ordering::Acquire) {
+            let now = self.clock.now_ms();
+            *lock(&self.writing) = g.state.writing_files().map(|id| (id, now)).collect();
+            *lock(&self.copies) = replicas::Copies::default();
+        }
+        self.leading.store(leading, Ordering::Release);
+    }
+
+    /// Under Raft, on a master that did not build it: a committed record, applied in order.
+    pub fn apply_committed(&self, seq: u64, m: &Mutation) -> Result<()> {
+        let mut g = lock(&self.inner);
+        if seq != g.last_seq + 1 {
+            return Err(Error::corrupt(format!("committed record seq {seq} follows seq {}", g.last_seq)));
+        }
+        g.state.apply(m).map_err(|e| {
+            Error::new(ErrorKind::CorruptData, format!("committed seq {seq} ({}) does not apply: {e}", m.name()))
+        })?;
+        g.last_seq = seq;
+        Ok(())
+    }
+
+    /// Under Raft: replaces the whole state (a snapshot installed, or a deposed leader going
+    /// back to what is committed, dropping what it applied that never was).
+    pub fn reset(&self, state: State, last_seq: u64) {
+        let mut g = lock(&self.inner);
+        g.state = state;
+        g.last_seq = last_seq;
+        g.ring_epoch = u64::MAX;
     }
 
     pub fn config(&self) -> &MasterConfig {
@@ -187,6 +259,9 @@ impl MasterCore {
     }
 
     fn healthy(&self) -> Result<()> {
+        if !self.leading.load(Ordering::Acquire) {
+            return Err(Error::new(ErrorKind::NotLeader, "this master does not lead"));
+        }
         if self.journal.is_failed() {
             return Err(Error::new(ErrorKind::Poisoned, "journal failed; restart the master"));
         }

@@ -169,3 +169,24 @@ fn decode_body(body: &[u8], seq: u64, version: u16) -> Result<Mutation> {
     }
     rkyv::from_bytes::<Mutation, RkyvError>(&aligned).map_err(bad)
 }
+
+/// Records laid end to end with no segment header (a replicated log entry's payload, which
+/// carries its own checksum too): every byte must belong to an intact record.
+pub fn decode_records(bytes: &[u8]) -> Result<Vec<(u64, Mutation)>> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < bytes.len() {
+        let Some(f) = frame_at(bytes, at) else {
+            return Err(Error::corrupt(format!("record at byte {at} of a {}-byte batch is damaged", bytes.len())));
+        };
+        if !(1..=RECORD_VERSION).contains(&f.version) {
+            return Err(Error::new(
+                ErrorKind::UnsupportedVersion,
+                format!("journal record version {} at seq {}", f.version, f.seq),
+            ));
+        }
+        out.push((f.seq, decode_body(f.body, f.seq, f.version)?));
+        at = f.end;
+    }
+    Ok(out)
+}

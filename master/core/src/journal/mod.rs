@@ -2,6 +2,7 @@
 //! snapshots bound recovery; recovery = snapshot + replay of the journal after it.
 
 mod format;
+mod log;
 mod mem;
 mod snapshot;
 mod storage;
@@ -9,9 +10,10 @@ mod ticket;
 mod writer;
 
 pub use format::{
-    HEADER_LEN, JOURNAL_FORMAT_VERSION, JOURNAL_MAGIC, MAX_RECORD, RECORD_VERSION, Scan, decode_header, encode_header,
-    encode_record, scan,
+    HEADER_LEN, JOURNAL_FORMAT_VERSION, JOURNAL_MAGIC, MAX_RECORD, RECORD_VERSION, Scan, decode_header, decode_records,
+    encode_header, encode_record, scan,
 };
+pub use log::Log;
 pub use mem::MemStorage;
 pub use snapshot::{SNAPSHOT_FORMAT_VERSION, SNAPSHOT_MAGIC, decode_snapshot, encode_snapshot};
 pub use storage::{FileStorage, Storage};

@@ -1,0 +1,136 @@
+//! The core over a replicated log (the seam `cv-master-raft` plugs into): a core that does not
+//! lead refuses work with `NotLeader`; the records a leading core hands its log, applied in
+//! order on another core, give the same state; a deposed leader resets to what is committed.
+
+use std::sync::{Arc, Mutex};
+
+use cv_master_core::config::ManualClock;
+use cv_master_core::journal::{Log, Ticket, WriterStats, decode_records};
+use cv_master_core::state::State;
+use cv_master_core::{ErrorKind, MasterConfig, MasterCore};
+
+/// Keeps every record it is handed, and calls each durable at once.
+#[derive(Debug, Default)]
+struct Captured {
+    bytes: Mutex<Vec<u8>>,
+    stats: WriterStats,
+}
+
+#[derive(Debug, Clone, Default)]
+struct CaptureLog(Arc<Captured>);
+
+impl std::ops::Deref for CaptureLog {
+    type Target = Captured;
+    fn deref(&self) -> &Captured {
+        &self.0
+    }
+}
+
+impl Log for CaptureLog {
+    fn append(&self, seq: u64, bytes: Vec<u8>) -> Ticket {
+        self.bytes.lock().unwrap().extend_from_slice(&bytes);
+        Ticket::Ready(seq)
+    }
+    fn wait_for(&self, seq: u64) -> Ticket {
+        Ticket::Ready(seq)
+    }
+    fn snapshot(&self, _seq: u64, _bytes: Vec<u8>) -> Ticket {
+        let (tx, rx) = flume::bounded(1);
+        let _ = tx.send(Err(cv_master_core::Error::new(ErrorKind::Unsupported, "the log snapshots itself")));
+        Ticket::Pending(rx)
+    }
+    fn is_failed(&self) -> bool {
+        false
+    }
+    fn stats(&self) -> &WriterStats {
+        &self.stats
+    }
+    fn shutdown(&self) {}
+}
+
+fn core(log: &CaptureLog) -> MasterCore {
+    let cfg = MasterConfig { block_size: 64 * 1024, ..MasterConfig::default() };
+    MasterCore::replicated(cfg, State::new(), 0, Box::new(log.clone()), Arc::new(ManualClock::new(1_000))).unwrap()
+}
+
+fn write_file(core: &MasterCore, path: &str, len: u64) -> u64 {
+    let c = core.create(path, false, 0o644).unwrap();
+    core.add_block(c.file_id).unwrap();
+    core.complete(c.file_id, len, vec![len], None).unwrap();
+    c.file_id
+}
+
+#[test]
+fn a_core_that_does_not_lead_refuses_reads_and_writes() {
+    let log = CaptureLog::default();
+    let c = core(&log);
+    let e = c.mkdir("/a", false).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotLeader);
+    assert!(e.kind().retryable());
+    assert_eq!(c.stat("/").unwrap_err().kind(), ErrorKind::NotLeader);
+    assert!(log.bytes.lock().unwrap().is_empty(), "a refused mutation reached the log");
+    c.set_leading(true);
+    c.mkdir("/a", false).unwrap();
+    c.set_leading(false);
+    assert_eq!(c.mkdir("/b", false).unwrap_err().kind(), ErrorKind::NotLeader);
+}
+
+#[test]
+fn records_applied_in_order_on_a_follower_give_the_leaders_state() {
+    let (llog, flog) = (CaptureLog::default(), CaptureLog::default());
+    let (leader, follower) = (core(&llog), core(&flog));
+    leader.set_leading(true);
+    leader.register_worker(None, "127.0.0.1", vec![9001, 9002], 1 << 30).unwrap();
+    leader.mkdir("/t", false).unwrap();
+    let id = write_file(&leader, "/t/a", 1000);
+    leader.rename("/t/a", "/t/b").unwrap();
+
+    let records = decode_records(&llog.bytes.lock().unwrap()).unwrap();
+    assert_eq!(records.len() as u64, leader.last_seq());
+    for (seq, m) in &records {
+        follower.apply_committed(*seq, m).unwrap();
+    }
+    assert_eq!(follower.state_data(), leader.state_data());
+    assert!(flog.bytes.lock().unwrap().is_empty(), "applying committed records journals nothing");
+
+    // The follower takes over: it answers from what it applied and goes on where it ended.
+    follower.set_leading(true);
+    assert_eq!(follower.open("/t/b").unwrap().file_id, id);
+    follower.mkdir("/u", false).unwrap();
+    let next = decode_records(&flog.bytes.lock().unwrap()).unwrap();
+    assert_eq!(next[0].0, records.len() as u64 + 1, "the new leader's first record follows the last committed");
+}
+
+#[test]
+fn a_gap_in_committed_records_is_refused_and_reset_drops_speculation() {
+    let (llog, flog) = (CaptureLog::default(), CaptureLog::default());
+    let (leader, follower) = (core(&llog), core(&flog));
+    leader.set_leading(true);
+    leader.mkdir("/a", false).unwrap();
+    leader.mkdir("/b", false).unwrap();
+    let records = decode_records(&llog.bytes.lock().unwrap()).unwrap();
+    let e = follower.apply_committed(records[1].0, &records[1].1).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::CorruptData);
+
+    // A deposed leader goes back to the committed state (here: only the first record).
+    let mut committed = State::new();
+    committed.apply(&records[0].1).unwrap();
+    leader.reset(committed, records[0].0);
+    assert_eq!(leader.last_seq(), 1);
+    assert!(leader.stat("/a").is_ok());
+    assert_eq!(leader.stat("/b").unwrap_err().kind(), ErrorKind::NotFound);
+}
+
+#[test]
+fn a_damaged_batch_is_refused_whole() {
+    let log = CaptureLog::default();
+    let c = core(&log);
+    c.set_leading(true);
+    c.mkdir("/a", false).unwrap();
+    c.mkdir("/b", false).unwrap();
+    let mut bytes = log.bytes.lock().unwrap().clone();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    assert_eq!(decode_records(&bytes).unwrap_err().kind(), ErrorKind::CorruptData);
+    assert_eq!(decode_records(&bytes[..bytes.len() - 3]).unwrap_err().kind(), ErrorKind::CorruptData);
+}
