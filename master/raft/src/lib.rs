@@ -1,7 +1,9 @@
 //! The masters' Raft group (master/HA.md): openraft 0.9 over the core's journal records.
-//! Built so far: the type config and the bytes of the log and vote files (`codec`).
+//! Built so far: the type config, the bytes of the log and vote files (`codec`) and the
+//! durable log store on them (`log_store`).
 
 pub mod codec;
+pub mod log_store;
 
 use std::io::Cursor;
 
