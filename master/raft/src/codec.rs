@@ -9,6 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use cv_master_core::journal::frame_crc;
 use openraft::{BasicNode, CommittedLeaderId, EntryPayload, Membership};
 
 use crate::{Batch, Entry, LogId, Vote};
@@ -158,13 +159,6 @@ pub fn encode_entry(e: &Entry) -> Result<Vec<u8>, CodecError> {
     Ok(out)
 }
 
-fn frame_crc(len: &[u8], rest: &[u8]) -> u32 {
-    let mut h = crc32fast::Hasher::new();
-    h.update(len);
-    h.update(rest);
-    h.finalize()
-}
-
 /// The entry framed at `at` and where it ends; `None` if cut short or its checksum fails.
 fn frame_at(b: &[u8], at: usize) -> Option<(Result<Entry, CodecError>, usize)> {
     let len = u32_at(b.get(at..at + 4)?, 0) as usize;
@@ -179,7 +173,7 @@ fn frame_at(b: &[u8], at: usize) -> Option<(Result<Entry, CodecError>, usize)> {
     let payload = &body[32..];
     let payload = match body[24] {
         0 => Ok(EntryPayload::Blank),
-        1 => Ok(EntryPayload::Normal(Batch(payload.to_vec()))),
+        1 => Ok(EntryPayload::Normal(Batch(payload.into()))),
         2 => decode_membership(payload).map(EntryPayload::Membership),
         k => Err(bad(format!("raft entry {} has unknown kind {k}", id.index))),
     };

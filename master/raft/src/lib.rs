@@ -6,10 +6,13 @@ pub mod codec;
 pub mod log_store;
 
 use std::io::Cursor;
+use std::sync::Arc;
 
 /// One entry's payload: journal records laid end to end (`journal::encode_record` frames).
+/// Shared, not owned: the log store hands out the same entry once per follower it replicates
+/// to, and a clone must not copy the records.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Batch(pub Vec<u8>);
+pub struct Batch(pub Arc<[u8]>);
 
 openraft::declare_raft_types!(
     /// cv's Raft types: u64 node ids, nodes named by their QUIC address.

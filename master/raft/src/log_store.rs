@@ -13,7 +13,7 @@ use cv_master_core::journal::{FileStorage, Storage};
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{RaftLogReader, StorageError, StorageIOError};
 
-use crate::codec::{decode_vote, encode_entry, encode_header, encode_vote, scan};
+use crate::codec::{HEADER_LEN, decode_vote, encode_entry, encode_header, encode_vote, scan};
 use crate::{Entry, LogId, TypeConfig, Vote};
 
 #[derive(Debug)]
@@ -25,6 +25,9 @@ struct Inner {
     /// index → (byte offset in the file, entry).
     entries: BTreeMap<u64, (u64, Entry)>,
     len: u64,
+    /// A write failed and what reached the file could not be cut again: refuse all writes
+    /// (openraft stops the node on a storage error; a restart reopens and cuts the tail).
+    failed: bool,
 }
 
 /// The log store; clones share it (the reader openraft asks for is a clone).
@@ -60,7 +63,7 @@ impl FileLog {
             let entries = s.entries.into_iter().map(|(at, e)| (e.log_id.index, (at as u64, e))).collect();
             (s.purged, entries, s.valid_len as u64)
         };
-        Ok(Self(Arc::new(Mutex::new(Inner { log, vote_file, vote, purged, entries, len }))))
+        Ok(Self(Arc::new(Mutex::new(Inner { log, vote_file, vote, purged, entries, len, failed: false }))))
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -70,6 +73,9 @@ impl FileLog {
     /// Appends `entries` with one write and one fdatasync; they are durable when this returns.
     pub fn write(&self, entries: impl IntoIterator<Item = Entry>) -> std::io::Result<()> {
         let mut g = self.lock();
+        if g.failed {
+            return Err(std::io::Error::other("an earlier raft log write failed"));
+        }
         let mut buf = Vec::new();
         let mut placed = Vec::new();
         for e in entries {
@@ -81,7 +87,7 @@ impl FileLog {
         let r = g.log.append(&buf).and_then(|()| g.log.sync());
         if let Err(e) = r {
             // What did reach the file is cut again, so the file never holds a partial batch.
-            drop(g.log.truncate(len));
+            g.failed = g.log.truncate(len).is_err();
             return Err(e);
         }
         g.len += buf.len() as u64;
@@ -158,17 +164,27 @@ impl RaftLogStorage<TypeConfig> for FileLog {
     async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError<u64>> {
         let mut g = self.lock();
         let kept = g.entries.split_off(&(log_id.index + 1));
+        g.entries = kept;
+        g.purged = Some(log_id);
+        // openraft's purge point moves one entry per commit for a while after a snapshot, so
+        // the file is rewritten only once its purged prefix is at least as large as what is
+        // kept (amortized O(1) per entry). Until then a reopen finds the older purged id and
+        // a few more entries, all committed and covered by the snapshot: harmless.
+        let kept_from = g.entries.values().next().map_or(g.len, |(at, _)| *at);
+        if kept_from - (HEADER_LEN as u64) < g.len - kept_from {
+            return Ok(());
+        }
         let mut bytes = encode_header(Some(&log_id));
-        let mut entries = BTreeMap::new();
-        for (index, (_, e)) in kept {
-            let at = bytes.len() as u64;
-            bytes.extend(encode_entry(&e).map_err(io_err)?);
-            entries.insert(index, (at, e));
+        let mut offsets = Vec::with_capacity(g.entries.len());
+        for (_, e) in g.entries.values() {
+            offsets.push(bytes.len() as u64);
+            bytes.extend(encode_entry(e).map_err(io_err)?);
         }
         g.log.replace(&bytes).map_err(io_err)?;
         g.len = bytes.len() as u64;
-        g.entries = entries;
-        g.purged = Some(log_id);
+        for ((at, _), new_at) in g.entries.values_mut().zip(offsets) {
+            *at = new_at;
+        }
         Ok(())
     }
 }

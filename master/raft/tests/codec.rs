@@ -18,7 +18,7 @@ fn entries() -> Vec<Entry> {
     vec![
         Entry { log_id: id(1, 1, 5), payload: EntryPayload::Blank },
         Entry { log_id: id(1, 1, 6), payload: EntryPayload::Membership(m) },
-        Entry { log_id: id(2, 2, 7), payload: EntryPayload::Normal(Batch(vec![7; 300])) },
+        Entry { log_id: id(2, 2, 7), payload: EntryPayload::Normal(Batch(vec![7; 300].into())) },
     ]
 }
 

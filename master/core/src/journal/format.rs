@@ -66,12 +66,14 @@ pub fn encode_record(seq: u64, m: &Mutation) -> Result<Vec<u8>> {
     out.extend_from_slice(&RECORD_VERSION.to_le_bytes());
     out.extend_from_slice(&[0; 2]);
     out.extend_from_slice(&body);
-    let crc = record_crc(&out[0..4], &out[FRAME_LEN..]);
+    let crc = frame_crc(&out[0..4], &out[FRAME_LEN..]);
     out[4..8].copy_from_slice(&crc.to_le_bytes());
     Ok(out)
 }
 
-fn record_crc(len: &[u8], payload: &[u8]) -> u32 {
+/// The checksum of a `len u32 | crc32 u32 | payload` frame: over the length bytes and the
+/// payload. The Raft log's frames (`cv-master-raft`) use the same rule.
+pub fn frame_crc(len: &[u8], payload: &[u8]) -> u32 {
     let mut h = crc32fast::Hasher::new();
     h.update(len);
     h.update(payload);
@@ -94,7 +96,7 @@ fn frame_at(bytes: &[u8], at: usize) -> Option<Framed<'_>> {
     }
     let crc = u32::from_le_bytes(bytes.get(at + 4..at + 8)?.try_into().ok()?);
     let payload = bytes.get(at + FRAME_LEN..at + FRAME_LEN + len)?;
-    if crc != record_crc(&bytes[at..at + 4], payload) {
+    if crc != frame_crc(&bytes[at..at + 4], payload) {
         return None;
     }
     Some(Framed {

@@ -11,7 +11,7 @@ mod writer;
 
 pub use format::{
     HEADER_LEN, JOURNAL_FORMAT_VERSION, JOURNAL_MAGIC, MAX_RECORD, RECORD_VERSION, Scan, decode_header, decode_records,
-    encode_header, encode_record, scan,
+    encode_header, encode_record, frame_crc, scan,
 };
 pub use log::Log;
 pub use mem::MemStorage;
