@@ -37,7 +37,7 @@ fn bad(msg: impl Into<String>) -> CodecError {
     CodecError(msg.into())
 }
 
-fn put_log_id(out: &mut Vec<u8>, id: Option<&LogId>) {
+pub(crate) fn put_log_id(out: &mut Vec<u8>, id: Option<&LogId>) {
     out.extend_from_slice(&u32::from(id.is_some()).to_le_bytes());
     let (t, n, i) = id.map_or((0, 0, 0), |l| (l.leader_id.term, l.leader_id.node_id, l.index));
     for v in [t, n, i] {
@@ -45,15 +45,15 @@ fn put_log_id(out: &mut Vec<u8>, id: Option<&LogId>) {
     }
 }
 
-fn u64_at(b: &[u8], at: usize) -> u64 {
+pub(crate) fn u64_at(b: &[u8], at: usize) -> u64 {
     b.get(at..at + 8).and_then(|s| s.try_into().ok()).map_or(0, u64::from_le_bytes)
 }
 
-fn u32_at(b: &[u8], at: usize) -> u32 {
+pub(crate) fn u32_at(b: &[u8], at: usize) -> u32 {
     b.get(at..at + 4).and_then(|s| s.try_into().ok()).map_or(0, u32::from_le_bytes)
 }
 
-fn log_id(term: u64, node: u64, index: u64) -> LogId {
+pub(crate) fn log_id(term: u64, node: u64, index: u64) -> LogId {
     LogId::new(CommittedLeaderId::new(term, node), index)
 }
 
@@ -84,7 +84,7 @@ pub fn decode_header(b: &[u8]) -> Result<Option<LogId>, CodecError> {
     Ok((u32_at(h, 12) == 1).then(|| log_id(u64_at(h, 16), u64_at(h, 24), u64_at(h, 32))))
 }
 
-fn encode_membership(m: &Membership<u64, BasicNode>) -> Vec<u8> {
+pub(crate) fn encode_membership(m: &Membership<u64, BasicNode>) -> Vec<u8> {
     let mut out = Vec::new();
     let configs = m.get_joint_config();
     out.extend_from_slice(&(configs.len() as u32).to_le_bytes());
@@ -104,7 +104,7 @@ fn encode_membership(m: &Membership<u64, BasicNode>) -> Vec<u8> {
     out
 }
 
-fn decode_membership(b: &[u8]) -> Result<Membership<u64, BasicNode>, CodecError> {
+pub(crate) fn decode_membership(b: &[u8]) -> Result<Membership<u64, BasicNode>, CodecError> {
     let short = || bad("membership entry cut short");
     let mut at = 0;
     let mut take = |n: usize| -> Result<&[u8], CodecError> {

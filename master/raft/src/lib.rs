@@ -1,16 +1,27 @@
 //! The masters' Raft group (master/HA.md): openraft 0.9 over the core's journal records.
-//! Built so far: the type config, the bytes of the log and vote files (`codec`) and the
-//! durable log store on them (`log_store`).
+//! `RaftMaster` runs one master: its core is the state machine (`machine`), its records reach
+//! the log through `raft_log`, the log and vote live in `log_store` (bytes in `codec`), the
+//! snapshot in `snapshot`. The network between masters is injected.
 
+mod batch;
 pub mod codec;
 pub mod log_store;
+mod machine;
+mod node;
+mod raft_log;
+mod shared;
+pub mod snapshot;
 
 use std::io::Cursor;
 use std::sync::Arc;
 
-/// One entry's payload: journal records laid end to end (`journal::encode_record` frames).
-/// Shared, not owned: the log store hands out the same entry once per follower it replicates
-/// to, and a clone must not copy the records.
+pub use node::{RaftMaster, RaftOptions, ReadMode};
+pub use openraft;
+
+/// One entry's payload (`batch.rs`): the leadership its records were built under, then journal
+/// records laid end to end (`journal::encode_record` frames). Shared, not owned: the log store
+/// hands out the same entry once per follower it replicates to, and a clone must not copy the
+/// records.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Batch(pub Arc<[u8]>);
 

@@ -82,3 +82,30 @@ fn votes_round_trip_and_damage_is_refused() {
     d[14] ^= 1;
     assert!(decode_vote(&d).is_err());
 }
+
+#[test]
+fn snapshot_file_round_trips_and_refuses_damage() {
+    use cv_master_raft::openraft::{BasicNode, Membership, SnapshotMeta, StoredMembership};
+    use cv_master_raft::snapshot;
+    let mut state = cv_master_core::state::State::new();
+    let m = cv_master_core::state::Mutation::Mkdir { path: "/d".into(), parents: false, mode: 0o755, mtime: 1 };
+    state.apply(&m).unwrap();
+    let nodes: std::collections::BTreeMap<u64, BasicNode> =
+        [(1, BasicNode::new("a:1")), (2, BasicNode::new("b:2"))].into();
+    let membership = Membership::new(vec![[1, 2].into_iter().collect()], nodes);
+    let last = Some(id(3, 1, 40));
+    let meta = SnapshotMeta {
+        snapshot_id: snapshot::snapshot_id(last.as_ref()),
+        last_log_id: last,
+        last_membership: StoredMembership::new(Some(id(1, 1, 0)), membership),
+    };
+    let bytes = snapshot::encode(&meta, 7, state.data()).unwrap();
+    let (got, seq, data) = snapshot::decode(&bytes).unwrap();
+    assert_eq!((got, seq, &data), (meta, 7, state.data()));
+    for at in [0, 9, 20, bytes.len() - 1] {
+        let mut bad = bytes.clone();
+        bad[at] ^= 0x40;
+        assert!(snapshot::decode(&bad).is_err(), "a flipped byte at {at} was accepted");
+    }
+    assert!(snapshot::decode(&bytes[..bytes.len() - 3]).is_err(), "a cut snapshot was accepted");
+}

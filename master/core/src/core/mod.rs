@@ -150,7 +150,8 @@ impl MasterCore {
     /// A core over a replicated log: `state` at `last_seq` is what the log's snapshot holds,
     /// the log applies what is committed after it ([`Self::apply_committed`]), and the core
     /// takes mutations only once told it leads ([`Self::set_leading`]). It never snapshots
-    /// itself (the log does).
+    /// itself (the log does), and every read waits on the log (`Log::wait_for`), which is
+    /// where a replicated log proves this master still leads.
     pub fn replicated(
         mut config: MasterConfig,
         state: State,
@@ -162,6 +163,7 @@ impl MasterCore {
             return Err(Error::new(ErrorKind::InvalidArgument, "block size must be > 0"));
         }
         config.snapshot_every = 0;
+        config.read_waits_for_durability = true;
         let recovery = RecoveryInfo { last_seq, snapshot_seq: last_seq, replayed: 0, cut_bytes: 0 };
         Ok(Self::build(config, state, last_seq, log, clock, recovery, false))
     }

@@ -1,0 +1,250 @@
+//! One master of a replicated group: its core, its Raft node, and the tasks that tie them
+//! (records into entries, leadership into `set_leading`, quorum rounds into read proofs).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use cv_master_core::config::Clock;
+use cv_master_core::journal::{FileStorage, Storage};
+use cv_master_core::state::State;
+use cv_master_core::{Error, ErrorKind, MasterConfig, MasterCore, Result};
+use openraft::{BasicNode, Raft, RaftNetworkFactory, ServerState, SnapshotPolicy, StoredMembership};
+use tokio::task::JoinHandle;
+
+use crate::TypeConfig;
+use crate::log_store::FileLog;
+use crate::machine::{Applied, Machine, Node, Stored};
+use crate::raft_log::{RaftLog, submit};
+pub use crate::shared::ReadMode;
+use crate::shared::{Shared, lock};
+use crate::snapshot;
+
+/// How one master takes part in the group.
+#[derive(Debug, Clone)]
+pub struct RaftOptions {
+    pub node_id: u64,
+    /// Where `raft-log`, `raft-vote` and `raft-snapshot` live.
+    pub dir: PathBuf,
+    pub heartbeat: Duration,
+    pub election_min: Duration,
+    pub election_max: Duration,
+    pub read_mode: ReadMode,
+    /// A snapshot is built once this many entries were applied since the last one.
+    pub snapshot_every: u64,
+    /// Bytes per snapshot chunk sent to a follower.
+    pub snapshot_chunk: u64,
+}
+
+impl RaftOptions {
+    /// Defaults: a dead leader is replaced in under about a second (heartbeat 100 ms,
+    /// election timeout 400–800 ms).
+    pub fn new(node_id: u64, dir: PathBuf) -> Self {
+        Self {
+            node_id,
+            dir,
+            heartbeat: Duration::from_millis(100),
+            election_min: Duration::from_millis(400),
+            election_max: Duration::from_millis(800),
+            read_mode: ReadMode::Lease,
+            snapshot_every: 20_000,
+            snapshot_chunk: 4 << 20,
+        }
+    }
+
+    fn raft_config(&self) -> Result<openraft::Config> {
+        let ms = |d: Duration| d.as_millis() as u64;
+        openraft::Config {
+            cluster_name: "cv-masters".into(),
+            heartbeat_interval: ms(self.heartbeat),
+            election_timeout_min: ms(self.election_min),
+            election_timeout_max: ms(self.election_max),
+            snapshot_policy: SnapshotPolicy::LogsSinceLast(self.snapshot_every.max(1)),
+            snapshot_max_chunk_size: self.snapshot_chunk.max(64 << 10),
+            max_in_snapshot_log_to_keep: 1000,
+            ..Default::default()
+        }
+        .validate()
+        .map_err(|e| Error::new(ErrorKind::InvalidArgument, format!("raft timeouts: {e}")))
+    }
+}
+
+/// A running master of a Raft group. Serve requests through [`Self::core`]; Raft's own RPCs go
+/// to [`Self::raft`].
+pub struct RaftMaster {
+    core: Arc<MasterCore>,
+    raft: Raft<TypeConfig>,
+    node: Arc<Node>,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for RaftMaster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RaftMaster").field("node", &self.node.shared.me).finish()
+    }
+}
+
+fn io(what: &str, dir: &std::path::Path, e: &dyn std::fmt::Display) -> Error {
+    Error::new(ErrorKind::Io, format!("{what} in {}: {e}", dir.display()))
+}
+
+impl RaftMaster {
+    /// Opens this master's Raft files (the snapshot, then the log) and starts its node. A
+    /// fresh directory is a node with no log that waits to be made a member (or
+    /// [`Self::initialize`]d).
+    pub async fn start<N: RaftNetworkFactory<TypeConfig>>(
+        opts: RaftOptions,
+        config: MasterConfig,
+        clock: Arc<dyn Clock>,
+        network: N,
+    ) -> Result<Self> {
+        let raft_config = Arc::new(opts.raft_config()?);
+        let dir = opts.dir.clone();
+        let log = FileLog::open(&dir).map_err(|e| io("opening the raft log", &dir, &e))?;
+        let mut snapshot_file = FileStorage::new(dir.join("raft-snapshot"));
+        let bytes = snapshot_file.read_all().map_err(|e| io("reading the raft snapshot", &dir, &e))?;
+        let (state, seq, current, applied) = if bytes.is_empty() {
+            (State::new(), 0, None, Applied { last: None, membership: StoredMembership::default() })
+        } else {
+            let (meta, seq, data) = snapshot::decode(&bytes)
+                .map_err(|e| Error::new(ErrorKind::CorruptData, format!("raft snapshot in {}: {e}", dir.display())))?;
+            let applied = Applied { last: meta.last_log_id, membership: meta.last_membership.clone() };
+            (State::from_data(data), seq, Some(Stored { meta, file: Arc::new(bytes) }), applied)
+        };
+        let shared = Arc::new(Shared::new(opts.node_id, opts.read_mode, opts.election_min, seq));
+        let (raft_log, queue) = RaftLog::new(shared.clone());
+        let core = Arc::new(MasterCore::replicated(config, state, seq, Box::new(raft_log), clock)?);
+        let node = Arc::new(Node {
+            shared: shared.clone(),
+            core: core.clone(),
+            log: log.clone(),
+            current: Mutex::new(current),
+            applied: Mutex::new(applied),
+            snapshot_file: Mutex::new(snapshot_file),
+        });
+        let raft = Raft::new(opts.node_id, raft_config, network, log, Machine(node.clone()))
+            .await
+            .map_err(|e| Error::new(ErrorKind::Io, format!("starting raft node {}: {e}", opts.node_id)))?;
+        let tasks = vec![
+            tokio::spawn(submit(raft.clone(), shared.clone(), queue)),
+            tokio::spawn(watch_leadership(raft.clone(), node.clone())),
+            tokio::spawn(prove_leadership(raft.clone(), node.clone(), opts.heartbeat, opts.election_max)),
+        ];
+        tracing::info!(node = opts.node_id, seq, dir = %dir.display(), "raft master started");
+        Ok(Self { core, raft, node, tasks: Mutex::new(tasks) })
+    }
+
+    pub fn core(&self) -> &Arc<MasterCore> {
+        &self.core
+    }
+
+    pub fn raft(&self) -> &Raft<TypeConfig> {
+        &self.raft
+    }
+
+    pub fn node_id(&self) -> u64 {
+        self.node.shared.me
+    }
+
+    /// The leader the metrics name, with its address.
+    pub fn leader(&self) -> Option<(u64, String)> {
+        self.node.shared.glue().leader.clone()
+    }
+
+    /// Whether this master takes mutations now.
+    pub fn is_leading(&self) -> bool {
+        self.core.is_leading()
+    }
+
+    /// Makes a new group of `members` (only on a pristine node; an initialized one refuses).
+    pub async fn initialize(&self, members: BTreeMap<u64, BasicNode>) -> Result<()> {
+        self.raft
+            .initialize(members)
+            .await
+            .map_err(|e| Error::new(ErrorKind::InvalidArgument, format!("initializing raft group: {e}")))
+    }
+
+    /// Stops the tasks and the Raft node.
+    pub async fn shutdown(&self) {
+        for t in lock(&self.tasks).drain(..) {
+            t.abort();
+        }
+        if let Err(e) = self.raft.shutdown().await {
+            tracing::warn!(node = self.node.shared.me, error = %e, "raft shutdown");
+        }
+        self.core.set_leading(false);
+    }
+}
+
+/// Follows the metrics: records which term this node leads (the core starts leading once its
+/// Blank entry is applied, `Node::maybe_lead`), stops the core the moment it does not.
+async fn watch_leadership(raft: Raft<TypeConfig>, node: Arc<Node>) {
+    let mut rx = raft.metrics();
+    loop {
+        let m = rx.borrow_and_update().clone();
+        let me = node.shared.me;
+        let leads = m.state == ServerState::Leader && m.current_leader == Some(me);
+        let leader = m
+            .current_leader
+            .and_then(|id| m.membership_config.membership().get_node(&id).map(|n| (id, n.addr.clone())));
+        {
+            let _t = lock(&node.shared.transition);
+            node.shared.glue().leader = leader;
+            if leads {
+                node.shared.glue().leader_of = Some(m.current_term);
+                if let Err(e) = node.maybe_lead() {
+                    tracing::error!(node = me, error = %e, "cannot take the lead");
+                }
+            } else {
+                let was = node.shared.glue().leader_of.take().is_some();
+                if was || node.core.is_leading() {
+                    node.core.set_leading(false);
+                    crate::shared::Shared::deposed(&mut node.shared.glue());
+                    tracing::info!(node = me, term = m.current_term, leader = ?m.current_leader, "master stopped leading");
+                }
+            }
+        }
+        if m.running_state.is_err() {
+            node.shared.failed.store(true, std::sync::atomic::Ordering::Release);
+        }
+        if rx.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Proves leadership to reads by quorum rounds: every heartbeat interval (the lease), or
+/// whenever reads wait (ReadIndex). A leader whose round fails once its lease is over stops
+/// taking work (openraft 0.9 keeps a leader cut off from the majority a leader until it hears
+/// a higher term); a later round that succeeds gives it back.
+async fn prove_leadership(raft: Raft<TypeConfig>, node: Arc<Node>, every: Duration, round_timeout: Duration) {
+    loop {
+        match node.shared.read_mode {
+            ReadMode::Lease => tokio::time::sleep(every).await,
+            ReadMode::ReadIndex => {
+                if !node.shared.reads_waiting() {
+                    let _ = tokio::time::timeout(every, node.shared.round_wanted.notified()).await;
+                }
+            }
+        }
+        if node.shared.glue().leader_of.is_none() {
+            continue;
+        }
+        let since = Instant::now();
+        let ok = matches!(tokio::time::timeout(round_timeout, raft.get_read_log_id()).await, Ok(Ok(_)));
+        let _t = lock(&node.shared.transition);
+        if ok {
+            node.shared.confirmed(since);
+            if !node.core.is_leading()
+                && let Err(e) = node.maybe_lead()
+            {
+                tracing::error!(node = node.shared.me, error = %e, "cannot take the lead back");
+            }
+        } else if node.core.is_leading() && !node.shared.lease_valid() {
+            node.core.set_leading(false);
+            crate::shared::Shared::deposed(&mut node.shared.glue());
+            tracing::warn!(node = node.shared.me, "leader cut off from a majority: stops taking work");
+        }
+    }
+}

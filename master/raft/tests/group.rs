@@ -1,0 +1,162 @@
+//! Three real masters (openraft, files on disk) over an in-memory network with loss, delay,
+//! partitions and crashes: every acknowledged mutation survives, and the masters end with
+//! equal state.
+
+mod common;
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use common::{Group, mkdir};
+use cv_master_core::ErrorKind;
+
+const T: Duration = Duration::from_secs(10);
+
+/// Every master holds the same state and every path in `acked` is in it (read on the leader,
+/// the only master that answers reads).
+async fn holds_all(group: &Group, acked: &[String]) {
+    let _ = group.converged(T).await;
+    let leader = group.leader(T).await;
+    let core = group.core(leader);
+    for p in acked {
+        let path = cv_master_core::CvPath::parse(p).unwrap();
+        let r = match core.begin_stat(&path) {
+            Ok(pending) => pending.wait_async().await,
+            Err(e) => Err(e),
+        };
+        r.unwrap_or_else(|e| panic!("acknowledged {p} is missing: {e}"));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_masters_agree_and_refuse_work_off_the_leader() {
+    let g = Group::new(3, 1, 10_000).await;
+    let leader = g.leader(T).await;
+    let mut acked = Vec::new();
+    for i in 0..50 {
+        let p = format!("/d{i}");
+        assert!(mkdir(&g, &p, T).await);
+        acked.push(p);
+    }
+    let _ = g.converged(T).await;
+    for &id in &g.ids {
+        if id != leader {
+            let e = g.core(id).begin_mkdir(&cv_master_core::CvPath::parse("/x").unwrap(), true).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::NotLeader, "a follower takes a mutation");
+            let e = g.core(id).begin_stat(&cv_master_core::CvPath::parse("/d1").unwrap()).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::NotLeader, "a follower answers a read");
+        }
+    }
+    holds_all(&g, &acked).await;
+    for m in g.masters.values() {
+        m.shutdown().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_leader_loses_nothing_acknowledged_and_catches_up() {
+    let mut g = Group::new(3, 2, 10_000).await;
+    let mut acked = Vec::new();
+    for round in 0..3 {
+        let leader = g.leader(T).await;
+        // A storm of mkdirs from concurrent tasks, with the leader killed in the middle.
+        let mut batch = Vec::new();
+        for i in 0..40 {
+            batch.push(format!("/r{round}/d{i}"));
+        }
+        let (first, second) = batch.split_at(20);
+        acked.extend(storm(&g, first).await);
+        g.kill(leader).await;
+        acked.extend(storm(&g, second).await);
+        g.start(leader).await;
+    }
+    holds_all(&g, &acked).await;
+    for m in g.masters.values() {
+        m.shutdown().await;
+    }
+}
+
+async fn storm(g: &Group, paths: &[String]) -> Vec<String> {
+    let mut acked = Vec::new();
+    let results =
+        futures::future::join_all(paths.iter().map(|p| async move { (p.clone(), mkdir(g, p, T).await) })).await;
+    for (p, ok) in results {
+        assert!(ok, "{p} was never acknowledged");
+        acked.push(p);
+    }
+    acked
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_cut_off_stops_taking_work_and_rejoins_behind_the_new_one() {
+    let g = Group::new(3, 3, 10_000).await;
+    let old = g.leader(T).await;
+    assert!(mkdir(&g, "/before", T).await);
+    g.router.isolate(old, true);
+    // The cut-off leader's writes never become acknowledged there; it stops taking work
+    // once its lease is over.
+    let p = cv_master_core::CvPath::parse("/lost").unwrap();
+    let core = g.core(old);
+    let pending = core.begin_mkdir(&p, true);
+    let deadline = std::time::Instant::now() + T;
+    while g.core(old).is_leading() {
+        assert!(std::time::Instant::now() < deadline, "the cut-off leader still leads");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let e = core.begin_stat(&cv_master_core::CvPath::parse("/before").unwrap()).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotLeader, "a cut-off master serves a read past its lease");
+    let new = g.leader(T).await;
+    assert_ne!(new, old);
+    let mut acked = vec!["/before".to_string()];
+    for i in 0..20 {
+        let p = format!("/after{i}");
+        let c = g.core(new);
+        c.begin_mkdir(&cv_master_core::CvPath::parse(&p).unwrap(), true).unwrap().wait_async().await.unwrap();
+        acked.push(p);
+    }
+    g.router.isolate(old, false);
+    if let Ok(pending) = pending {
+        // Its own write is refused (truncated by the new leader) or, if the majority had
+        // received it before the cut, committed: either way it resolves.
+        let r = tokio::time::timeout(T, pending.wait_async()).await.expect("the cut-off write never resolves");
+        if r.is_ok() {
+            acked.push("/lost".into());
+        }
+    }
+    holds_all(&g, &acked).await;
+    for m in g.masters.values() {
+        m.shutdown().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lossy_network_and_snapshots_keep_every_acknowledged_mutation() {
+    let mut g = Group::new(3, 4, 40).await;
+    g.router.loss.store(50, Ordering::Relaxed);
+    let mut acked = Vec::new();
+    for i in 0..150 {
+        let p = format!("/l{i}");
+        if mkdir(&g, &p, T).await {
+            acked.push(p);
+        }
+    }
+    assert!(acked.len() > 100, "only {} of 150 acknowledged at 5 % loss", acked.len());
+    // A follower that lost its disk comes back empty and is brought up by a snapshot.
+    let leader = g.leader(T).await;
+    let victim = *g.ids.iter().find(|&&id| id != leader).unwrap();
+    g.kill(victim).await;
+    std::fs::remove_dir_all(g.dir(victim)).unwrap();
+    g.start(victim).await;
+    for i in 0..30 {
+        let p = format!("/m{i}");
+        if mkdir(&g, &p, T).await {
+            acked.push(p);
+        }
+    }
+    g.router.loss.store(0, Ordering::Relaxed);
+    holds_all(&g, &acked).await;
+    assert!(g.dir(victim).join("raft-snapshot").exists(), "the wiped follower was not sent a snapshot");
+    for m in g.masters.values() {
+        m.shutdown().await;
+    }
+}
