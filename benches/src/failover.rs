@@ -214,6 +214,8 @@ pub struct MasterCrashOptions {
     pub after: Duration,
     /// The master's write lease (half-written files of writers that gave up are removed after it).
     pub write_lease: Duration,
+    /// Masters: 1, or a Raft group of 3 or 5 (master/HA.md), whose leader is the one killed.
+    pub masters: usize,
 }
 
 impl MasterCrashOptions {
@@ -228,6 +230,7 @@ impl MasterCrashOptions {
             down: Duration::from_secs(3),
             after: Duration::from_secs(10),
             write_lease: Duration::from_secs(5),
+            masters: 1,
         }
     }
 }
@@ -256,6 +259,10 @@ pub struct MasterCrashReport {
     pub unfinished_after_lease: u64,
     /// Put latency before the kill and across it.
     pub latency: Vec<Latency>,
+    /// Masters in the run (a Raft group's leader was the one killed).
+    pub masters: usize,
+    /// From the kill to the end of the first acknowledged put that started after it.
+    pub first_ack_after_kill_ms: Option<f64>,
 }
 
 /// Prints the master-crash report (or JSON).
@@ -264,7 +271,12 @@ pub fn print_master_crash(r: &MasterCrashReport, json: bool) {
         println!("{}", serde_json::to_string_pretty(r).unwrap_or_default());
         return;
     }
-    print_latency_table("put latency, kill -9 of the master during a put storm (same run)", &r.latency);
+    let who = if r.masters > 1 { format!("the leader of {} masters", r.masters) } else { "the master".into() };
+    print_latency_table(&format!("put latency, kill -9 of {who} during a put storm (same run)"), &r.latency);
+    match r.first_ack_after_kill_ms {
+        Some(ms) => println!("first put acknowledged after {ms:.0} ms from the kill (started after it)"),
+        None => println!("first put acknowledged after (none started after the kill succeeded)"),
+    }
     println!("acknowledged puts            {}", r.acknowledged);
     println!("acknowledged and lost        {}", r.acknowledged_lost);
     println!("failed puts                  {}", r.failed);

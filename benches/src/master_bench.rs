@@ -1,5 +1,7 @@
-//! The master over QUIC on loopback, in-process: the server on its own one-thread tokio
-//! runtime, the load on the calling thread, the journal on a real file with fsync on.
+//! The master over QUIC on loopback, in-process: the server on its own tokio runtime, the load
+//! on the calling thread, the journal on a real file with fsync on. With `masters > 1` a Raft
+//! group of that many masters on the same runtime, disk and loopback (master/HA.md): every
+//! mutation is fsynced by a majority of them before it is answered, on one shared device.
 //!
 //! - [`run_open`]: open latency (tail in the reply) next to a null RPC (Ping) on the same
 //!   connection, interleaved, on files created beforehand with a small Parquet-shaped tail.
@@ -8,7 +10,7 @@
 //!   (1/fdatasync is what a mutation would cost without group commit).
 
 use crate::report::{Latency, histogram};
-use cv_master::server::{MasterServer, ServerConfig};
+use cv_master::server::{MasterServer, PeerConfig, RaftReads, ServerConfig};
 use cv_net::config::Dur;
 use cv_net::quic::TransportSettings;
 use cv_net::rpc::{self, Conn};
@@ -30,10 +32,11 @@ use std::time::{Duration, Instant};
 /// Error of a benchmark run, for the command line.
 pub type BenchError = Box<dyn std::error::Error + Send + Sync>;
 
-/// A master serving from a fresh journal directory under `parent`, removed on drop.
+/// A master (or a Raft group of masters) serving from fresh journal directories under
+/// `parent`, removed on drop; `addr` is the one that leads.
 struct Bed {
     server_rt: tokio::runtime::Runtime,
-    server: Option<MasterServer>,
+    servers: Vec<MasterServer>,
     addr: SocketAddr,
     client: Identity,
     node: Identity,
@@ -41,7 +44,7 @@ struct Bed {
 }
 
 impl Bed {
-    fn start(parent: &Path) -> Result<Bed, BenchError> {
+    fn start(parent: &Path, masters: usize, reads: RaftReads) -> Result<Bed, BenchError> {
         let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_nanos();
         let dir = parent.join(format!("cv-master-bench-{}-{stamp}", std::process::id()));
         std::fs::create_dir_all(&dir)?;
@@ -51,27 +54,78 @@ impl Bed {
             Ok(Identity::from_pem(&ca.cert_pem(), &issued.cert_pem, &issued.key_pem)?)
         };
         let (node, client) = (id("bench-master", Usage::Node)?, id("bench-client", Usage::Client)?);
-        let config = ServerConfig {
+        let base = ServerConfig {
             listen: "127.0.0.1:0".parse()?,
             journal_dir: dir.join("journal"),
             heartbeat_timeout: Dur::secs(600),
             ..ServerConfig::default()
         };
+        let configs = if masters <= 1 {
+            vec![base]
+        } else {
+            // Ports known before any master binds: each must name the others.
+            let socks: Vec<_> =
+                (0..masters).map(|_| std::net::UdpSocket::bind("127.0.0.1:0")).collect::<Result<_, _>>()?;
+            let peers: Vec<PeerConfig> = socks
+                .iter()
+                .enumerate()
+                .map(|(i, s)| Ok(PeerConfig { id: i as u64 + 1, addr: s.local_addr()? }))
+                .collect::<Result<_, std::io::Error>>()?;
+            drop(socks);
+            (0..masters)
+                .map(|i| ServerConfig {
+                    listen: peers[i].addr,
+                    journal_dir: dir.join(format!("journal{}", i + 1)),
+                    node_id: i as u64 + 1,
+                    peers: peers.clone(),
+                    bootstrap: i == 0,
+                    raft_reads: reads,
+                    ..base.clone()
+                })
+                .collect()
+        };
         let server_rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
+            .worker_threads(masters.clamp(1, 2))
             .enable_all()
             .thread_name("bench-master")
             .build()?;
-        let server = server_rt.block_on(MasterServer::start(&config, &node, &TransportSettings::default()));
-        let server = match server {
+        let started = server_rt.block_on(async {
+            let mut servers = Vec::new();
+            for c in &configs {
+                match MasterServer::start(c, &node, &TransportSettings::default()).await {
+                    Ok(s) => servers.push(s),
+                    Err(e) => {
+                        for s in servers {
+                            s.shutdown().await;
+                        }
+                        return Err(BenchError::from(e));
+                    }
+                }
+            }
+            // The one that leads (at once for a single master).
+            let deadline = Instant::now() + Duration::from_secs(20);
+            loop {
+                if let Some(s) = servers.iter().find(|s| s.core().is_leading()) {
+                    let addr = s.local_addr();
+                    return Ok((servers, addr));
+                }
+                if Instant::now() > deadline {
+                    for s in servers {
+                        s.shutdown().await;
+                    }
+                    return Err("no master of the group leads after 20 s".into());
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        });
+        let (servers, addr) = match started {
             Ok(s) => s,
             Err(e) => {
                 let _ = std::fs::remove_dir_all(&dir);
-                return Err(e.into());
+                return Err(e);
             }
         };
-        let addr = server.local_addr();
-        Ok(Bed { server_rt, server: Some(server), addr, client, node, dir })
+        Ok(Bed { server_rt, servers, addr, client, node, dir })
     }
 
     async fn connect(&self, role: Role) -> Result<Conn, BenchError> {
@@ -84,7 +138,7 @@ impl Bed {
 
 impl Drop for Bed {
     fn drop(&mut self) {
-        if let Some(s) = self.server.take() {
+        for s in self.servers.drain(..) {
             self.server_rt.block_on(s.shutdown());
         }
         let _ = std::fs::remove_dir_all(&self.dir);
@@ -122,14 +176,42 @@ pub struct OpenOptions {
     pub warmup: u32,
     /// Parent directory of the journal (a real disk).
     pub dir: PathBuf,
+    /// The masters to measure, one after another in the run: `(1, _)` is one master, `(3,
+    /// Lease)` a Raft group of three whose leader proves leadership to reads by a lease.
+    pub groups: Vec<(usize, RaftReads)>,
+}
+
+/// How a group of the open benchmark is named in its rows.
+pub fn group_label(masters: usize, reads: RaftReads) -> String {
+    match (masters, reads) {
+        (0 | 1, _) => "1 master".into(),
+        (n, RaftReads::Lease) => format!("{n} masters, lease reads"),
+        (n, RaftReads::ReadIndex) => format!("{n} masters, ReadIndex reads"),
+    }
+}
+
+/// Open latency next to Ping on one connection, interleaved, for each group of `o.groups`.
+pub fn run_open(o: &OpenOptions) -> Result<Vec<Latency>, BenchError> {
+    let mut rows = Vec::new();
+    for &(masters, reads) in &o.groups {
+        let label = group_label(masters, reads);
+        let (ping, open, want_tail) = open_one(o, masters, reads)?;
+        rows.push(Latency::from_hist(&format!("null RPC (Ping), {label}"), &ping));
+        rows.push(Latency::from_hist(&format!("open + {want_tail} B tail, {label}"), &open));
+    }
+    Ok(rows)
 }
 
 /// Open latency next to Ping on one connection, interleaved.
-pub fn run_open(o: &OpenOptions) -> Result<Vec<Latency>, BenchError> {
+fn open_one(
+    o: &OpenOptions,
+    masters: usize,
+    reads: RaftReads,
+) -> Result<(Histogram<u64>, Histogram<u64>, usize), BenchError> {
     if o.files == 0 || o.file_len < 16 || o.footer == 0 || u64::from(o.footer) + 8 > u64::from(o.file_len) {
         return Err("need files >= 1, file_len >= 16 and footer + 8 <= file_len".into());
     }
-    let bed = Bed::start(&o.dir)?;
+    let bed = Bed::start(&o.dir, masters, reads)?;
     let rt = load_runtime()?;
     rt.block_on(async {
         let worker = bed.connect(Role::Worker).await?;
@@ -184,10 +266,7 @@ pub fn run_open(o: &OpenOptions) -> Result<Vec<Latency>, BenchError> {
                 open_h.record(took.as_nanos() as u64)?;
             }
         }
-        Ok(vec![
-            Latency::from_hist("null RPC (Ping), same connection", &ping_h),
-            Latency::from_hist(&format!("open + {want_tail} B tail in reply"), &open_h),
-        ])
+        Ok((ping_h, open_h, want_tail))
     })
 }
 
@@ -221,6 +300,8 @@ pub struct MetaOptions {
     pub fsync_samples: u32,
     /// Parent directory of the journal (a real disk).
     pub dir: PathBuf,
+    /// Master counts to measure, one after another in the run (1, or a Raft group).
+    pub masters: Vec<usize>,
 }
 
 /// One row of the metadata table.
@@ -228,6 +309,8 @@ pub struct MetaOptions {
 pub struct MetaRow {
     /// Operation.
     pub op: String,
+    /// Masters serving (1, or a Raft group whose majority fsyncs every mutation).
+    pub masters: usize,
     /// Requests in flight.
     pub concurrency: u32,
     /// Operations done.
@@ -355,11 +438,13 @@ pub fn run_meta(o: &MetaOptions) -> Result<Vec<MetaRow>, BenchError> {
     if o.concurrency.is_empty() || o.concurrency.contains(&0) || o.max_files == 0 || o.fsync_samples == 0 {
         return Err("need concurrency levels >= 1, max_files >= 1 and fsync_samples >= 1".into());
     }
-    let bed = Bed::start(&o.dir)?;
+    let bed = Bed::start(&o.dir, 1, RaftReads::Lease)?;
     let sync = fdatasync_cost(&bed.dir, o.fsync_samples)?;
+    drop(bed);
     let sync_ops = 1e9 / sync.mean().max(1.0);
     let mut rows = vec![MetaRow {
         op: "baseline: 4 KiB write + fdatasync".into(),
+        masters: 1,
         concurrency: 1,
         ops: sync.len(),
         ops_per_sec: sync_ops,
@@ -367,6 +452,14 @@ pub fn run_meta(o: &MetaOptions) -> Result<Vec<MetaRow>, BenchError> {
         p99_us: sync.value_at_quantile(0.99) as f64 / 1e3,
         ratio_to_fdatasync: 1.0,
     }];
+    for &masters in &o.masters {
+        meta_one(o, masters.max(1), sync_ops, &mut rows)?;
+    }
+    Ok(rows)
+}
+
+fn meta_one(o: &MetaOptions, masters: usize, sync_ops: f64, rows: &mut Vec<MetaRow>) -> Result<(), BenchError> {
+    let bed = Bed::start(&o.dir, masters, RaftReads::Lease)?;
     let rt = load_runtime()?;
     rt.block_on(async {
         let c = bed.connect(Role::Client).await?;
@@ -387,6 +480,7 @@ pub fn run_meta(o: &MetaOptions) -> Result<Vec<MetaRow>, BenchError> {
                 let ops_per_sec = n as f64 / took.as_secs_f64().max(1e-9);
                 rows.push(MetaRow {
                     op: op.name().into(),
+                    masters,
                     concurrency: conc,
                     ops: n,
                     ops_per_sec,
@@ -397,24 +491,36 @@ pub fn run_meta(o: &MetaOptions) -> Result<Vec<MetaRow>, BenchError> {
             }
         }
         Ok::<_, BenchError>(())
-    })?;
-    Ok(rows)
+    })
 }
 
 /// Prints the metadata table: baseline first, ratios to it.
 pub fn print_meta_table(rows: &[MetaRow]) {
     println!("master metadata ops over QUIC on loopback, journal fsync on (group commit)");
     println!(
-        "{:<36} {:>5} {:>9} {:>11} {:>10} {:>10} {:>9}",
-        "series", "conc", "ops", "ops/s", "p50 µs", "p99 µs", "ops/s ×"
+        "{:<36} {:>7} {:>5} {:>9} {:>11} {:>10} {:>10} {:>9}",
+        "series", "masters", "conc", "ops", "ops/s", "p50 µs", "p99 µs", "ops/s ×"
     );
     for r in rows {
         println!(
-            "{:<36} {:>5} {:>9} {:>11.0} {:>10.1} {:>10.1} {:>9.2}",
-            r.op, r.concurrency, r.ops, r.ops_per_sec, r.p50_us, r.p99_us, r.ratio_to_fdatasync
+            "{:<36} {:>7} {:>5} {:>9} {:>11.0} {:>10.1} {:>10.1} {:>9.2}",
+            r.op, r.masters, r.concurrency, r.ops, r.ops_per_sec, r.p50_us, r.p99_us, r.ratio_to_fdatasync
         );
     }
     println!("(× = ops/s over one fdatasync per op, measured in the same run and directory)");
+    // Each op at each concurrency against one master, where the run measured both.
+    for r in rows.iter().filter(|r| r.masters > 1) {
+        if let Some(one) = rows.iter().find(|o| o.masters == 1 && o.op == r.op && o.concurrency == r.concurrency) {
+            println!(
+                "{} masters / 1: {:<16} conc {:>3}: ops/s {:.2}×, p99 {:.2}×",
+                r.masters,
+                r.op,
+                r.concurrency,
+                r.ops_per_sec / one.ops_per_sec.max(1e-9),
+                r.p99_us / one.p99_us.max(1e-9)
+            );
+        }
+    }
 }
 
 #[cfg(test)]
@@ -424,11 +530,19 @@ mod tests {
     #[test]
     fn open_and_meta_run_small_and_clean_up() {
         let dir = tempfile::tempdir().unwrap();
-        let o = OpenOptions { files: 5, file_len: 4096, footer: 100, requests: 50, warmup: 5, dir: dir.path().into() };
+        let o = OpenOptions {
+            files: 5,
+            file_len: 4096,
+            footer: 100,
+            requests: 50,
+            warmup: 5,
+            dir: dir.path().into(),
+            groups: vec![(1, RaftReads::Lease), (3, RaftReads::ReadIndex)],
+        };
         let rows = run_open(&o).unwrap();
-        assert_eq!(rows.len(), 2);
+        assert_eq!(rows.len(), 4);
         assert!(rows.iter().all(|r| r.count == 50 && r.p50_us > 0.0));
-        assert!(rows[1].name.contains("108 B tail"));
+        assert!(rows[1].name.contains("108 B tail") && rows[3].name.contains("3 masters, ReadIndex"));
 
         let m = MetaOptions {
             concurrency: vec![1, 4],
@@ -436,6 +550,7 @@ mod tests {
             max_files: 20,
             fsync_samples: 3,
             dir: dir.path().into(),
+            masters: vec![1],
         };
         let rows = run_meta(&m).unwrap();
         assert_eq!(rows.len(), 1 + 2 * 5);

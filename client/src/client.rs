@@ -4,13 +4,14 @@ use crate::block::Dst;
 use crate::config::ClientSettings;
 use crate::error::{Error, ErrorKind, Result};
 use crate::file::File;
+use crate::masters::Masters;
 use crate::pool::Pool;
 use crate::retry::{Attempts, with_retries};
 use crate::writer::Writer;
 use cv_net::quic::TransportSettings;
 use cv_net::tls::Identity;
 use cv_wire::msg::*;
-use cv_wire::{Frame, Message};
+use cv_wire::{ErrorCode, Frame, Message};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -25,6 +26,8 @@ pub struct Client {
 pub(crate) struct Inner {
     pub(crate) settings: ClientSettings,
     pub(crate) pool: Pool,
+    /// The masters, and the one calls go to now.
+    pub(crate) masters: Masters,
     /// Request ids, one per call: its retries reuse it, so a mutation whose reply was lost
     /// is answered again by the master, not applied twice.
     call_ids: AtomicU64,
@@ -41,10 +44,18 @@ impl Client {
         let endpoint = cv_net::rpc::client_endpoint(identity, transport)?;
         let pool = Pool::new(endpoint, settings.node.clone(), transport.idle_timeout.get());
         let call_ids = AtomicU64::new(cv_net::rpc::random_request_id());
-        let client = Client { inner: Arc::new(Inner { settings, pool, call_ids }) };
-        let master = client.inner.settings.master;
-        with_retries(&client.inner.settings, "connect to master", || async {
-            client.inner.pool.get(master).await.map(|_| ())
+        let masters = Masters::new(settings.master, &settings.masters);
+        let client = Client { inner: Arc::new(Inner { settings, pool, masters, call_ids }) };
+        // Dials a master (the next one after each failure) so that errors show early; which
+        // one leads is found by the first call.
+        let inner = &client.inner;
+        with_retries(&inner.settings, "connect to master", || async {
+            let addr = inner.masters.current();
+            let dialed = inner.pool.get(addr).await.map(|_| ());
+            if dialed.is_err() {
+                inner.masters.moved(addr, None);
+            }
+            dialed
         })
         .await?;
         Ok(client)
@@ -153,8 +164,80 @@ impl Client {
         }
     }
 
+    /// One call to the master that leads, with the retries of [`Client::call`] (one request
+    /// id for all of them). With several masters, one that answers `NotLeader` or cannot be
+    /// reached sends the call on to the leader it names, or to the next master, within the
+    /// same attempt; a whole round of masters without a leader (an election under way) pauses
+    /// briefly, until the deadline.
     pub(crate) async fn master<M: Message>(&self, what: &str, msg: &M, payload: &[&[u8]]) -> Result<Frame> {
-        self.call(self.inner.settings.master, what, msg, payload).await
+        let masters = &self.inner.masters;
+        if masters.len() == 1 {
+            return self.call(masters.current(), what, msg, payload).await;
+        }
+        let id = self.inner.call_ids.fetch_add(1, Ordering::Relaxed);
+        let mut attempts = Attempts::new(&self.inner.settings, what);
+        let mut hops = 0usize;
+        let mut last: Option<Error> = None;
+        let pool = &self.inner.pool;
+        // A master whose connection just closed, or that could not be reached a moment ago,
+        // is passed over (and not followed when another names it leader: that one's view is
+        // stale until its election timeout) while some master is not down.
+        let down = |a: SocketAddr| pool.closed(a) || pool.down_since(a).is_some_and(|d| d < crate::pool::DOWN_FOR);
+        loop {
+            let addr = masters.current();
+            if down(addr) && !masters.list().iter().all(|a| down(*a)) {
+                if pool.closed(addr) {
+                    pool.mark_down(addr);
+                }
+                masters.moved(addr, None);
+                hops += 1;
+                if hops.is_multiple_of(masters.len()) {
+                    tokio::time::sleep(ELECTION_PAUSE).await;
+                }
+                continue;
+            }
+            let attempt = async {
+                let conn = pool.get(addr).await?;
+                conn.call_as(id, msg, payload).await.map_err(|e| {
+                    if conn.is_closed() {
+                        self.inner.pool.forget(addr);
+                    }
+                    Error::from(e)
+                })
+            };
+            match attempts.run(attempt).await {
+                Ok(f) => {
+                    pool.mark_up(addr);
+                    return Ok(f);
+                }
+                Err(e) if attempts.expired() => {
+                    let Some(last) = last else { return Err(e) };
+                    let tried: Vec<String> = masters.list().iter().map(|a| a.to_string()).collect();
+                    return Err(Error::new(
+                        ErrorKind::Unavailable,
+                        format!("{what}: no master of [{}] answered as leader in time; last: {last}", tried.join(", ")),
+                    ));
+                }
+                Err(e) if elsewhere(&e) => {
+                    let leader = e.redirect().and_then(|r| r.parse().ok()).filter(|l| !down(*l));
+                    if e.code().is_none() {
+                        pool.mark_down(addr);
+                    }
+                    masters.moved(addr, leader);
+                    hops += 1;
+                    if leader.is_none() && hops.is_multiple_of(masters.len()) {
+                        tokio::time::sleep(ELECTION_PAUSE).await;
+                    }
+                    last = Some(e);
+                }
+                Err(e) => attempts.retry(e).await?,
+            }
+        }
+    }
+
+    /// The master calls go to now (under Raft, the leader as last heard).
+    pub fn current_master(&self) -> SocketAddr {
+        self.inner.masters.current()
     }
 
     /// A null round trip to the master (the transport floor).
@@ -338,4 +421,14 @@ impl WorkerAt {
             }
         }
     }
+}
+
+/// Between rounds of masters none of which leads: about a heartbeat, shorter than an election.
+const ELECTION_PAUSE: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// Whether a master's failure sends the call to another master: it does not lead, or it
+/// cannot be reached.
+fn elsewhere(e: &Error) -> bool {
+    e.code() == Some(ErrorCode::NotLeader)
+        || (e.code().is_none() && matches!(e.kind(), ErrorKind::Unavailable | ErrorKind::Timeout))
 }

@@ -8,8 +8,11 @@ use std::net::SocketAddr;
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ClientSettings {
-    /// The master's QUIC address.
+    /// The master's QUIC address (under Raft, the one tried first).
     pub master: SocketAddr,
+    /// Under Raft: the group's other masters. A call follows the leader a master names, or
+    /// tries the next master when one does not answer as leader.
+    pub masters: Vec<SocketAddr>,
     /// Deadline of one call, retries included.
     pub deadline: Dur,
     /// Attempts after the first for errors marked retryable.
@@ -31,6 +34,7 @@ impl Default for ClientSettings {
     fn default() -> Self {
         ClientSettings {
             master: "127.0.0.1:7700".parse().expect("literal address"),
+            masters: Vec::new(),
             deadline: Dur::secs(15),
             retries: 3,
             backoff: Dur::millis(20),

@@ -108,6 +108,20 @@ impl Error {
     }
 
     /// Whether the same call may succeed if made again.
+    /// The server's error code, for an error the server answered.
+    pub(crate) fn code(&self) -> Option<ErrorCode> {
+        self.net().and_then(NetError::code)
+    }
+
+    /// Where the server said to go instead (`NotLeader`: the leader; `WrongShard`: the owner).
+    pub(crate) fn redirect(&self) -> Option<&str> {
+        self.net().and_then(NetError::redirect)
+    }
+
+    fn net(&self) -> Option<&NetError> {
+        self.source.as_deref().and_then(|s| s.downcast_ref::<NetError>())
+    }
+
     pub fn retryable(&self) -> bool {
         self.retryable
     }

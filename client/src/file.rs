@@ -85,7 +85,7 @@ impl FileInner {
     /// `Err` for an answer that ends the read (the file changed).
     async fn ask_master(&self, loc: &BlockLoc, deadline: Instant) -> Result<Result<BlockLoc>> {
         let pool = &self.client.inner.pool;
-        let master = self.client.settings().master;
+        let master = self.client.current_master();
         if let Some(since) = pool.down_since(master)
             && since < crate::pool::DOWN_FOR
         {

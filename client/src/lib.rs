@@ -11,6 +11,7 @@ mod config;
 mod config_file;
 mod error;
 mod file;
+mod masters;
 mod pool;
 mod reader;
 mod retry;

@@ -130,6 +130,13 @@ impl Pool {
         }
     }
 
+    /// Whether the connection to `addr` was made and has closed since (the peer went away or
+    /// went silent past the idle timeout): a caller with somewhere else to go need not dial it.
+    pub(crate) fn closed(&self, addr: SocketAddr) -> bool {
+        let slots = self.slots.lock().expect("pool lock");
+        slots.get(&addr).and_then(|s| s.get()).is_some_and(Conn::is_closed)
+    }
+
     /// Drops the connection to `addr` so the next call reconnects.
     pub(crate) fn forget(&self, addr: SocketAddr) {
         self.slots.lock().expect("pool lock").remove(&addr);

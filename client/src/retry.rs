@@ -37,6 +37,11 @@ impl<'a> Attempts<'a> {
         }
     }
 
+    /// Whether the call's deadline has passed.
+    pub(crate) fn expired(&self) -> bool {
+        Instant::now() >= self.deadline
+    }
+
     /// Runs one attempt under the call's deadline.
     pub(crate) async fn run<T>(&self, attempt: impl Future<Output = Result<T>>) -> Result<T> {
         match timeout_at(self.deadline, attempt).await {

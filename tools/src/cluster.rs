@@ -1,10 +1,10 @@
-//! An embedded local cluster — a master and one worker with its shards in
-//! this process, on loopback, with fresh certificates — for `cvctl up`, the
+//! An embedded local cluster — a master (or a Raft group of them) and one worker with its
+//! shards in this process, on loopback, with fresh certificates — for `cvctl up`, the
 //! benchmarks' default target and the end-to-end tests.
 
 use crate::connect::write_client_config;
 use cv_client::{Client, ClientSettings};
-use cv_master::server::{MasterServer, ServerConfig};
+use cv_master::server::{MasterServer, PeerConfig, ServerConfig};
 use cv_net::config::{ByteSize, Dur, TlsConfig};
 use cv_net::quic::TransportSettings;
 use cv_net::tls::{ClusterCa, Identity};
@@ -39,6 +39,8 @@ pub struct ClusterOptions {
     pub spin_before_park: Dur,
     /// The master's tail-cache budget.
     pub tail_budget: ByteSize,
+    /// Masters: 1, or a Raft group of 3 or 5 (master/HA.md) on consecutive ports.
+    pub masters: usize,
 }
 
 impl ClusterOptions {
@@ -55,6 +57,7 @@ impl ClusterOptions {
             pin_cores: true,
             spin_before_park: Dur::millis(0),
             tail_budget: ServerConfig::default().tail_budget,
+            masters: 1,
         }
     }
 }
@@ -62,7 +65,8 @@ impl ClusterOptions {
 /// A running local cluster.
 #[derive(Debug)]
 pub struct LocalCluster {
-    master: Option<MasterServer>,
+    /// Each master's config and, while it runs, its server.
+    masters: Vec<(ServerConfig, Option<MasterServer>)>,
     worker: Option<WorkerHandle>,
     worker_settings: WorkerSettings,
     node: Identity,
@@ -70,6 +74,14 @@ pub struct LocalCluster {
     client_tls: TlsConfig,
     client_config: PathBuf,
     master_addr: SocketAddr,
+    other_masters: Vec<SocketAddr>,
+}
+
+/// Free UDP ports on loopback, for masters that must know each other's address before any
+/// binds (the sockets are closed again: another process could take a port meanwhile).
+fn free_ports(n: usize) -> std::io::Result<Vec<u16>> {
+    let socks: Vec<_> = (0..n).map(|_| std::net::UdpSocket::bind("127.0.0.1:0")).collect::<Result<_, _>>()?;
+    socks.iter().map(|s| s.local_addr().map(|a| a.port())).collect()
 }
 
 impl LocalCluster {
@@ -83,18 +95,51 @@ impl LocalCluster {
         let node = Identity::load(&TlsConfig::in_dir(&certs, "node"))?;
         let transport = TransportSettings::default();
 
-        let master_cfg = ServerConfig {
+        let base = ServerConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], opts.master_port)),
             journal_dir: opts.dir.join("master"),
             heartbeat_timeout: Dur::secs(10),
             tail_budget: opts.tail_budget,
             ..ServerConfig::default()
         };
-        let master = MasterServer::start(&master_cfg, &node, &transport).await?;
-        let master_addr = master.local_addr();
+        let configs = match opts.masters {
+            0 | 1 => vec![base],
+            n if n % 2 == 1 && n <= 7 => {
+                let ports: Vec<u16> = match opts.master_port {
+                    0 => free_ports(n)?,
+                    p => (0..n as u16).map(|i| p + i).collect(),
+                };
+                let peers: Vec<PeerConfig> = ports
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &port)| PeerConfig { id: i as u64 + 1, addr: SocketAddr::from(([127, 0, 0, 1], port)) })
+                    .collect();
+                (0..n)
+                    .map(|i| ServerConfig {
+                        listen: peers[i].addr,
+                        journal_dir: opts.dir.join(format!("master{}", i + 1)),
+                        node: format!("cv-master-{}", i + 1),
+                        node_id: i as u64 + 1,
+                        peers: peers.clone(),
+                        bootstrap: i == 0,
+                        ..base.clone()
+                    })
+                    .collect()
+            }
+            n => return Err(format!("{n} masters: a Raft group needs an odd number, at most 7").into()),
+        };
+        let mut masters = Vec::new();
+        for cfg in configs {
+            let server = MasterServer::start(&cfg, &node, &transport).await?;
+            masters.push((cfg, Some(server)));
+        }
+        let addrs: Vec<SocketAddr> =
+            masters.iter().filter_map(|(_, m)| m.as_ref().map(MasterServer::local_addr)).collect();
+        let (master_addr, other_masters) = (addrs[0], addrs[1..].to_vec());
 
         let worker_settings = WorkerSettings {
             master: Some(master_addr.to_string()),
+            masters: other_masters.iter().map(SocketAddr::to_string).collect(),
             host: "127.0.0.1".into(),
             bind: [127, 0, 0, 1].into(),
             base_port: opts.worker_port,
@@ -108,7 +153,7 @@ impl LocalCluster {
             ..WorkerSettings::default()
         };
         let mut cluster = LocalCluster {
-            master: Some(master),
+            masters,
             worker: None,
             worker_settings,
             node,
@@ -116,9 +161,10 @@ impl LocalCluster {
             client_tls: TlsConfig::in_dir(&certs, "client"),
             client_config: opts.dir.join("client.toml"),
             master_addr,
+            other_masters,
         };
         cluster.start_worker().await?;
-        write_client_config(&cluster.client_config, &certs, master_addr)?;
+        write_client_config(&cluster.client_config, &certs, &cluster.client_settings())?;
         Ok(cluster)
     }
 
@@ -151,14 +197,40 @@ impl LocalCluster {
         Ok(())
     }
 
-    /// The master's address.
+    /// The (first) master's address.
     pub fn master_addr(&self) -> SocketAddr {
         self.master_addr
     }
 
-    /// Connections the master holds now (0 while it is stopped).
+    /// Every master's address, the first one first.
+    pub fn master_addrs(&self) -> Vec<SocketAddr> {
+        std::iter::once(self.master_addr).chain(self.other_masters.iter().copied()).collect()
+    }
+
+    /// Connections the (first) master holds now (0 while it is stopped).
     pub fn master_connections(&self) -> usize {
-        self.master.as_ref().map_or(0, MasterServer::open_connections)
+        self.masters[0].1.as_ref().map_or(0, MasterServer::open_connections)
+    }
+
+    /// Under Raft: the index of the master that leads now, if one does.
+    pub fn leader(&self) -> Option<usize> {
+        self.masters.iter().position(|(_, m)| m.as_ref().is_some_and(|m| m.core().is_leading()))
+    }
+
+    /// Stops master `i` (its files stay). In-process this is a clean stop: its peers see its
+    /// connections close. A crash (kill -9) is the multi-host rig's.
+    pub async fn stop_master(&mut self, i: usize) {
+        if let Some(m) = self.masters.get_mut(i).and_then(|(_, m)| m.take()) {
+            m.shutdown().await;
+        }
+    }
+
+    /// Starts master `i` again on its files.
+    pub async fn start_master(&mut self, i: usize) -> Result<(), ClusterError> {
+        let cfg = ServerConfig { bootstrap: false, ..self.masters[i].0.clone() };
+        let server = MasterServer::start(&cfg, &self.node, &self.transport).await?;
+        self.masters[i].1 = Some(server);
+        Ok(())
     }
 
     /// The worker's shard addresses (empty while it is stopped).
@@ -173,7 +245,7 @@ impl LocalCluster {
 
     /// Client settings pointing at this cluster.
     pub fn client_settings(&self) -> ClientSettings {
-        ClientSettings { master: self.master_addr, ..ClientSettings::default() }
+        ClientSettings { master: self.master_addr, masters: self.other_masters.clone(), ..ClientSettings::default() }
     }
 
     /// A new client with its own connections, using the client identity.
@@ -190,8 +262,10 @@ impl LocalCluster {
     /// Stops the worker, then the master.
     pub async fn shutdown(mut self) -> Result<(), ClusterError> {
         self.stop_worker().await?;
-        if let Some(m) = self.master.take() {
-            m.shutdown().await;
+        for (_, m) in &mut self.masters {
+            if let Some(m) = m.take() {
+                m.shutdown().await;
+            }
         }
         Ok(())
     }

@@ -52,8 +52,11 @@ pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
 
 /// Writes a client config file pointing at `master` with identity files
 /// from a `cvctl cert init` directory.
-pub fn write_client_config(path: &std::path::Path, certs: &std::path::Path, master: SocketAddr) -> std::io::Result<()> {
-    let settings = ClientSettings { master, ..ClientSettings::default() };
+pub fn write_client_config(
+    path: &std::path::Path,
+    certs: &std::path::Path,
+    settings: &ClientSettings,
+) -> std::io::Result<()> {
     let text = format!(
         "# Written by cvctl. Use with `cvctl fs --config {path}` or CV_CONFIG={path}.\n\
          [tls]\nca = \"{ca}\"\ncert = \"{cert}\"\nkey = \"{key}\"\n\n[client]\n{client}",
@@ -61,7 +64,7 @@ pub fn write_client_config(path: &std::path::Path, certs: &std::path::Path, mast
         ca = certs.join("ca.pem").display(),
         cert = certs.join("client.pem").display(),
         key = certs.join("client.key").display(),
-        client = toml::to_string(&settings).map_err(std::io::Error::other)?,
+        client = toml::to_string(settings).map_err(std::io::Error::other)?,
     );
     std::fs::write(path, text)
 }

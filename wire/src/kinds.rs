@@ -158,6 +158,13 @@ kinds! {
     Report = 96 => msg::Report,
     ReportOk = 97 => msg::ReportOk,
     DrainWorker = 98 => msg::DrainWorker,
+
+    RaftAppend = 112 => msg::RaftAppend,
+    RaftAppendOk = 113 => msg::RaftAppendOk,
+    RaftVoteReq = 114 => msg::RaftVoteReq,
+    RaftVoteOk = 115 => msg::RaftVoteOk,
+    RaftSnapshot = 116 => msg::RaftSnapshot,
+    RaftSnapshotOk = 117 => msg::RaftSnapshotOk,
 }
 
 impl Kind {

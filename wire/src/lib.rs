@@ -36,7 +36,7 @@ pub use limits::Limits;
 
 /// The protocol version this build speaks. Frames carrying any other version
 /// are refused with [`WireErrorKind::UnsupportedVersion`].
-pub const PROTOCOL_VERSION: u16 = 7;
+pub const PROTOCOL_VERSION: u16 = 8;
 
 /// ALPN token negotiated by every cv QUIC connection.
 pub const ALPN: &[u8] = b"cv/1";

@@ -226,6 +226,37 @@ fn every_message_round_trips() {
             &[],
         ),
         round_trip(DrainWorker { worker_id: 2, drain: true }, &[]),
+        round_trip(
+            RaftAppend {
+                vote: RaftVote { term: 3, node: 1, committed: true },
+                prev: Some(RaftLogId { term: 2, node: 1, index: 9 }),
+                commit: None,
+                entries: 2,
+            },
+            &[5u8; 300],
+        ),
+        round_trip(
+            RaftAppendOk { outcome: 1, matched: Some(RaftLogId { term: 3, node: 1, index: 10 }), vote: None },
+            &[],
+        ),
+        round_trip(RaftVoteReq { vote: RaftVote { term: 4, node: 2, committed: false }, last: None }, &[]),
+        round_trip(
+            RaftVoteOk { vote: RaftVote { term: 4, node: 2, committed: false }, granted: true, last: None },
+            &[],
+        ),
+        round_trip(
+            RaftSnapshot {
+                vote: RaftVote { term: 4, node: 2, committed: true },
+                last: Some(RaftLogId { term: 4, node: 2, index: 100 }),
+                membership_log: Some(RaftLogId { term: 1, node: 1, index: 0 }),
+                membership: vec![1, 2, 3],
+                snapshot_id: "4-2-100".into(),
+                offset: 4 << 20,
+                done: false,
+            },
+            &[9u8; 1000],
+        ),
+        round_trip(RaftSnapshotOk { vote: RaftVote { term: 4, node: 2, committed: true } }, &[]),
     ];
     let seen: HashSet<Kind> = kinds.into_iter().collect();
     for k in Kind::ALL {

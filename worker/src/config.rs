@@ -60,6 +60,9 @@ impl Default for WatermarkSettings {
 pub struct WorkerSettings {
     /// The master's `host:port`; `None` serves blocks without registering.
     pub master: Option<String>,
+    /// Under Raft: the group's other masters (`host:port`); the worker registers with and
+    /// heartbeats to whichever leads.
+    pub masters: Vec<String>,
     /// Host name or IP advertised to the master and named in `WrongShard` redirects.
     pub host: String,
     /// Local address the shard sockets bind to.
@@ -108,6 +111,7 @@ impl Default for WorkerSettings {
     fn default() -> Self {
         Self {
             master: None,
+            masters: Vec::new(),
             host: "127.0.0.1".into(),
             bind: IpAddr::from([0, 0, 0, 0]),
             base_port: 7100,
@@ -135,11 +139,21 @@ impl WorkerSettings {
     /// Checks every value; errors name the field as `<section>.<field>`.
     pub fn validate(&self, section: &str) -> Result<(), ConfigError> {
         let f = |name: &str| format!("{section}.{name}");
-        if let Some(m) = &self.master {
+        let host_port = |field: &str, m: &str| {
             let port = m.rsplit_once(':').and_then(|(h, p)| (!h.is_empty()).then_some(p));
-            if port.and_then(|p| p.parse::<u16>().ok()).filter(|&p| p > 0).is_none() {
-                return Err(ConfigError::new(f("master"), format!("`{m}` is not host:port")));
+            match port.and_then(|p| p.parse::<u16>().ok()).filter(|&p| p > 0) {
+                Some(_) => Ok(()),
+                None => Err(ConfigError::new(f(field), format!("`{m}` is not host:port"))),
             }
+        };
+        if let Some(m) = &self.master {
+            host_port("master", m)?;
+        }
+        for m in &self.masters {
+            host_port("masters", m)?;
+        }
+        if !self.masters.is_empty() && self.master.is_none() {
+            return Err(ConfigError::new(f("masters"), "needs `master`, the one tried first"));
         }
         if self.host.is_empty() || self.host.len() > 253 || self.host.contains(char::is_whitespace) {
             return Err(ConfigError::new(f("host"), "must be a host name or IP address"));

@@ -61,11 +61,15 @@ impl WorkerServer {
         };
 
         // The fetch pool resolves mounts through the master; without one there is nothing to fetch with.
-        let ufs = match &settings.master {
-            Some(master) => Some(UfsPool::start(PoolSpec {
+        let masters = settings
+            .master
+            .clone()
+            .map(|first| std::sync::Arc::new(crate::masters::MasterList::new(first, &settings.masters)));
+        let ufs = match &masters {
+            Some(masters) => Some(UfsPool::start(PoolSpec {
                 threads: usize::from(settings.ufs_threads),
                 master: MasterSpec {
-                    addr: master.clone(),
+                    masters: masters.clone(),
                     node: settings.node.clone(),
                     identity: identity.clone(),
                     transport: transport.clone(),
@@ -122,10 +126,10 @@ impl WorkerServer {
         }
         let shards: Vec<_> = started.into_iter().map(|s| (s.cmds, s.thread)).collect();
         let mut handle = WorkerHandle { shards, addrs, routes, control: None, ufs };
-        if let Some(master) = settings.master.clone() {
+        if let Some(masters) = masters {
             let heartbeat = settings.heartbeat_interval.get();
             let spec = ControlSpec {
-                master,
+                masters,
                 host: settings.host.clone(),
                 node: settings.node.clone(),
                 zone: settings.zone.clone(),

@@ -339,6 +339,7 @@ pub(super) fn run_master_crash(opts: &MasterCrashOptions) -> Result<MasterCrashR
         // The restarted master's grace for its workers; the default is 30 s.
         heartbeat_timeout: Duration::from_secs(10),
         client_deadline: Duration::from_secs(15),
+        masters: opts.masters,
         ..ClusterSpec::new(&opts.cvctl, 3)
     };
     on_rig("bench master-crash", &spec, |cluster| {
@@ -388,12 +389,17 @@ async fn storm(opts: &MasterCrashOptions, cluster: &mut CvCluster) -> Result<Mas
             puts
         }));
     }
+    // A Raft group's leader is the one killed; the others elect a new one meanwhile.
+    let victim = match cluster.master_count() {
+        1 => 0,
+        _ => cluster.wait_leader(None, Duration::from_secs(10))?.0,
+    };
     tokio::time::sleep(opts.before).await;
     let killed_at = t0.elapsed();
-    cluster.rig().kill9(cluster.master())?;
+    cluster.rig().kill9(cluster.master_at(victim))?;
     tokio::time::sleep(opts.down).await;
     let restarted_at = t0.elapsed();
-    cluster.restart_master()?;
+    cluster.restart_master_at(victim)?;
     // Serving again: the first ping of a fresh client that gets an answer.
     let back_at = loop {
         if let Ok(c) = Client::connect(cfg.client.clone(), &identity, &cfg.transport).await {
@@ -428,6 +434,7 @@ async fn storm(opts: &MasterCrashOptions, cluster: &mut CvCluster) -> Result<Mas
     tokio::time::sleep(opts.write_lease + Duration::from_secs(2)).await;
     let unfinished_after_lease = unfinished(&client.list("/storm").await?);
 
+    let first_ack = puts.iter().filter(|p| p.result.is_ok() && p.start > killed_at).map(|p| p.end).min();
     let (mut acknowledged, mut lost, mut failed, mut failed_after_back, mut first_error) = (0, 0, 0, 0, None);
     let (mut before, mut across) = (histogram(), histogram());
     for p in &puts {
@@ -473,6 +480,8 @@ async fn storm(opts: &MasterCrashOptions, cluster: &mut CvCluster) -> Result<Mas
             Latency::from_hist("puts before the kill (baseline)", &before),
             Latency::from_hist("puts ending after the kill", &across),
         ],
+        masters: cluster.master_count(),
+        first_ack_after_kill_ms: first_ack.map(|t| ms(t - killed_at)),
     })
 }
 

@@ -84,7 +84,7 @@ pub fn decode_header(b: &[u8]) -> Result<Option<LogId>, CodecError> {
     Ok((u32_at(h, 12) == 1).then(|| log_id(u64_at(h, 16), u64_at(h, 24), u64_at(h, 32))))
 }
 
-pub(crate) fn encode_membership(m: &Membership<u64, BasicNode>) -> Vec<u8> {
+pub fn encode_membership(m: &Membership<u64, BasicNode>) -> Vec<u8> {
     let mut out = Vec::new();
     let configs = m.get_joint_config();
     out.extend_from_slice(&(configs.len() as u32).to_le_bytes());
@@ -104,7 +104,7 @@ pub(crate) fn encode_membership(m: &Membership<u64, BasicNode>) -> Vec<u8> {
     out
 }
 
-pub(crate) fn decode_membership(b: &[u8]) -> Result<Membership<u64, BasicNode>, CodecError> {
+pub fn decode_membership(b: &[u8]) -> Result<Membership<u64, BasicNode>, CodecError> {
     let short = || bad("membership entry cut short");
     let mut at = 0;
     let mut take = |n: usize| -> Result<&[u8], CodecError> {
@@ -178,6 +178,22 @@ fn frame_at(b: &[u8], at: usize) -> Option<(Result<Entry, CodecError>, usize)> {
         k => Err(bad(format!("raft entry {} has unknown kind {k}", id.index))),
     };
     Some((payload.map(|payload| Entry { log_id: id, payload }), at + 8 + len))
+}
+
+/// Entries framed end to end for the network (a `RaftAppend` payload): exactly `count`
+/// intact frames, nothing after them; anything else is an error.
+pub fn decode_entries(b: &[u8], count: usize) -> Result<Vec<Entry>, CodecError> {
+    let mut out = Vec::with_capacity(count.min(4096));
+    let mut at = 0;
+    while at < b.len() {
+        let (entry, end) = frame_at(b, at).ok_or_else(|| bad(format!("raft entry frame at byte {at} is damaged")))?;
+        out.push(entry?);
+        at = end;
+    }
+    if out.len() != count {
+        return Err(bad(format!("{} raft entries where {count} were announced", out.len())));
+    }
+    Ok(out)
 }
 
 /// What a log file holds: the purged id, the entries with their byte offsets, where the valid

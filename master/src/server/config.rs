@@ -23,6 +23,13 @@ use std::time::Duration;
 /// write_lease = "5m"
 /// replicas = 2
 /// replica_grace = "1m"
+/// # Under Raft (master/HA.md): this master's id, every master of the group (this one too),
+/// # and, on one master for the group's very first start only, `bootstrap = true`.
+/// node_id = 1
+/// peers = [{ id = 1, addr = "10.0.0.1:7700" }, { id = 2, addr = "10.0.0.2:7700" }, { id = 3, addr = "10.0.0.3:7700" }]
+/// bootstrap = false
+/// raft_reads = "lease"
+/// election_timeout = "250ms"
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -55,6 +62,38 @@ pub struct ServerConfig {
     pub replicas: u32,
     /// A lost worker's copies still count for this long; then its blocks are copied again.
     pub replica_grace: Dur,
+    /// Under Raft: this master's id in the group (1..). 0 with no `peers`: one master.
+    pub node_id: u64,
+    /// Under Raft: every master of the group, this one included; empty: one master, with
+    /// the local journal.
+    pub peers: Vec<PeerConfig>,
+    /// Under Raft: make a new group of `peers` if this master's Raft files are pristine (the
+    /// group's first start, on one master only).
+    pub bootstrap: bool,
+    /// Under Raft: how the leader proves to a read that it still leads.
+    pub raft_reads: RaftReads,
+    /// Under Raft: a follower that hears nothing from the leader for this long (to twice
+    /// as long, at random) stands for election. Heartbeats go out at a quarter of it.
+    pub election_timeout: Dur,
+}
+
+/// One master of a Raft group.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PeerConfig {
+    pub id: u64,
+    /// Its QUIC address, the one clients and the other masters dial.
+    pub addr: SocketAddr,
+}
+
+/// How the Raft leader proves leadership to reads (master/HA.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RaftReads {
+    /// A lease renewed by a quorum round every heartbeat; reads inside it answer at once.
+    Lease,
+    /// Every read waits for a quorum round that started after it.
+    ReadIndex,
 }
 
 impl Default for ServerConfig {
@@ -74,6 +113,11 @@ impl Default for ServerConfig {
             write_lease: Dur(core.write_lease),
             replicas: core.replicas as u32,
             replica_grace: Dur(core.replica_grace),
+            node_id: 0,
+            peers: Vec::new(),
+            bootstrap: false,
+            raft_reads: RaftReads::Lease,
+            election_timeout: Dur::millis(250),
         }
     }
 }
@@ -118,7 +162,39 @@ impl ServerConfig {
         if self.tail_budget < self.default_tail {
             return Err(ConfigError::new(f("tail_budget"), "must be at least default_tail"));
         }
+        self.validate_raft(section)
+    }
+
+    fn validate_raft(&self, section: &str) -> Result<(), ConfigError> {
+        let f = |name: &str| format!("{section}.{name}");
+        if self.peers.is_empty() {
+            if self.node_id != 0 || self.bootstrap {
+                return Err(ConfigError::new(f("peers"), "node_id and bootstrap need the group's peers"));
+            }
+            return Ok(());
+        }
+        let mut ids: Vec<u64> = self.peers.iter().map(|p| p.id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        if ids.len() != self.peers.len() || ids.contains(&0) {
+            return Err(ConfigError::new(f("peers"), "ids must be distinct and at least 1"));
+        }
+        if !ids.contains(&self.node_id) {
+            return Err(ConfigError::new(
+                f("node_id"),
+                format!("{} is not among the peers' ids {ids:?}", self.node_id),
+            ));
+        }
+        let e = self.election_timeout.get();
+        if e < Duration::from_millis(100) || e > Duration::from_secs(60) {
+            return Err(ConfigError::new(f("election_timeout"), "must be 100ms to 60s"));
+        }
         Ok(())
+    }
+
+    /// This master's Raft address (its entry in `peers`).
+    pub fn raft_addr(&self) -> Option<SocketAddr> {
+        self.peers.iter().find(|p| p.id == self.node_id).map(|p| p.addr)
     }
 
     /// How often the lost-worker tick runs.

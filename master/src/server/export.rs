@@ -92,6 +92,16 @@ impl Exporter {
         // exported...) takes its list again instead of walking the mounts' trees.
         let mut scanned: Option<(u64, bool, Vec<PendingExport>)> = None;
         loop {
+            // Under Raft only the leader exports (a follower's state is the leader's, and two
+            // masters uploading one file would race).
+            if !core.is_leading() {
+                cache_too = true;
+                tokio::select! {
+                    _ = tokio::time::sleep(SCAN_EVERY) => {}
+                    _ = stop.changed() => return,
+                }
+                continue;
+            }
             let epoch = core.inspect(|st| st.exports_epoch());
             if !scanned.as_ref().is_some_and(|(e, c, _)| *e == epoch && *c == cache_too) {
                 scanned = Some(core.inspect(|st| (st.exports_epoch(), cache_too, st.pending_exports(cache_too))));

@@ -10,6 +10,7 @@ mod errors;
 mod export;
 mod mounts;
 mod namespace;
+mod raft;
 mod rename;
 mod replay;
 mod request;
@@ -18,7 +19,7 @@ mod service;
 mod ufs;
 mod workers;
 
-pub use config::ServerConfig;
+pub use config::{PeerConfig, RaftReads, ServerConfig};
 pub use errors::{ServerError, ServerErrorKind, code_of};
 pub use run::MasterServer;
 pub use service::MasterService;

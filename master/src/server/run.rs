@@ -1,11 +1,14 @@
 //! Starting and stopping a served master on the caller's tokio runtime.
 
-use super::config::ServerConfig;
+use super::config::{RaftReads, ServerConfig};
 use super::errors::{ServerError, ServerErrorKind};
 use super::export::Exporter;
+use super::raft::QuicNetwork;
 use super::service::MasterService;
 use cv_master_core::MasterCore;
 use cv_master_core::config::{Clock, SystemClock};
+use cv_master_raft::openraft::BasicNode;
+use cv_master_raft::{RaftMaster, RaftOptions, ReadMode};
 use cv_net::quic::TransportSettings;
 use cv_net::rpc;
 use cv_net::tls::Identity;
@@ -31,6 +34,7 @@ pub struct MasterServer {
     export: JoinHandle<()>,
     stop: watch::Sender<bool>,
     service: Arc<MasterService>,
+    raft: Option<Arc<RaftMaster>>,
 }
 
 impl MasterServer {
@@ -52,6 +56,9 @@ impl MasterServer {
     ) -> Result<MasterServer, ServerError> {
         config.validate("master")?;
         transport.validate("transport")?;
+        if !config.peers.is_empty() {
+            return Self::start_raft(config, identity, transport, clock).await;
+        }
         let master_config = config.master_config();
         let core_clock = clock.clone();
         // Recovery reads and may truncate files: blocking work, off the reactor.
@@ -74,8 +81,6 @@ impl MasterServer {
                 return Err(e.into());
             }
         };
-        let addr =
-            endpoint.local_addr().map_err(|e| ServerError::new(ServerErrorKind::Net, format!("local addr: {e}")))?;
         // The exporter reads blocks from the shards as the master (its node identity).
         let exporter = match rpc::client_endpoint(identity, transport) {
             Ok(ep) => Arc::new(Exporter::new(ep, config.node.clone())),
@@ -85,7 +90,71 @@ impl MasterServer {
                 return Err(e.into());
             }
         };
-        let service = Arc::new(MasterService::new(core.clone(), clock, config.heartbeat_every(), exporter.clone()));
+        Self::serve(config, core, endpoint, exporter, clock, None)
+    }
+
+    /// A master of a Raft group (master/HA.md): its Raft node over the journal directory,
+    /// talking to the other masters through the same endpoint's peers.
+    async fn start_raft(
+        config: &ServerConfig,
+        identity: &Identity,
+        transport: &TransportSettings,
+        clock: Arc<dyn Clock>,
+    ) -> Result<MasterServer, ServerError> {
+        let endpoint = rpc::server_endpoint(config.listen, identity, transport)?;
+        let client = match rpc::client_endpoint(identity, transport) {
+            Ok(ep) => ep,
+            Err(e) => {
+                endpoint.close(quinn::VarInt::from_u32(0), b"master failed to start");
+                return Err(e.into());
+            }
+        };
+        let mut opts = RaftOptions::new(config.node_id, config.journal_dir.clone());
+        let election = config.election_timeout.get();
+        opts.election_min = election;
+        opts.election_max = election * 2;
+        opts.heartbeat = election / 4;
+        opts.read_mode = match config.raft_reads {
+            RaftReads::Lease => ReadMode::Lease,
+            RaftReads::ReadIndex => ReadMode::ReadIndex,
+        };
+        let network = QuicNetwork::new(client.clone(), config.node.clone());
+        let started = RaftMaster::start(opts, config.master_config(), clock.clone(), network).await;
+        let raft = match started {
+            Ok(r) => Arc::new(r),
+            Err(e) => {
+                endpoint.close(quinn::VarInt::from_u32(0), b"master failed to start");
+                return Err(e.into());
+            }
+        };
+        let exporter = Arc::new(Exporter::new(client, config.node.clone()));
+        let core = raft.core().clone();
+        tracing::info!(node_id = config.node_id, peers = config.peers.len(), "master in a raft group");
+        let server = Self::serve(config, core, endpoint, exporter, clock, Some(raft.clone()))?;
+        if config.bootstrap {
+            // While serving: a living group's leader must be able to reach this master.
+            let config = config.clone();
+            tokio::spawn(async move {
+                if let Err(e) = bootstrap(&raft, &config, election * 4).await {
+                    tracing::error!(error = %e, "raft bootstrap failed");
+                }
+            });
+        }
+        Ok(server)
+    }
+
+    fn serve(
+        config: &ServerConfig,
+        core: Arc<MasterCore>,
+        endpoint: quinn::Endpoint,
+        exporter: Arc<Exporter>,
+        clock: Arc<dyn Clock>,
+        raft: Option<Arc<RaftMaster>>,
+    ) -> Result<MasterServer, ServerError> {
+        let addr =
+            endpoint.local_addr().map_err(|e| ServerError::new(ServerErrorKind::Net, format!("local addr: {e}")))?;
+        let service =
+            Arc::new(MasterService::new(core.clone(), clock, config.heartbeat_every(), exporter.clone(), raft.clone()));
         let ufs = service.ufs.clone();
         let serve = tokio::spawn(rpc::serve(
             endpoint.clone(),
@@ -98,7 +167,7 @@ impl MasterServer {
         let tick = tokio::spawn(tick_loop(core.clone(), config.tick_every(), stopped.clone()));
         let export = tokio::spawn(exporter.run(core.clone(), ufs, stopped));
         tracing::info!(%addr, "master serving");
-        Ok(MasterServer { core, endpoint, addr, serve, tick, export, stop, service })
+        Ok(MasterServer { core, endpoint, addr, serve, tick, export, stop, service, raft })
     }
 
     /// The bound UDP address (useful with port 0).
@@ -112,6 +181,11 @@ impl MasterServer {
         self.endpoint.open_connections()
     }
 
+    /// Under Raft, this master's node of the group.
+    pub fn raft(&self) -> Option<&Arc<RaftMaster>> {
+        self.raft.as_ref()
+    }
+
     /// The served core (tests, in-process tools).
     pub fn core(&self) -> &Arc<MasterCore> {
         &self.core
@@ -121,6 +195,11 @@ impl MasterServer {
     /// journal records reach the disk and stops the journal writer.
     pub async fn shutdown(self) {
         self.service.stopping.store(true, std::sync::atomic::Ordering::Release);
+        // Under Raft the node stops first: a leader that kept heartbeating while its endpoint
+        // drains would hold off the election that replaces it.
+        if let Some(raft) = &self.raft {
+            raft.shutdown().await;
+        }
         self.endpoint.close(quinn::VarInt::from_u32(0), b"master shutting down");
         let _ = tokio::time::timeout(DRAIN, self.endpoint.wait_idle()).await;
         let _ = self.stop.send(true);
@@ -151,6 +230,10 @@ async fn tick_loop(core: Arc<MasterCore>, every: Duration, mut stopped: watch::R
         tokio::select! {
             _ = interval.tick() => {}
             _ = stopped.changed() => return,
+        }
+        // Under Raft the leader alone ticks: what the tick decides is journaled.
+        if !core.is_leading() {
+            continue;
         }
         if let Some(r) = blocking(&core, "lost-worker tick", |c| c.tick()).await
             && !r.lost_workers.is_empty()
@@ -190,4 +273,34 @@ async fn blocking<T: Send + 'static>(
             None
         }
     }
+}
+
+/// Makes a new group of `peers` on this master's first start. A master whose files were lost
+/// (pristine again, `bootstrap` still set) must not found a second group beside the living
+/// one: it first listens for `wait`, and a leader of the group it belongs to reaches it by
+/// then (it is still a member), which shows as a term above 0.
+async fn bootstrap(raft: &RaftMaster, config: &ServerConfig, wait: Duration) -> Result<(), ServerError> {
+    match raft.raft().is_initialized().await {
+        Ok(false) => {}
+        Ok(true) => {
+            tracing::info!("raft group already initialized; bootstrap ignored");
+            return Ok(());
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "raft state unknown; bootstrap skipped");
+            return Ok(());
+        }
+    }
+    let mut metrics = raft.raft().metrics();
+    let heard = tokio::time::timeout(wait, metrics.wait_for(|m| m.current_term > 0 || m.current_leader.is_some()))
+        .await
+        .is_ok();
+    if heard {
+        tracing::warn!("bootstrap set, but a group already reaches this master: joining it instead");
+        return Ok(());
+    }
+    let members = config.peers.iter().map(|p| (p.id, BasicNode::new(p.addr.to_string()))).collect();
+    raft.initialize(members).await?;
+    tracing::info!(peers = config.peers.len(), "raft group bootstrapped");
+    Ok(())
 }

@@ -34,6 +34,8 @@ pub struct MasterService {
     pub(super) worker_conns: Mutex<HashMap<u64, usize>>,
     /// Set when the master shuts down: the connections it closes then are not workers lost.
     pub(super) stopping: std::sync::atomic::AtomicBool,
+    /// Under Raft: this master's node of the group (master/HA.md).
+    pub(super) raft: Option<Arc<cv_master_raft::RaftMaster>>,
 }
 
 impl MasterService {
@@ -42,6 +44,7 @@ impl MasterService {
         clock: Arc<dyn Clock>,
         heartbeat_every: Duration,
         exporter: Arc<super::export::Exporter>,
+        raft: Option<Arc<cv_master_raft::RaftMaster>>,
     ) -> Self {
         MasterService {
             core,
@@ -53,6 +56,23 @@ impl MasterService {
             replays: Default::default(),
             worker_conns: Mutex::new(HashMap::new()),
             stopping: std::sync::atomic::AtomicBool::new(false),
+            raft,
+        }
+    }
+
+    /// Under Raft, the leader's address when this master knows it and is not the leader: a
+    /// `NotLeader` answer names it so the client follows it in the same call.
+    fn leader_addr(&self) -> Option<String> {
+        let raft = self.raft.as_ref()?;
+        raft.leader().filter(|(id, _)| *id != raft.node_id()).map(|(_, addr)| addr)
+    }
+
+    fn raft_node(&self, kind: Kind) -> Result<&cv_master_raft::openraft::Raft<cv_master_raft::TypeConfig>, Fail> {
+        match &self.raft {
+            Some(r) => Ok(r.raft()),
+            None => {
+                Err(Fail::new(ErrorCode::Unsupported, format!("{}: this master is not in a Raft group", kind.name())))
+            }
         }
     }
 
@@ -99,6 +119,15 @@ impl MasterService {
                 admin_only(peer, frame.kind())?;
                 workers::drain(self, Req::of(frame)?).await
             }
+            Kind::RaftAppend | Kind::RaftVoteReq | Kind::RaftSnapshot => {
+                super::raft::master_only(peer.role, frame.kind())?;
+                let raft = self.raft_node(frame.kind())?;
+                match frame.kind() {
+                    Kind::RaftAppend => super::raft::append(raft, frame).await,
+                    Kind::RaftVoteReq => super::raft::vote(raft, frame).await,
+                    _ => super::raft::snapshot(raft, frame).await,
+                }
+            }
             other => {
                 Err(Fail::new(ErrorCode::Unsupported, format!("{} is not a request the master serves", other.name())))
             }
@@ -138,7 +167,8 @@ impl MasterService {
             Ok(reply) => (reply, true),
             Err(f) => {
                 tracing::debug!(peer = %peer.addr, kind = frame.kind().name(), code = f.code.name(), "request refused: {}", f.message);
-                (Reply::error(id, f.code, &f.message, None), !f.code.retryable())
+                let redirect = if f.code == ErrorCode::NotLeader { self.leader_addr() } else { None };
+                (Reply::error(id, f.code, &f.message, redirect), !f.code.retryable())
             }
         }
     }

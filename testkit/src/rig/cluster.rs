@@ -1,4 +1,5 @@
-//! A cv cluster on a [`Rig`]: `cvctl master` on host 1, `cvctl worker` on hosts 2..=N, driven
+//! A cv cluster on a [`Rig`]: `cvctl master` on host 1 (or a Raft group of masters on hosts
+//! 1..=M, master/HA.md), `cvctl worker` on the hosts after them, driven
 //! through the real `cvctl` binary (its path given by the caller), with a cluster CA from
 //! `cvctl cert init` and a client config for `cvctl fs` / `cvctl report` in the root namespace.
 
@@ -44,6 +45,8 @@ pub struct ClusterSpec {
     pub spare_hosts: usize,
     /// The master's block size (`None`: its default, 4 MiB).
     pub block_size: Option<u64>,
+    /// Masters: 1, or a Raft group of 3 or 5, one per host.
+    pub masters: usize,
 }
 
 impl ClusterSpec {
@@ -64,6 +67,7 @@ impl ClusterSpec {
             zones: Vec::new(),
             spare_hosts: 0,
             block_size: None,
+            masters: 1,
         }
     }
 }
@@ -74,9 +78,10 @@ pub struct CvCluster {
     rig: Rig,
     cvctl: PathBuf,
     client_config: PathBuf,
-    master: ProcId,
-    /// The master's command, to start it again.
-    master_cmd: Command,
+    /// Per master: its process, and its command to start it again.
+    masters: Vec<(ProcId, Command)>,
+    /// Per master: a client file naming only it, with a short deadline (who leads?).
+    probes: Vec<PathBuf>,
     /// `(host index, process)` per worker.
     workers: Vec<(usize, ProcId)>,
     /// What a worker started later needs.
@@ -88,10 +93,10 @@ pub struct CvCluster {
 struct Later {
     spec: ClusterSpec,
     certs: PathBuf,
-    master_addr: SocketAddrV4,
+    master_addrs: Vec<SocketAddrV4>,
 }
 
-/// The host of the master.
+/// The host of the (first) master; a group's masters are on hosts 1..=M.
 const MASTER_HOST: usize = 1;
 
 /// Writes worker `h`'s config and starts `cvctl worker` on its host.
@@ -99,7 +104,7 @@ fn start_worker(
     rig: &Rig,
     spec: &ClusterSpec,
     certs: &Path,
-    master_addr: SocketAddrV4,
+    master_addrs: &[SocketAddrV4],
     h: usize,
 ) -> Result<ProcId, RigError> {
     let data = match spec.worker_disk {
@@ -107,14 +112,15 @@ fn start_worker(
         None => rig.host_dir(h)?.join("data"),
     };
     let file = WorkerFile {
-        master: master_addr,
+        master: master_addrs[0],
+        others: master_addrs[1..].to_vec(),
         addr: rig.host(h)?.addr,
         node: format!("rig-worker-h{h}"),
         data_dir: &data,
         capacity: spec.worker_capacity,
         memory_tier: spec.memory_tier,
         master_call_timeout: Duration::from_secs(1),
-        zone: spec.zones.get(h - MASTER_HOST - 1).cloned().unwrap_or_default(),
+        zone: spec.zones.get(h - spec.masters.max(1) - 1).cloned().unwrap_or_default(),
     };
     let conf = write(&rig.host_dir(h)?.join("cv.toml"), &cv_config::worker(certs, &file))?;
     rig.spawn(h, &format!("worker-h{h}"), &cvctl_cmd(&spec.cvctl, &["worker", "--config"], &conf))
@@ -124,35 +130,53 @@ impl CvCluster {
     /// Creates a rig of `1 + spec.workers` hosts, the certificates and configs, starts the master and
     /// the workers, and waits until the master counts every worker live.
     pub fn start(spec: &ClusterSpec) -> Result<CvCluster, RigError> {
-        let rig = Rig::new(1 + spec.workers + spec.spare_hosts)?;
+        let m = spec.masters.max(1);
+        let rig = Rig::new(m + spec.workers + spec.spare_hosts)?;
         let certs = rig.dir().join("certs");
         let out = run(Command::new(&spec.cvctl).args(["cert", "init", "--cluster", "rig", "--dir"]).arg(&certs))?;
         check(&out, "cvctl cert init")?;
-        let master_addr = SocketAddrV4::new(rig.host(MASTER_HOST)?.addr, MASTER_PORT);
+        let master_addrs: Vec<SocketAddrV4> = (MASTER_HOST..MASTER_HOST + m)
+            .map(|h| Ok(SocketAddrV4::new(rig.host(h)?.addr, MASTER_PORT)))
+            .collect::<Result<_, RigError>>()?;
+        let peers: Vec<(u64, SocketAddrV4)> =
+            master_addrs.iter().enumerate().map(|(i, a)| (i as u64 + 1, *a)).collect();
 
-        let mdir = rig.host_dir(MASTER_HOST)?;
-        let journal = mdir.join("journal");
-        let mfile = cv_config::MasterFile {
-            listen: master_addr,
-            journal: &journal,
-            heartbeat_timeout: spec.heartbeat_timeout,
-            write_lease: spec.write_lease,
-            replicas: spec.replicas,
-            replica_grace: spec.replica_grace,
-            block_size: spec.block_size,
-        };
-        let mconf = write(&mdir.join("cv.toml"), &cv_config::master(&certs, &mfile))?;
-        let master_cmd = cvctl_cmd(&spec.cvctl, &["master", "--config"], &mconf);
-        let master = rig.spawn(MASTER_HOST, "master", &master_cmd)?;
+        let mut masters = Vec::new();
+        let mut probes = Vec::new();
+        for (i, &listen) in master_addrs.iter().enumerate() {
+            let h = MASTER_HOST + i;
+            let mdir = rig.host_dir(h)?;
+            let journal = mdir.join("journal");
+            let mfile = cv_config::MasterFile {
+                listen,
+                journal: &journal,
+                heartbeat_timeout: spec.heartbeat_timeout,
+                write_lease: spec.write_lease,
+                replicas: spec.replicas,
+                replica_grace: spec.replica_grace,
+                block_size: spec.block_size,
+                raft: (m > 1).then(|| cv_config::RaftMember {
+                    id: i as u64 + 1,
+                    peers: peers.clone(),
+                    bootstrap: i == 0,
+                }),
+            };
+            let mconf = write(&mdir.join("cv.toml"), &cv_config::master(&certs, &mfile))?;
+            let cmd = cvctl_cmd(&spec.cvctl, &["master", "--config"], &mconf);
+            let p = rig.spawn(h, &master_name(i, m), &cmd)?;
+            masters.push((p, cmd));
+            let probe = cv_config::client(&certs, &[listen], Duration::from_millis(500));
+            probes.push(write(&rig.dir().join(format!("probe-m{}.toml", i + 1)), &probe)?);
+        }
 
         let mut workers = Vec::new();
-        for h in MASTER_HOST + 1..=MASTER_HOST + spec.workers {
-            workers.push((h, start_worker(&rig, spec, &certs, master_addr, h)?));
+        for h in MASTER_HOST + m..MASTER_HOST + m + spec.workers {
+            workers.push((h, start_worker(&rig, spec, &certs, &master_addrs, h)?));
         }
         let client_config =
-            write(&rig.dir().join("client.toml"), &cv_config::client(&certs, master_addr, spec.client_deadline))?;
-        let later = Later { spec: spec.clone(), certs, master_addr };
-        let cluster = CvCluster { rig, cvctl: spec.cvctl.clone(), client_config, master, master_cmd, workers, later };
+            write(&rig.dir().join("client.toml"), &cv_config::client(&certs, &master_addrs, spec.client_deadline))?;
+        let later = Later { spec: spec.clone(), certs, master_addrs };
+        let cluster = CvCluster { rig, cvctl: spec.cvctl.clone(), client_config, masters, probes, workers, later };
         let hosts: Vec<String> = cluster.worker_hosts().iter().map(|&h| cluster.host_name(h)).collect();
         cluster.wait_for("every worker live", spec.ready_timeout, |r| hosts.iter().all(|h| r.live(h)))?;
         Ok(cluster)
@@ -163,26 +187,85 @@ impl CvCluster {
         &self.rig
     }
 
-    /// The master's process.
+    /// The (first) master's process.
     pub fn master(&self) -> ProcId {
-        self.master
+        self.masters[0].0
     }
 
-    /// Starts the master again (after [`Rig::kill9`] of [`Self::master`]) on the same host,
-    /// address and journal; its new process becomes [`Self::master`].
+    /// Starts the (first) master again (after [`Rig::kill9`] of [`Self::master`]) on the same
+    /// host, address and journal; its new process becomes [`Self::master`].
     pub fn restart_master(&mut self) -> Result<ProcId, RigError> {
-        self.master = self.rig.spawn(MASTER_HOST, "master", &self.master_cmd)?;
-        Ok(self.master)
+        self.restart_master_at(0)
+    }
+
+    /// Masters in the cluster.
+    pub fn master_count(&self) -> usize {
+        self.masters.len()
+    }
+
+    /// Master `i`'s process (0-based; its host is `1 + i`, its Raft id `1 + i`).
+    pub fn master_at(&self, i: usize) -> ProcId {
+        self.masters[i].0
+    }
+
+    /// The host index of master `i`.
+    pub fn master_host(&self, i: usize) -> usize {
+        MASTER_HOST + i
+    }
+
+    /// Starts master `i` again on the same host, address and files (after a kill); with
+    /// `wipe`, its files are removed first (a lost disk).
+    pub fn restart_master_at(&mut self, i: usize) -> Result<ProcId, RigError> {
+        let n = self.masters.len();
+        let p = self.rig.spawn(MASTER_HOST + i, &master_name(i, n), &self.masters[i].1)?;
+        self.masters[i].0 = p;
+        Ok(p)
+    }
+
+    /// Removes master `i`'s journal (or Raft files): its disk was lost. Kill it first.
+    pub fn wipe_master(&self, i: usize) -> Result<(), RigError> {
+        let dir = self.rig.host_dir(MASTER_HOST + i)?.join("journal");
+        match std::fs::remove_dir_all(&dir) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(RigError::io(format!("remove {}", dir.display()), e)),
+        }
+    }
+
+    /// Which master leads now: the first whose own `cvctl report` (a client that knows only it)
+    /// succeeds. `None` if none does.
+    pub fn leader(&self) -> Option<usize> {
+        (0..self.masters.len()).find(|&i| {
+            let out = run(Command::new(&self.cvctl).arg("report").arg("--config").arg(&self.probes[i]).arg("--json"));
+            out.is_ok_and(|o| o.status.success())
+        })
+    }
+
+    /// Polls [`Self::leader`] until a master other than `not` leads; which one and when.
+    pub fn wait_leader(&self, not: Option<usize>, timeout: Duration) -> Result<(usize, Duration), RigError> {
+        let start = Instant::now();
+        loop {
+            if let Some(i) = self.leader().filter(|&i| Some(i) != not) {
+                return Ok((i, start.elapsed()));
+            }
+            if start.elapsed() > timeout {
+                return Err(RigError::Timeout {
+                    what: format!("a leading master (other than {not:?}) within {timeout:?}"),
+                    logs: self.rig.logs(),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     /// Starts a worker on the next spare host ([`ClusterSpec::spare_hosts`]) and waits until the
     /// master counts it live; its host index.
     pub fn add_worker(&mut self, timeout: Duration) -> Result<usize, RigError> {
-        let h = MASTER_HOST + 1 + self.workers.len();
+        let h = MASTER_HOST + self.masters.len() + self.workers.len();
         if h > self.rig.hosts().len() {
             return Err(RigError::Unknown(format!("no spare host for another worker (host {h})")));
         }
-        let p = start_worker(&self.rig, &self.later.spec, &self.later.certs, self.later.master_addr, h)?;
+        let p = start_worker(&self.rig, &self.later.spec, &self.later.certs, &self.later.master_addrs, h)?;
         self.workers.push((h, p));
         let name = self.host_name(h);
         self.wait_for(&format!("worker {name} live"), timeout, |r| r.live(&name))?;
@@ -277,6 +360,11 @@ impl CvCluster {
             other => other,
         }
     }
+}
+
+/// A master's process name: "master" alone, "master-1".. in a group.
+fn master_name(i: usize, n: usize) -> String {
+    if n > 1 { format!("master-{}", i + 1) } else { "master".into() }
 }
 
 fn cvctl_cmd(cvctl: &Path, args: &[&str], config: &Path) -> Command {

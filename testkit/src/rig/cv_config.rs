@@ -37,13 +37,31 @@ pub(crate) struct MasterFile<'a> {
     pub(crate) replicas: u32,
     pub(crate) replica_grace: Duration,
     pub(crate) block_size: Option<u64>,
+    /// In a Raft group: this master's place in it.
+    pub(crate) raft: Option<RaftMember>,
+}
+
+/// A Raft group's member: its id, every master `(id, address)`, and whether it makes the
+/// group on its first start.
+#[derive(Clone, Debug)]
+pub(crate) struct RaftMember {
+    pub(crate) id: u64,
+    pub(crate) peers: Vec<(u64, SocketAddrV4)>,
+    pub(crate) bootstrap: bool,
+}
+
+/// The `[master]` lines of a Raft group's member.
+fn raft_lines(raft: &Option<RaftMember>) -> String {
+    let Some(m) = raft else { return String::new() };
+    let peers: Vec<String> = m.peers.iter().map(|(i, a)| format!("{{ id = {i}, addr = \"{a}\" }}")).collect();
+    format!("node_id = {}\npeers = [{}]\nbootstrap = {}\n", m.id, peers.join(", "), m.bootstrap)
 }
 
 /// The master's file.
 pub(crate) fn master(certs: &Path, m: &MasterFile<'_>) -> String {
     format!(
         "{}\n[master]\nlisten = \"{}\"\njournal_dir = {}\nnode = \"rig-master\"\nheartbeat_timeout = {}\n\
-         write_lease = {}\nreplicas = {}\nreplica_grace = {}\n{}",
+         write_lease = {}\nreplicas = {}\nreplica_grace = {}\n{}{}",
         tls(certs, "node"),
         m.listen,
         toml_str(&m.journal.to_string_lossy()),
@@ -52,6 +70,7 @@ pub(crate) fn master(certs: &Path, m: &MasterFile<'_>) -> String {
         m.replicas,
         ms(m.replica_grace),
         m.block_size.map(|b| format!("block_size = {b}\n")).unwrap_or_default(),
+        raft_lines(&m.raft),
     )
 }
 
@@ -59,6 +78,8 @@ pub(crate) fn master(certs: &Path, m: &MasterFile<'_>) -> String {
 #[derive(Clone, Debug)]
 pub(crate) struct WorkerFile<'a> {
     pub(crate) master: SocketAddrV4,
+    /// The group's other masters (empty: one master).
+    pub(crate) others: Vec<SocketAddrV4>,
     /// Bound and advertised.
     pub(crate) addr: std::net::Ipv4Addr,
     pub(crate) node: String,
@@ -75,11 +96,12 @@ pub(crate) struct WorkerFile<'a> {
 /// A worker's file: one shard, unpinned (the rig shares few cores), no fdatasync (test data).
 pub(crate) fn worker(certs: &Path, w: &WorkerFile<'_>) -> String {
     format!(
-        "{}\n[worker]\nmaster = \"{}\"\nhost = \"{}\"\nbind = \"{}\"\nbase_port = {WORKER_PORT}\nshards = 1\n\
+        "{}\n[worker]\nmaster = \"{}\"\nmasters = [{}]\nhost = \"{}\"\nbind = \"{}\"\nbase_port = {WORKER_PORT}\nshards = 1\n\
          pin_cores = false\nsync_data = false\nmemory_tier = {}\nnode = {}\nmaster_call_timeout = {}\nzone = {}\n\
          [[worker.data_dirs]]\npath = {}\ncapacity = {}\n",
         tls(certs, "node"),
         w.master,
+        quoted(&w.others),
         w.addr,
         w.addr,
         w.memory_tier,
@@ -91,11 +113,18 @@ pub(crate) fn worker(certs: &Path, w: &WorkerFile<'_>) -> String {
     )
 }
 
-/// The client's file (for `cvctl fs` and `cvctl report` in the root namespace).
-pub(crate) fn client(certs: &Path, master: SocketAddrV4, deadline: Duration) -> String {
+fn quoted(addrs: &[SocketAddrV4]) -> String {
+    addrs.iter().map(|a| format!("\"{a}\"")).collect::<Vec<_>>().join(", ")
+}
+
+/// The client's file (for `cvctl fs` and `cvctl report` in the root namespace): the first
+/// master, then the others.
+pub(crate) fn client(certs: &Path, masters: &[SocketAddrV4], deadline: Duration) -> String {
     format!(
-        "{}\n[client]\nmaster = \"{master}\"\ndeadline = {}\nnode = \"rig-client\"\n",
+        "{}\n[client]\nmaster = \"{}\"\nmasters = [{}]\ndeadline = {}\nnode = \"rig-client\"\n",
         tls(certs, "client"),
+        masters[0],
+        quoted(&masters[1..]),
         ms(deadline)
     )
 }

@@ -1,4 +1,5 @@
-//! `cvctl up`: a master and one worker with its shards in this process.
+//! `cvctl up`: a master (or a Raft group of masters) and one worker with its shards in this
+//! process.
 
 use super::CmdResult;
 use crate::cluster::{ClusterOptions, LocalCluster};
@@ -23,9 +24,12 @@ pub struct UpArgs {
     /// Worker memory tier, e.g. 256MiB.
     #[arg(long, default_value = "256MiB")]
     memory: ByteSize,
-    /// Master UDP port.
+    /// Master UDP port (with several masters, master i listens on port + i).
     #[arg(long, default_value_t = 7700)]
     master_port: u16,
+    /// Masters: 1, or 3 or 5 replicating the namespace through Raft (master/HA.md).
+    #[arg(long, default_value_t = 1)]
+    masters: usize,
     /// First worker shard UDP port (shard i listens on port + i).
     #[arg(long, default_value_t = 7100)]
     worker_port: u16,
@@ -51,13 +55,16 @@ impl UpArgs {
             master_port: self.master_port,
             worker_port: self.worker_port,
             sync_data: true,
+            masters: self.masters,
             ..ClusterOptions::ephemeral(&dir)
         };
         runtime()?.block_on(async move {
             let cluster = LocalCluster::start(&opts).await?;
             let stop = crate::signal::shutdown_signal();
             println!("cv is up");
-            println!("  master        {}", cluster.master_addr());
+            for (i, a) in cluster.master_addrs().iter().enumerate() {
+                println!("  master        {}{a}", if opts.masters > 1 { format!("{} ", i + 1) } else { String::new() });
+            }
             for (i, a) in cluster.shard_addrs().iter().enumerate() {
                 println!("  worker shard  {i} {a}");
             }

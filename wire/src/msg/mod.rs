@@ -7,6 +7,7 @@ mod block;
 mod conn;
 mod mount;
 mod namespace;
+mod raft;
 mod registry;
 
 pub use admin::*;
@@ -14,6 +15,7 @@ pub use block::*;
 pub use conn::*;
 pub use mount::*;
 pub use namespace::*;
+pub use raft::*;
 pub use registry::*;
 
 use crate::error::{WireError, WireErrorKind};

@@ -39,8 +39,9 @@ const SHARD_TIMEOUT: Duration = Duration::from_secs(10);
 /// What the control plane needs, built by the server.
 #[derive(Debug)]
 pub(crate) struct ControlSpec {
-    /// The master's `host:port` (resolved again on every connection attempt).
-    pub(crate) master: String,
+    /// The masters (`host:port`, resolved again on every connection attempt) and the one
+    /// that leads as last heard.
+    pub(crate) masters: std::sync::Arc<crate::masters::MasterList>,
     pub(crate) host: String,
     pub(crate) node: String,
     /// Failure-domain label announced at registration.
@@ -140,8 +141,16 @@ async fn run(spec: ControlSpec, stop: flume::Receiver<()>, ids: watch::Sender<Op
                 Ok(never) => match never {},
             },
         };
+        let (failed, err) = err;
+        // A master that names the leader is followed at once; otherwise the next master is
+        // tried after the backoff.
+        if spec.masters.len() > 1 && spec.masters.moved(&failed, &err) {
+            tracing::info!(from = %failed, to = %spec.masters.current(), "following the leading master");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            continue;
+        }
         let delay = st.backoff.next_delay();
-        tracing::warn!(master = %spec.master, error = %err, retry_in = ?delay, "master unreachable; shards keep serving");
+        tracing::warn!(master = %failed, error = %err, retry_in = ?delay, "master unreachable; shards keep serving");
         tokio::select! {
             _ = stop.recv_async() => break,
             _ = tokio::time::sleep(delay) => {}
@@ -152,13 +161,24 @@ async fn run(spec: ControlSpec, stop: flume::Receiver<()>, ids: watch::Sender<Op
     let _ = tokio::time::timeout(Duration::from_millis(200), ep.wait_idle()).await;
 }
 
-/// One connection to the master: register, then heartbeat until something fails.
+/// One connection to the current master: register, then heartbeat until something fails
+/// (the error, with the master it came from).
 async fn session(
     spec: &ControlSpec,
     ep: &quinn::Endpoint,
     st: &mut State,
+) -> std::result::Result<Infallible, (String, NetError)> {
+    let master = spec.masters.current();
+    session_with(spec, ep, st, &master).await.map_err(|e| (master, e))
+}
+
+async fn session_with(
+    spec: &ControlSpec,
+    ep: &quinn::Endpoint,
+    st: &mut State,
+    master: &str,
 ) -> std::result::Result<Infallible, NetError> {
-    let addr = resolve(&spec.master).await?;
+    let addr = resolve(master).await?;
     let connect = Conn::connect(ep, addr, Role::Worker, &spec.node, Limits::DEFAULT);
     let conn = tokio::time::timeout(CONNECT_TIMEOUT.min(spec.call_timeout), connect).await.map_err(|_| {
         NetError::new(NetErrorKind::Timeout, format!("connecting to the master took over {CONNECT_TIMEOUT:?}"))
@@ -208,7 +228,7 @@ async fn register(spec: &ControlSpec, conn: &Conn, st: &mut State) -> std::resul
     st.full_next = true;
     st.ids.send_replace(Some(ok.worker_id));
     st.backoff.reset();
-    tracing::info!(worker_id = ok.worker_id, master = %spec.master, "registered");
+    tracing::info!(worker_id = ok.worker_id, master = %spec.masters.current(), "registered");
     // Remember the master's pace for this registration.
     st.heartbeat_ms = ok.heartbeat_ms;
     Ok(())

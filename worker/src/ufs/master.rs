@@ -18,8 +18,9 @@ use super::error::{FetchError, FetchErrorKind};
 /// Where the master is and who we are to it.
 #[derive(Debug, Clone)]
 pub(crate) struct MasterSpec {
-    /// `host:port`, resolved again on every connection attempt.
-    pub(crate) addr: String,
+    /// The masters (`host:port`, resolved again on every connection attempt), shared with
+    /// the control thread: both follow the leader.
+    pub(crate) masters: std::sync::Arc<crate::masters::MasterList>,
     pub(crate) node: String,
     pub(crate) identity: Identity,
     pub(crate) transport: TransportSettings,
@@ -41,9 +42,28 @@ impl MasterLink {
         Self { spec, state: Mutex::new((None, None)) }
     }
 
-    /// The mount at `cv_path`, credentials included.
+    /// The mount at `cv_path`, credentials included, from the master that leads: one that
+    /// answers `NotLeader` or cannot be reached sends the ask to the next, each tried once.
     pub(crate) async fn get_mount(&self, cv_path: &str) -> Result<Mount, FetchError> {
-        let conn = self.conn().await.map_err(|e| unreachable_master(&self.spec.addr, &e))?;
+        let mut tries = self.spec.masters.len();
+        loop {
+            let addr = self.spec.masters.current();
+            match self.get_mount_at(cv_path, &addr).await {
+                Err((e, Some(net)))
+                    if tries > 1
+                        && (net.kind() != NetErrorKind::Remote || net.code() == Some(ErrorCode::NotLeader)) =>
+                {
+                    tries -= 1;
+                    self.spec.masters.moved(&addr, &net);
+                    tracing::debug!(from = %addr, error = %e, "mount lookup goes to another master");
+                }
+                r => return r.map_err(|(e, _)| e),
+            }
+        }
+    }
+
+    async fn get_mount_at(&self, cv_path: &str, addr: &str) -> Result<Mount, (FetchError, Option<NetError>)> {
+        let conn = self.conn(addr).await.map_err(|e| (unreachable_master(addr, &e), Some(e)))?;
         let req = GetMount { cv_path: cv_path.to_owned() };
         let res = match tokio::time::timeout(self.spec.timeout, conn.call(&req, &[])).await {
             Ok(r) => r,
@@ -52,20 +72,20 @@ impl MasterLink {
         let frame = match res {
             Ok(f) => f,
             Err(e) => {
-                if e.kind() != NetErrorKind::Remote {
+                if e.kind() != NetErrorKind::Remote || e.code() == Some(ErrorCode::NotLeader) {
                     self.forget(&conn).await;
                 }
-                return Err(refused(cv_path, &self.spec.addr, &e));
+                return Err((refused(cv_path, addr, &e), Some(e)));
             }
         };
         let ok: GetMountOk = frame.decode_body().map_err(|e| {
-            FetchError::new(FetchErrorKind::Failed, format!("master's GetMount reply for {cv_path}: {e}"))
+            (FetchError::new(FetchErrorKind::Failed, format!("master's GetMount reply for {cv_path}: {e}")), None)
         })?;
         Ok(ok.mount)
     }
 
-    /// The current connection, connecting first if there is none or it closed.
-    async fn conn(&self) -> Result<Conn, NetError> {
+    /// The current connection, connecting to `addr` first if there is none or it closed.
+    async fn conn(&self, addr: &str) -> Result<Conn, NetError> {
         let mut st = self.state.lock().await;
         if let Some(c) = &st.1
             && !c.is_closed()
@@ -82,7 +102,7 @@ impl MasterLink {
             }
         };
         let connect = async {
-            let addr = resolve(&self.spec.addr).await?;
+            let addr = resolve(addr).await?;
             Conn::connect(&ep, addr, Role::Worker, &self.spec.node, Limits::DEFAULT).await
         };
         let conn = tokio::time::timeout(self.spec.timeout, connect).await.map_err(|_| {

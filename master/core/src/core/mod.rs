@@ -97,9 +97,10 @@ pub struct MasterCore {
     config: MasterConfig,
     clock: Arc<dyn Clock>,
     recovery: RecoveryInfo,
-    /// When this core started (the injected clock): the journal's last heartbeats are from
-    /// before the restart, so every worker gets a heartbeat timeout from here to reconnect.
-    started_ms: u64,
+    /// When this core started, or under Raft last began to lead (the injected clock): the
+    /// journal's last heartbeats are from before, so every worker gets a heartbeat timeout
+    /// from here to reach this master.
+    started_ms: std::sync::atomic::AtomicU64,
     /// When each file being written was last touched by its writer (create, add-block,
     /// complete), for the write lease. Not journaled: after a restart every such file's lease
     /// starts at the restart.
@@ -188,7 +189,7 @@ impl MasterCore {
             config,
             clock,
             recovery,
-            started_ms,
+            started_ms: std::sync::atomic::AtomicU64::new(started_ms),
             writing,
             copies: Mutex::new(replicas::Copies::default()),
         }
@@ -201,11 +202,13 @@ impl MasterCore {
 
     /// Under Raft: this master now leads, and everything committed before its term is
     /// applied (or it stopped leading). A new leader starts every write lease anew, as a
-    /// restart does, and forgets copy orders another leader gave.
+    /// restart does, gives every worker a heartbeat timeout from now to reach it, and forgets
+    /// copy orders another leader gave.
     pub fn set_leading(&self, leading: bool) {
         let g = lock(&self.inner);
         if leading && !self.leading.load(Ordering::Acquire) {
             let now = self.clock.now_ms();
+            self.started_ms.store(now, Ordering::Release);
             *lock(&self.writing) = g.state.writing_files().map(|id| (id, now)).collect();
             *lock(&self.copies) = replicas::Copies::default();
         }

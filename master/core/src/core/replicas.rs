@@ -104,7 +104,8 @@ impl MasterCore {
         g.ring(self.config.vnodes_per_shard);
         let Inner { state, ring, .. } = &*g;
         let want = target(state, self.config.replicas);
-        let (grace, started) = (self.config.replica_grace.as_millis() as u64, self.started_ms);
+        let (grace, started) =
+            (self.config.replica_grace.as_millis() as u64, self.started_ms.load(std::sync::atomic::Ordering::Acquire));
         // A lost worker's copy still counts within the grace period (counted from the
         // master's start at the earliest: it could not hear heartbeats while down).
         let waiting = |w: WorkerId| {

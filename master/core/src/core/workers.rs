@@ -156,7 +156,9 @@ impl MasterCore {
     /// was down, so each worker gets a whole timeout to reconnect before its blocks are lost.
     pub fn tick(&self) -> Result<TickReport> {
         let timeout = self.config.heartbeat_timeout.as_millis() as u64;
-        self.lose(|g, now| g.state.expired_workers(now, timeout, self.started_ms))
+        self.lose(|g, now| {
+            g.state.expired_workers(now, timeout, self.started_ms.load(std::sync::atomic::Ordering::Acquire))
+        })
     }
 
     /// Journals the loss of the workers `pick` names (none: nothing is journaled): which they

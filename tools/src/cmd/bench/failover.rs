@@ -65,6 +65,9 @@ pub struct MasterCrashArgs {
     /// Writing after the master is back.
     #[arg(long, default_value = "20s")]
     after: Dur,
+    /// Masters: 1, or a Raft group of 3 or 5 whose leader is the one killed.
+    #[arg(long, default_value_t = 1)]
+    masters: usize,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -79,6 +82,7 @@ impl MasterCrashArgs {
             before: self.before.get(),
             down: self.down.get(),
             after: self.after.get(),
+            masters: self.masters.max(1),
             ..failover::MasterCrashOptions::new(std::env::current_exe()?)
         };
         let report = failover::run_master_crash(&opts)?;

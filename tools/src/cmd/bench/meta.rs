@@ -23,6 +23,9 @@ pub struct MetaArgs {
     /// Directory for the master's journal (a real disk; a temporary subdirectory is removed).
     #[arg(long, default_value_os_t = std::env::temp_dir())]
     dir: PathBuf,
+    /// Master counts to measure in the run: 1, and Raft groups (3, 5) on the same disk.
+    #[arg(long, value_delimiter = ',', default_values_t = [1usize])]
+    masters: Vec<usize>,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -37,6 +40,7 @@ impl MetaArgs {
             max_files: self.max_files,
             fsync_samples: self.fsync_samples,
             dir: self.dir,
+            masters: self.masters,
         };
         let rows = cv_benches::master_bench::run_meta(&opts).map_err(|e| e.to_string())?;
         if self.json {

@@ -2,6 +2,7 @@
 
 use crate::cmd::CmdResult;
 use clap::Args;
+use cv_master::server::RaftReads;
 use std::path::PathBuf;
 
 /// Arguments of `cvctl bench open`.
@@ -25,6 +26,10 @@ pub struct OpenArgs {
     /// Directory for the master's journal (a real disk; a temporary subdirectory is removed).
     #[arg(long, default_value_os_t = std::env::temp_dir())]
     dir: PathBuf,
+    /// Master counts to measure in the run: 1, and Raft groups (3, 5), each group once with
+    /// lease reads and once with ReadIndex reads.
+    #[arg(long, value_delimiter = ',', default_values_t = [1usize])]
+    masters: Vec<usize>,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -40,6 +45,14 @@ impl OpenArgs {
             requests: self.requests,
             warmup: self.warmup,
             dir: self.dir,
+            groups: self
+                .masters
+                .iter()
+                .flat_map(|&n| match n {
+                    0 | 1 => vec![(1, RaftReads::Lease)],
+                    n => vec![(n, RaftReads::Lease), (n, RaftReads::ReadIndex)],
+                })
+                .collect(),
         };
         let rows = cv_benches::master_bench::run_open(&opts).map_err(|e| e.to_string())?;
         if self.json {
@@ -49,6 +62,17 @@ impl OpenArgs {
                 "master open (block map + Parquet footer in one reply) vs null RPC, 1 client, QUIC loopback",
                 &rows,
             );
+            // Each group's open against one master's, where the run measured both.
+            if let Some(one) = rows.get(1).filter(|_| self.masters.contains(&1)) {
+                for r in rows.iter().skip(3).step_by(2) {
+                    println!(
+                        "{} / 1 master: p50 {:.2}×, p99 {:.2}×",
+                        r.name,
+                        r.p50_us / one.p50_us.max(1e-9),
+                        r.p99_us / one.p99_us.max(1e-9)
+                    );
+                }
+            }
         }
         Ok(())
     }

@@ -1,0 +1,258 @@
+//! Raft between masters over QUIC (wire kinds 112–117, master/HA.md): openraft's network (this
+//! master dials each other one as `Role::Master`, one connection per peer, dialed again once
+//! it closes) and the handlers that hand a peer's RPC to the local Raft node. Log entries and
+//! snapshot chunks travel in the frame's checksummed payload, entries framed as in the Raft
+//! log file.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use cv_master_raft::codec::{decode_entries, decode_membership, encode_entry, encode_membership};
+use cv_master_raft::openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError, Unreachable};
+use cv_master_raft::openraft::network::RPCOption;
+use cv_master_raft::openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse, VoteRequest,
+    VoteResponse,
+};
+use cv_master_raft::openraft::{
+    BasicNode, CommittedLeaderId, Raft, RaftNetwork, RaftNetworkFactory, SnapshotMeta, StoredMembership,
+};
+use cv_master_raft::{LogId, TypeConfig, Vote};
+use cv_net::rpc::{Conn, Reply};
+use cv_wire::msg::{
+    RaftAppend, RaftAppendOk, RaftLogId, RaftSnapshot, RaftSnapshotOk, RaftVote, RaftVoteOk, RaftVoteReq, Role,
+};
+use cv_wire::{ErrorCode, Frame, Limits, Message};
+
+use super::errors::Fail;
+
+fn to_wire_id(l: &LogId) -> RaftLogId {
+    RaftLogId { term: l.leader_id.term, node: l.leader_id.node_id, index: l.index }
+}
+
+fn from_wire_id(l: &RaftLogId) -> LogId {
+    LogId::new(CommittedLeaderId::new(l.term, l.node), l.index)
+}
+
+fn to_wire_vote(v: &Vote) -> RaftVote {
+    RaftVote { term: v.leader_id.term, node: v.leader_id.node_id, committed: v.committed }
+}
+
+fn from_wire_vote(v: &RaftVote) -> Vote {
+    if v.committed { Vote::new_committed(v.term, v.node) } else { Vote::new(v.term, v.node) }
+}
+
+/// Dials the other masters of the group.
+#[derive(Debug, Clone)]
+pub struct QuicNetwork {
+    endpoint: quinn::Endpoint,
+    node: String,
+}
+
+impl QuicNetwork {
+    pub fn new(endpoint: quinn::Endpoint, node: String) -> Self {
+        Self { endpoint, node }
+    }
+}
+
+impl RaftNetworkFactory<TypeConfig> for QuicNetwork {
+    type Network = QuicLink;
+
+    async fn new_client(&mut self, target: u64, node: &BasicNode) -> QuicLink {
+        QuicLink { net: self.clone(), target, addr: node.addr.parse().ok(), name: node.addr.clone(), conn: None }
+    }
+}
+
+/// The connection to one other master.
+pub struct QuicLink {
+    net: QuicNetwork,
+    target: u64,
+    addr: Option<SocketAddr>,
+    name: String,
+    conn: Option<Conn>,
+}
+
+#[derive(Debug)]
+struct LinkError(String);
+
+impl std::fmt::Display for LinkError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for LinkError {}
+
+type RpcErr<E> = RPCError<u64, BasicNode, RaftError<u64, E>>;
+
+impl QuicLink {
+    /// One call within `ttl`: a master that cannot be dialed is `Unreachable` (openraft backs
+    /// off), a call that fails on the way is a network error and drops the connection.
+    async fn call<M: Message, E: std::error::Error>(
+        &mut self,
+        msg: &M,
+        payload: &[&[u8]],
+        ttl: Duration,
+    ) -> Result<Frame, RpcErr<E>> {
+        let what = |e: &dyn std::fmt::Display| LinkError(format!("master {} at {}: {e}", self.target, self.name));
+        let addr = self.addr.ok_or_else(|| RPCError::Unreachable(Unreachable::new(&what(&"not a socket address"))))?;
+        if self.conn.as_ref().is_none_or(Conn::is_closed) {
+            self.conn = None;
+            let dial = Conn::connect(&self.net.endpoint, addr, Role::Master, &self.net.node, Limits::DEFAULT);
+            match tokio::time::timeout(ttl, dial).await {
+                Ok(Ok(c)) => self.conn = Some(c),
+                Ok(Err(e)) => return Err(RPCError::Unreachable(Unreachable::new(&what(&e)))),
+                Err(_) => return Err(RPCError::Unreachable(Unreachable::new(&what(&"dial timed out")))),
+            }
+        }
+        let conn =
+            self.conn.as_ref().ok_or_else(|| RPCError::Unreachable(Unreachable::new(&what(&"no connection"))))?;
+        match tokio::time::timeout(ttl, conn.call(msg, payload)).await {
+            Ok(Ok(f)) => Ok(f),
+            Ok(Err(e)) => {
+                if e.code().is_none() {
+                    self.conn = None;
+                }
+                Err(RPCError::Network(NetworkError::new(&what(&e))))
+            }
+            Err(_) => {
+                self.conn = None;
+                Err(RPCError::Network(NetworkError::new(&what(&"no answer in time"))))
+            }
+        }
+    }
+
+    fn bad_reply<E: std::error::Error>(&self, e: impl std::fmt::Display) -> RpcErr<E> {
+        let err = LinkError(format!("master {} at {} sent a bad raft reply: {e}", self.target, self.name));
+        RPCError::Network(NetworkError::new(&err))
+    }
+}
+
+impl RaftNetwork<TypeConfig> for QuicLink {
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<AppendEntriesResponse<u64>, RpcErr<cv_master_raft::openraft::error::Infallible>> {
+        let mut payload = Vec::new();
+        for e in &rpc.entries {
+            payload.extend_from_slice(&encode_entry(e).map_err(|e| self.bad_reply(e))?);
+        }
+        let msg = RaftAppend {
+            vote: to_wire_vote(&rpc.vote),
+            prev: rpc.prev_log_id.as_ref().map(to_wire_id),
+            commit: rpc.leader_commit.as_ref().map(to_wire_id),
+            entries: rpc.entries.len() as u32,
+        };
+        let f = self.call(&msg, &[&payload], option.hard_ttl()).await?;
+        let ok: RaftAppendOk = f.decode_body().map_err(|e| self.bad_reply(e))?;
+        Ok(match (ok.outcome, ok.vote) {
+            (0, _) => AppendEntriesResponse::Success,
+            (1, _) => AppendEntriesResponse::PartialSuccess(ok.matched.as_ref().map(from_wire_id)),
+            (2, _) => AppendEntriesResponse::Conflict,
+            (3, Some(v)) => AppendEntriesResponse::HigherVote(from_wire_vote(&v)),
+            (o, _) => return Err(self.bad_reply(format!("append outcome {o}"))),
+        })
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        rpc: InstallSnapshotRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<InstallSnapshotResponse<u64>, RpcErr<InstallSnapshotError>> {
+        let m = &rpc.meta;
+        let msg = RaftSnapshot {
+            vote: to_wire_vote(&rpc.vote),
+            last: m.last_log_id.as_ref().map(to_wire_id),
+            membership_log: m.last_membership.log_id().as_ref().map(to_wire_id),
+            membership: encode_membership(m.last_membership.membership()),
+            snapshot_id: m.snapshot_id.clone(),
+            offset: rpc.offset,
+            done: rpc.done,
+        };
+        let f = self.call(&msg, &[&rpc.data], option.hard_ttl()).await?;
+        let ok: RaftSnapshotOk = f.decode_body().map_err(|e| self.bad_reply(e))?;
+        Ok(InstallSnapshotResponse { vote: from_wire_vote(&ok.vote) })
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<u64>,
+        option: RPCOption,
+    ) -> Result<VoteResponse<u64>, RpcErr<cv_master_raft::openraft::error::Infallible>> {
+        let msg = RaftVoteReq { vote: to_wire_vote(&rpc.vote), last: rpc.last_log_id.as_ref().map(to_wire_id) };
+        let f = self.call(&msg, &[], option.hard_ttl()).await?;
+        let ok: RaftVoteOk = f.decode_body().map_err(|e| self.bad_reply(e))?;
+        Ok(VoteResponse {
+            vote: from_wire_vote(&ok.vote),
+            vote_granted: ok.granted,
+            last_log_id: ok.last.as_ref().map(from_wire_id),
+        })
+    }
+}
+
+fn raft_fail(e: impl std::fmt::Display) -> Fail {
+    Fail::new(ErrorCode::Unavailable, format!("raft: {e}"))
+}
+
+/// A peer's AppendEntries, handed to the local node.
+pub(super) async fn append(raft: &Raft<TypeConfig>, frame: &Frame) -> Result<Reply, Fail> {
+    let req: RaftAppend = frame.decode_body()?;
+    let entries = decode_entries(frame.payload(), req.entries as usize)
+        .map_err(|e| Fail::new(ErrorCode::Malformed, e.to_string()))?;
+    let rpc = AppendEntriesRequest {
+        vote: from_wire_vote(&req.vote),
+        prev_log_id: req.prev.as_ref().map(from_wire_id),
+        leader_commit: req.commit.as_ref().map(from_wire_id),
+        entries,
+    };
+    let resp = raft.append_entries(rpc).await.map_err(raft_fail)?;
+    let (outcome, matched, vote) = match resp {
+        AppendEntriesResponse::Success => (0, None, None),
+        AppendEntriesResponse::PartialSuccess(m) => (1, m.as_ref().map(to_wire_id), None),
+        AppendEntriesResponse::Conflict => (2, None, None),
+        AppendEntriesResponse::HigherVote(v) => (3, None, Some(to_wire_vote(&v))),
+    };
+    Ok(Reply::ok(frame.header().request_id, &RaftAppendOk { outcome, matched, vote }, Vec::new()))
+}
+
+/// A peer's RequestVote.
+pub(super) async fn vote(raft: &Raft<TypeConfig>, frame: &Frame) -> Result<Reply, Fail> {
+    let req: RaftVoteReq = frame.decode_body()?;
+    let rpc = VoteRequest { vote: from_wire_vote(&req.vote), last_log_id: req.last.as_ref().map(from_wire_id) };
+    let resp = raft.vote(rpc).await.map_err(raft_fail)?;
+    let ok = RaftVoteOk {
+        vote: to_wire_vote(&resp.vote),
+        granted: resp.vote_granted,
+        last: resp.last_log_id.as_ref().map(to_wire_id),
+    };
+    Ok(Reply::ok(frame.header().request_id, &ok, Vec::new()))
+}
+
+/// One chunk of a peer's snapshot.
+pub(super) async fn snapshot(raft: &Raft<TypeConfig>, frame: &Frame) -> Result<Reply, Fail> {
+    let req: RaftSnapshot = frame.decode_body()?;
+    let membership = decode_membership(&req.membership).map_err(|e| Fail::new(ErrorCode::Malformed, e.to_string()))?;
+    let meta = SnapshotMeta {
+        last_log_id: req.last.as_ref().map(from_wire_id),
+        last_membership: StoredMembership::new(req.membership_log.as_ref().map(from_wire_id), membership),
+        snapshot_id: req.snapshot_id,
+    };
+    let rpc = InstallSnapshotRequest {
+        vote: from_wire_vote(&req.vote),
+        meta,
+        offset: req.offset,
+        data: frame.payload().to_vec(),
+        done: req.done,
+    };
+    let resp = raft.install_snapshot(rpc).await.map_err(raft_fail)?;
+    Ok(Reply::ok(frame.header().request_id, &RaftSnapshotOk { vote: to_wire_vote(&resp.vote) }, Vec::new()))
+}
+
+/// Raft RPCs: only from a peer whose hello says it is a master.
+pub(super) fn master_only(role: Role, kind: cv_wire::Kind) -> Result<(), Fail> {
+    if role == Role::Master {
+        return Ok(());
+    }
+    Err(Fail::new(ErrorCode::PermissionDenied, format!("{} is for masters; this peer said {role:?}", kind.name())))
+}
