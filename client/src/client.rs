@@ -46,16 +46,27 @@ impl Client {
         let call_ids = AtomicU64::new(cv_net::rpc::random_request_id());
         let masters = Masters::new(settings.master, &settings.masters);
         let client = Client { inner: Arc::new(Inner { settings, pool, masters, call_ids }) };
-        // Dials a master (the next one after each failure) so that errors show early; which
-        // one leads is found by the first call.
+        // Dials the masters so that errors show early: all at once, the first to answer becomes
+        // the current one (the first call finds the leader), so one that is down costs nothing.
         let inner = &client.inner;
         with_retries(&inner.settings, "connect to master", || async {
-            let addr = inner.masters.current();
-            let dialed = inner.pool.get(addr).await.map(|_| ());
-            if dialed.is_err() {
-                inner.masters.moved(addr, None);
+            let mut dials = tokio::task::JoinSet::new();
+            for &addr in inner.masters.list() {
+                let inner = client.inner.clone();
+                dials.spawn(async move { inner.pool.get(addr).await.map(|_| addr) });
             }
-            dialed
+            let mut last = None;
+            while let Some(done) = dials.join_next().await {
+                match done {
+                    Ok(Ok(addr)) => {
+                        inner.masters.set(addr);
+                        return Ok(());
+                    }
+                    Ok(Err(e)) => last = Some(e),
+                    Err(e) => last = Some(Error::new(ErrorKind::Other, format!("dial task: {e}"))),
+                }
+            }
+            Err(last.unwrap_or_else(|| Error::new(ErrorKind::Config, "no master configured")))
         })
         .await?;
         Ok(client)
@@ -198,12 +209,29 @@ impl Client {
             }
             let attempt = async {
                 let conn = pool.get(addr).await?;
-                conn.call_as(id, msg, payload).await.map_err(|e| {
-                    if conn.is_closed() {
-                        self.inner.pool.forget(addr);
+                let call = conn.call_as(id, msg, payload);
+                tokio::pin!(call);
+                loop {
+                    tokio::select! {
+                        r = &mut call => {
+                            return r.map_err(|e| {
+                                if conn.is_closed() {
+                                    pool.forget(addr);
+                                }
+                                Error::from(e)
+                            });
+                        }
+                        // A leader killed under the call looks alive until the connection's
+                        // idle timeout; ask the others meanwhile who leads.
+                        _ = tokio::time::sleep(HEDGE) => {
+                            if let Some(leader) = self.leads_instead(addr, &down).await {
+                                masters.moved(addr, Some(leader));
+                                let msg = format!("master at {addr} did not answer within {HEDGE:?}; master at {leader} leads");
+                                return Err(Error::new(ErrorKind::Unavailable, msg));
+                            }
+                        }
                     }
-                    Error::from(e)
-                })
+                }
             };
             match attempts.run(attempt).await {
                 Ok(f) => {
@@ -233,6 +261,31 @@ impl Client {
                 Err(e) => attempts.retry(e).await?,
             }
         }
+    }
+
+    /// Which other master leads, as the others say (each asked with a `Stat` of `/`, answered by
+    /// the leader and refused with the leader's address by a follower), if not `slow`.
+    async fn leads_instead(&self, slow: SocketAddr, down: &impl Fn(SocketAddr) -> bool) -> Option<SocketAddr> {
+        for &other in self.inner.masters.list() {
+            if other == slow || down(other) {
+                continue;
+            }
+            let ask = async {
+                let conn = self.inner.pool.get(other).await?;
+                conn.call(&Stat { path: "/".into() }, &[]).await.map_err(Error::from)
+            };
+            match tokio::time::timeout(HEDGE, ask).await {
+                Ok(Ok(_)) => return Some(other),
+                Ok(Err(e)) => {
+                    let named = e.redirect().and_then(|r| r.parse::<SocketAddr>().ok());
+                    if let Some(l) = named.filter(|l| *l != slow && !down(*l)) {
+                        return Some(l);
+                    }
+                }
+                Err(_) => {}
+            }
+        }
+        None
     }
 
     /// The master calls go to now (under Raft, the leader as last heard).
@@ -422,6 +475,10 @@ impl WorkerAt {
         }
     }
 }
+
+/// A master call unanswered this long, with other masters to ask, asks them who leads (a
+/// leader's call takes well under a millisecond on a LAN; an election about half a second).
+const HEDGE: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// Between rounds of masters none of which leads: about a heartbeat, shorter than an election.
 const ELECTION_PAUSE: std::time::Duration = std::time::Duration::from_millis(50);

@@ -35,6 +35,11 @@ impl Masters {
         &self.list
     }
 
+    /// Calls go to `addr` now (a master that answered first).
+    pub(crate) fn set(&self, addr: SocketAddr) {
+        *self.current.lock().unwrap_or_else(|p| p.into_inner()) = addr;
+    }
+
     /// `failed` did not serve the call: go to `leader` if it named one (it need not be in
     /// the list: a master added later), else to the master after `failed`. Another task that
     /// moved first wins.

@@ -225,6 +225,26 @@ impl LocalCluster {
         }
     }
 
+    /// Starts one more master of the group on a free port with pristine files, Raft id `id`,
+    /// not yet a member (`cvctl master add` makes it one); its index and address.
+    pub async fn start_extra_master(&mut self, id: u64) -> Result<(usize, SocketAddr), ClusterError> {
+        let addr = SocketAddr::from(([127, 0, 0, 1], free_ports(1)?[0]));
+        let mut peers = self.masters[0].0.peers.clone();
+        peers.push(PeerConfig { id, addr });
+        let cfg = ServerConfig {
+            listen: addr,
+            journal_dir: self.masters[0].0.journal_dir.with_file_name(format!("master{id}")),
+            node: format!("cv-master-{id}"),
+            node_id: id,
+            peers,
+            bootstrap: false,
+            ..self.masters[0].0.clone()
+        };
+        let server = MasterServer::start(&cfg, &self.node, &self.transport).await?;
+        self.masters.push((cfg, Some(server)));
+        Ok((self.masters.len() - 1, addr))
+    }
+
     /// Starts master `i` again on its files.
     pub async fn start_master(&mut self, i: usize) -> Result<(), ClusterError> {
         let cfg = ServerConfig { bootstrap: false, ..self.masters[i].0.clone() };

@@ -45,6 +45,57 @@ impl ClientArgs {
     }
 }
 
+/// One administrative call (the hello says `Admin`) to the master that leads: the configured
+/// masters are tried in turn, and a `NotLeader` answer naming the leader is followed. Waits at
+/// most `within` for an answer (adding a master waits until it has caught up).
+pub async fn admin_call<M: cv_wire::Message>(
+    args: &ClientArgs,
+    msg: &M,
+    within: std::time::Duration,
+) -> Result<cv_wire::Frame, Box<dyn std::error::Error + Send + Sync>> {
+    use cv_net::rpc::{Conn, client_endpoint};
+    use cv_wire::msg::Role;
+    let cfg = CvConfig::load(&args.config)?;
+    let mut list = vec![args.master.unwrap_or(cfg.common.client.master)];
+    list.extend(cfg.common.client.masters.iter().filter(|a| !list.contains(a)).copied().collect::<Vec<_>>());
+    let identity = Identity::load(&cfg.common.tls)?;
+    let ep = client_endpoint(&identity, &cfg.common.transport)?;
+    let dial = cfg.common.transport.idle_timeout.get();
+    let (mut at, mut target) = (0, list[0]);
+    let mut last = String::from("no master tried");
+    for _ in 0..list.len() * 3 {
+        let connect = Conn::connect(&ep, target, Role::Admin, "cvctl", cv_wire::Limits::DEFAULT);
+        let next = match tokio::time::timeout(dial, connect).await {
+            Ok(Ok(conn)) => match tokio::time::timeout(within, conn.call(msg, &[])).await {
+                Ok(Ok(f)) => {
+                    conn.quinn().close(0u32.into(), b"done");
+                    ep.wait_idle().await;
+                    return Ok(f);
+                }
+                Ok(Err(e)) if e.code() == Some(cv_wire::ErrorCode::NotLeader) => {
+                    last = format!("master at {target}: {e}");
+                    e.redirect().and_then(|r| r.parse().ok())
+                }
+                Ok(Err(e)) => return Err(format!("master at {target}: {e}").into()),
+                Err(_) => return Err(format!("master at {target} did not answer within {within:?}").into()),
+            },
+            Ok(Err(e)) => {
+                last = format!("master at {target}: {e}");
+                None
+            }
+            Err(_) => {
+                last = format!("master at {target}: no handshake within {dial:?}");
+                None
+            }
+        };
+        target = next.unwrap_or_else(|| {
+            at = (at + 1) % list.len();
+            list[at]
+        });
+    }
+    Err(format!("no master of {list:?} took the call; last: {last}").into())
+}
+
 /// A small runtime for one command.
 pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()

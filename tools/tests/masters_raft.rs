@@ -77,3 +77,56 @@ async fn the_leader_stops_and_the_group_keeps_every_acknowledged_file() {
     client.shutdown().await;
     cluster.shutdown().await.unwrap();
 }
+
+fn cvctl(args: &[&str]) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_cvctl")).args(args).output().unwrap();
+    assert!(out.status.success(), "cvctl {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_master_added_by_cvctl_catches_up_and_keeps_the_group_when_two_others_go() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = ClusterOptions { masters: 3, ..ClusterOptions::ephemeral(dir.path()) };
+    let mut cluster = LocalCluster::start(&opts).await.unwrap();
+    let client = cluster.client().await.unwrap();
+    client.mkdir("/m", false).await.unwrap();
+    for i in 0..5 {
+        write(&client, &format!("/m/a{i}"), b"before the fourth").await;
+    }
+    let config = cluster.client_config().to_str().unwrap().to_string();
+    let (fourth, addr) = cluster.start_extra_master(4).await.unwrap();
+    let added = tokio::task::spawn_blocking({
+        let (config, addr) = (config.clone(), addr.to_string());
+        move || cvctl(&["master", "add", "--config", &config, "--id", "4", "--addr", &addr])
+    })
+    .await
+    .unwrap();
+    assert!(added.contains("added"), "{added}");
+    let listed = tokio::task::spawn_blocking({
+        let config = config.clone();
+        move || cvctl(&["master", "list", "--config", &config])
+    })
+    .await
+    .unwrap();
+    assert_eq!(listed.lines().filter(|l| l.contains("voter") || l.contains("leader")).count(), 4, "{listed}");
+    // Master 1 leaves the group and stops; then master 2 stops too. Of the voters {2, 3, 4}
+    // only 3 and 4 are left: a write needs the new master's vote and log.
+    tokio::task::spawn_blocking({
+        let config = config.clone();
+        move || cvctl(&["master", "remove", "--config", &config, "--id", "1"])
+    })
+    .await
+    .unwrap();
+    cluster.stop_master(0).await;
+    cluster.stop_master(1).await;
+    write(&client, "/m/after", b"with the fourth").await;
+    for i in 0..5 {
+        assert_eq!(read(&client, &format!("/m/a{i}")).await, b"before the fourth");
+    }
+    assert_eq!(read(&client, "/m/after").await, b"with the fourth");
+    let leader = cluster.leader().expect("a master leads");
+    assert!(leader == 2 || leader == fourth, "master {} leads", leader + 1);
+    client.shutdown().await;
+    cluster.shutdown().await.unwrap();
+}

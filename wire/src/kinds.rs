@@ -158,6 +158,9 @@ kinds! {
     Report = 96 => msg::Report,
     ReportOk = 97 => msg::ReportOk,
     DrainWorker = 98 => msg::DrainWorker,
+    ChangeMasters = 99 => msg::ChangeMasters,
+    ListMasters = 100 => msg::ListMasters,
+    ListMastersOk = 101 => msg::ListMastersOk,
 
     RaftAppend = 112 => msg::RaftAppend,
     RaftAppendOk = 113 => msg::RaftAppendOk,

@@ -256,6 +256,16 @@ fn every_message_round_trips() {
             },
             &[9u8; 1000],
         ),
+        round_trip(ChangeMasters { add: true, id: 4, addr: "10.0.0.4:7700".into() }, &[]),
+        round_trip(ListMasters {}, &[]),
+        round_trip(
+            ListMastersOk {
+                this: 1,
+                leader: Some(2),
+                members: vec![MasterMember { id: 1, addr: "a:1".into(), voter: true }],
+            },
+            &[],
+        ),
         round_trip(RaftSnapshotOk { vote: RaftVote { term: 4, node: 2, committed: true } }, &[]),
     ];
     let seen: HashSet<Kind> = kinds.into_iter().collect();

@@ -1,12 +1,19 @@
 //! The Raft log on disk (`raft-log`, `raft-vote` in the master's directory; bytes in
 //! `codec.rs`). Entries are kept in memory too: a log holds what the last snapshot does not
-//! cover, which openraft purges. `append` writes every entry it is given with one write and
-//! one fdatasync, and reports them flushed only after that sync.
+//! cover, which openraft purges.
+//!
+//! One writer thread owns the file. `append` places the entries in memory (openraft may send
+//! them to followers at once: the leader's own flush and the followers' run side by side) and
+//! queues their bytes; the writer takes every queued append with one write and one fdatasync
+//! (group commit across appends) and reports each flushed only after that sync. Truncate and
+//! purge go through the same queue, so they happen after the writes queued before them, and
+//! wait for it. openraft's core never waits on an fsync.
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::ops::RangeBounds;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use cv_master_core::journal::{FileStorage, Storage};
@@ -18,21 +25,55 @@ use crate::{Entry, LogId, TypeConfig, Vote};
 
 #[derive(Debug)]
 struct Inner {
-    log: FileStorage,
     vote_file: FileStorage,
     vote: Option<Vote>,
     purged: Option<LogId>,
-    /// index → (byte offset in the file, entry).
+    /// index → (byte offset in the file once written, entry).
     entries: BTreeMap<u64, (u64, Entry)>,
+    /// Where the next entry goes: the file's length once the queued writes are done.
     len: u64,
-    /// A write failed and what reached the file could not be cut again: refuse all writes
-    /// (openraft stops the node on a storage error; a restart reopens and cuts the tail).
-    failed: bool,
+}
+
+/// Who to tell that a write is durable.
+enum Done {
+    Raft(LogFlushed<TypeConfig>),
+    Wait(flume::Sender<std::io::Result<()>>),
+}
+
+impl Done {
+    fn tell(self, r: &std::io::Result<()>) {
+        let r = match r {
+            Ok(()) => Ok(()),
+            Err(e) => Err(std::io::Error::new(e.kind(), e.to_string())),
+        };
+        match self {
+            Done::Raft(cb) => cb.log_io_completed(r),
+            Done::Wait(tx) => drop(tx.send(r)),
+        }
+    }
+}
+
+enum Job {
+    Write(Vec<u8>, Done),
+    Truncate(u64, flume::Sender<std::io::Result<()>>),
+    Replace(Vec<u8>, flume::Sender<std::io::Result<()>>),
 }
 
 /// The log store; clones share it (the reader openraft asks for is a clone).
 #[derive(Debug, Clone)]
-pub struct FileLog(Arc<Mutex<Inner>>);
+pub struct FileLog {
+    inner: Arc<Mutex<Inner>>,
+    jobs: flume::Sender<Job>,
+    /// A write failed and what reached the file could not be cut again: refuse all writes
+    /// (openraft stops the node on a storage error; a restart reopens and cuts the tail).
+    failed: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for Job {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Job")
+    }
+}
 
 fn damaged(dir: &Path, e: &dyn std::fmt::Display) -> std::io::Error {
     std::io::Error::new(std::io::ErrorKind::InvalidData, format!("raft log in {}: {e}", dir.display()))
@@ -42,9 +83,72 @@ fn io_err(e: impl std::error::Error + Send + Sync + 'static) -> StorageError<u64
     StorageIOError::write_logs(&e).into()
 }
 
+/// The writer thread: runs queued jobs in order, each run of writes with one write + one sync.
+fn run_writer(mut log: FileStorage, mut file_len: u64, jobs: flume::Receiver<Job>, failed: Arc<AtomicBool>) {
+    let mut next: Option<Job> = None;
+    loop {
+        let job = match next.take() {
+            Some(j) => j,
+            None => match jobs.recv() {
+                Ok(j) => j,
+                Err(_) => return,
+            },
+        };
+        match job {
+            Job::Write(buf, done) => {
+                let (mut bufs, mut dones) = (vec![buf], vec![done]);
+                while let Ok(j) = jobs.try_recv() {
+                    match j {
+                        Job::Write(b, d) => {
+                            bufs.push(b);
+                            dones.push(d);
+                        }
+                        other => {
+                            next = Some(other);
+                            break;
+                        }
+                    }
+                }
+                let all: Vec<u8> = bufs.concat();
+                let r = if failed.load(Ordering::Acquire) {
+                    Err(std::io::Error::other("an earlier raft log write failed"))
+                } else {
+                    log.append(&all).and_then(|()| log.sync())
+                };
+                match &r {
+                    Ok(()) => file_len += all.len() as u64,
+                    // What did reach the file is cut again, so it never holds a partial batch;
+                    // the writes queued behind were placed after it, so none may follow.
+                    Err(_) => {
+                        let _ = log.truncate(file_len);
+                        failed.store(true, Ordering::Release);
+                    }
+                }
+                for d in dones {
+                    d.tell(&r);
+                }
+            }
+            Job::Truncate(at, tx) => {
+                let r = log.truncate(at);
+                if r.is_ok() {
+                    file_len = at;
+                }
+                let _ = tx.send(r);
+            }
+            Job::Replace(bytes, tx) => {
+                let r = log.replace(&bytes);
+                if r.is_ok() {
+                    file_len = bytes.len() as u64;
+                }
+                let _ = tx.send(r);
+            }
+        }
+    }
+}
+
 impl FileLog {
-    /// Opens (or creates) the log in `dir`, cutting a torn last frame. Damage anywhere else is
-    /// `InvalidData`, naming the file.
+    /// Opens (or creates) the log in `dir`, cutting a torn last frame, and starts its writer
+    /// thread. Damage anywhere else is `InvalidData`, naming the file.
     pub fn open(dir: &Path) -> std::io::Result<Self> {
         std::fs::create_dir_all(dir)?;
         let mut log = FileStorage::new(dir.join("raft-log"));
@@ -63,38 +167,46 @@ impl FileLog {
             let entries = s.entries.into_iter().map(|(at, e)| (e.log_id.index, (at as u64, e))).collect();
             (s.purged, entries, s.valid_len as u64)
         };
-        Ok(Self(Arc::new(Mutex::new(Inner { log, vote_file, vote, purged, entries, len, failed: false }))))
+        let (jobs, rx) = flume::unbounded();
+        let failed = Arc::new(AtomicBool::new(false));
+        let f = failed.clone();
+        std::thread::Builder::new().name("cv-raft-log".into()).spawn(move || run_writer(log, len, rx, f))?;
+        let inner = Inner { vote_file, vote, purged, entries, len };
+        Ok(Self { inner: Arc::new(Mutex::new(inner)), jobs, failed })
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Places `entries` in memory and queues their bytes; `done` hears when they are durable.
+    fn queue(&self, entries: impl IntoIterator<Item = Entry>, done: Done) -> std::io::Result<()> {
+        if self.failed.load(Ordering::Acquire) {
+            return Err(std::io::Error::other("an earlier raft log write failed"));
+        }
+        let mut g = self.lock();
+        let mut buf = Vec::new();
+        for e in entries {
+            let at = g.len + buf.len() as u64;
+            buf.extend(encode_entry(&e).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?);
+            g.entries.insert(e.log_id.index, (at, e));
+        }
+        g.len += buf.len() as u64;
+        self.jobs.send(Job::Write(buf, done)).map_err(|_| std::io::Error::other("the raft log writer stopped"))
+    }
+
+    /// Runs a job that must follow every write queued before it, and waits for it.
+    async fn after_writes(&self, job: impl FnOnce(flume::Sender<std::io::Result<()>>) -> Job) -> std::io::Result<()> {
+        let (tx, rx) = flume::bounded(1);
+        self.jobs.send(job(tx)).map_err(|_| std::io::Error::other("the raft log writer stopped"))?;
+        rx.recv_async().await.unwrap_or_else(|_| Err(std::io::Error::other("the raft log writer stopped")))
     }
 
     /// Appends `entries` with one write and one fdatasync; they are durable when this returns.
     pub fn write(&self, entries: impl IntoIterator<Item = Entry>) -> std::io::Result<()> {
-        let mut g = self.lock();
-        if g.failed {
-            return Err(std::io::Error::other("an earlier raft log write failed"));
-        }
-        let mut buf = Vec::new();
-        let mut placed = Vec::new();
-        for e in entries {
-            let at = g.len + buf.len() as u64;
-            buf.extend(encode_entry(&e).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?);
-            placed.push((at, e));
-        }
-        let len = g.len;
-        let r = g.log.append(&buf).and_then(|()| g.log.sync());
-        if let Err(e) = r {
-            // What did reach the file is cut again, so the file never holds a partial batch.
-            g.failed = g.log.truncate(len).is_err();
-            return Err(e);
-        }
-        g.len += buf.len() as u64;
-        for (at, e) in placed {
-            g.entries.insert(e.log_id.index, (at, e));
-        }
-        Ok(())
+        let (tx, rx) = flume::bounded(1);
+        self.queue(entries, Done::Wait(tx))?;
+        rx.recv().unwrap_or_else(|_| Err(std::io::Error::other("the raft log writer stopped")))
     }
 
     /// Entries in `range`, for the state machine's rebuild (master/HA.md) as for openraft.
@@ -140,29 +252,37 @@ impl RaftLogStorage<TypeConfig> for FileLog {
     where
         I: IntoIterator<Item = Entry> + Send,
     {
-        match self.write(entries).map_err(io_err) {
-            Ok(()) => {
-                callback.log_io_completed(Ok(()));
-                Ok(())
-            }
-            Err(e) => {
-                callback.log_io_completed(Err(std::io::Error::other(e.to_string())));
-                Err(e)
-            }
-        }
+        // The callback is told by the writer thread once the entries are durable.
+        self.queue(entries, Done::Raft(callback)).map_err(io_err)
     }
 
     async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError<u64>> {
-        let mut g = self.lock();
-        let Some(&(at, _)) = g.entries.get(&log_id.index) else { return Ok(()) };
-        g.log.truncate(at).map_err(io_err)?;
-        g.len = at;
-        g.entries.split_off(&log_id.index);
-        Ok(())
+        let at = {
+            let mut g = self.lock();
+            let Some(&(at, _)) = g.entries.get(&log_id.index) else { return Ok(()) };
+            g.len = at;
+            g.entries.split_off(&log_id.index);
+            at
+        };
+        self.after_writes(|tx| Job::Truncate(at, tx)).await.map_err(io_err)
     }
 
     async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError<u64>> {
-        let mut g = self.lock();
+        let bytes = {
+            let mut g = self.lock();
+            match Self::purge_in_memory(&mut g, log_id).map_err(io_err)? {
+                Some(bytes) => bytes,
+                None => return Ok(()),
+            }
+        };
+        self.after_writes(|tx| Job::Replace(bytes, tx)).await.map_err(io_err)
+    }
+}
+
+impl FileLog {
+    /// Drops entries up to `log_id` from memory; the file's new bytes when it is to be
+    /// rewritten (the offsets in memory already point into them).
+    fn purge_in_memory(g: &mut Inner, log_id: LogId) -> std::io::Result<Option<Vec<u8>>> {
         let kept = g.entries.split_off(&(log_id.index + 1));
         g.entries = kept;
         g.purged = Some(log_id);
@@ -172,19 +292,18 @@ impl RaftLogStorage<TypeConfig> for FileLog {
         // a few more entries, all committed and covered by the snapshot: harmless.
         let kept_from = g.entries.values().next().map_or(g.len, |(at, _)| *at);
         if kept_from - (HEADER_LEN as u64) < g.len - kept_from {
-            return Ok(());
+            return Ok(None);
         }
         let mut bytes = encode_header(Some(&log_id));
         let mut offsets = Vec::with_capacity(g.entries.len());
         for (_, e) in g.entries.values() {
             offsets.push(bytes.len() as u64);
-            bytes.extend(encode_entry(e).map_err(io_err)?);
+            bytes.extend(encode_entry(e).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?);
         }
-        g.log.replace(&bytes).map_err(io_err)?;
         g.len = bytes.len() as u64;
         for ((at, _), new_at) in g.entries.values_mut().zip(offsets) {
             *at = new_at;
         }
-        Ok(())
+        Ok(Some(bytes))
     }
 }

@@ -167,6 +167,61 @@ impl RaftMaster {
             .map_err(|e| Error::new(ErrorKind::InvalidArgument, format!("initializing raft group: {e}")))
     }
 
+    /// Adds master `id` at `addr` to the group: first as a learner, replicated to until it has
+    /// caught up with the leader's log, then promoted to voter (two membership entries, joint
+    /// then uniform). Only on the leader.
+    pub async fn add_master(&self, id: u64, addr: &str) -> Result<()> {
+        self.raft.add_learner(id, BasicNode::new(addr), true).await.map_err(|e| self.membership_err("add", id, &e))?;
+        let mut voters = self.voters();
+        voters.insert(id);
+        self.raft.change_membership(voters, false).await.map_err(|e| self.membership_err("promote", id, &e))?;
+        tracing::info!(node = self.node_id(), id, addr, "master added to the group");
+        Ok(())
+    }
+
+    /// Removes master `id` from the group (its files stay; it serves nothing more). Only on
+    /// the leader; the group keeps a majority of the rest.
+    pub async fn remove_master(&self, id: u64) -> Result<()> {
+        let mut voters = self.voters();
+        if !voters.remove(&id) {
+            return Err(Error::new(ErrorKind::NotFound, format!("master {id} is not a voter of the group")));
+        }
+        if voters.is_empty() {
+            return Err(Error::new(ErrorKind::InvalidArgument, "the group's last master cannot be removed"));
+        }
+        self.raft.change_membership(voters, false).await.map_err(|e| self.membership_err("remove", id, &e))?;
+        tracing::info!(node = self.node_id(), id, "master removed from the group");
+        Ok(())
+    }
+
+    /// The group as the metrics say: the leader, and each member `(id, address, voter)`.
+    pub fn members(&self) -> (Option<u64>, Vec<(u64, String, bool)>) {
+        let m = self.raft.metrics().borrow().clone();
+        let membership = m.membership_config.membership();
+        let voters: std::collections::BTreeSet<u64> = membership.voter_ids().collect();
+        let members = membership.nodes().map(|(id, n)| (*id, n.addr.clone(), voters.contains(id))).collect();
+        (m.current_leader, members)
+    }
+
+    fn voters(&self) -> std::collections::BTreeSet<u64> {
+        self.raft.metrics().borrow().membership_config.membership().voter_ids().collect()
+    }
+
+    fn membership_err(
+        &self,
+        what: &str,
+        id: u64,
+        e: &openraft::error::RaftError<u64, openraft::error::ClientWriteError<u64, BasicNode>>,
+    ) -> Error {
+        use openraft::error::{ClientWriteError, RaftError};
+        match e {
+            RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => {
+                crate::shared::not_leader(f.leader_id.zip(f.leader_node.clone()).map(|(i, n)| (i, n.addr)).as_ref())
+            }
+            other => Error::new(ErrorKind::InvalidArgument, format!("{what} master {id}: {other}")),
+        }
+    }
+
     /// Stops the tasks and the Raft node.
     pub async fn shutdown(&self) {
         for t in lock(&self.tasks).drain(..) {

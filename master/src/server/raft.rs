@@ -17,10 +17,11 @@ use cv_master_raft::openraft::raft::{
 use cv_master_raft::openraft::{
     BasicNode, CommittedLeaderId, Raft, RaftNetwork, RaftNetworkFactory, SnapshotMeta, StoredMembership,
 };
-use cv_master_raft::{LogId, TypeConfig, Vote};
+use cv_master_raft::{LogId, RaftMaster, TypeConfig, Vote};
 use cv_net::rpc::{Conn, Reply};
 use cv_wire::msg::{
-    RaftAppend, RaftAppendOk, RaftLogId, RaftSnapshot, RaftSnapshotOk, RaftVote, RaftVoteOk, RaftVoteReq, Role,
+    ChangeMasters, Done, ListMastersOk, MasterMember, RaftAppend, RaftAppendOk, RaftLogId, RaftSnapshot,
+    RaftSnapshotOk, RaftVote, RaftVoteOk, RaftVoteReq, Role,
 };
 use cv_wire::{ErrorCode, Frame, Limits, Message};
 
@@ -247,6 +248,28 @@ pub(super) async fn snapshot(raft: &Raft<TypeConfig>, frame: &Frame) -> Result<R
     };
     let resp = raft.install_snapshot(rpc).await.map_err(raft_fail)?;
     Ok(Reply::ok(frame.header().request_id, &RaftSnapshotOk { vote: to_wire_vote(&resp.vote) }, Vec::new()))
+}
+
+/// `cvctl master add|remove`: the change, once committed.
+pub(super) async fn change_masters(raft: &RaftMaster, frame: &Frame) -> Result<Reply, Fail> {
+    let req: ChangeMasters = frame.decode_body()?;
+    if req.add {
+        let addr: SocketAddr = req.addr.parse().map_err(|_| {
+            Fail::new(ErrorCode::InvalidArgument, format!("master address `{}` is not ip:port", req.addr))
+        })?;
+        raft.add_master(req.id, &addr.to_string()).await?;
+    } else {
+        raft.remove_master(req.id).await?;
+    }
+    Ok(Reply::ok(frame.header().request_id, &Done {}, Vec::new()))
+}
+
+/// `cvctl master list`: the group as this master knows it.
+pub(super) fn list_masters(raft: &RaftMaster, frame: &Frame) -> Result<Reply, Fail> {
+    let (leader, members) = raft.members();
+    let members = members.into_iter().map(|(id, addr, voter)| MasterMember { id, addr, voter }).collect();
+    let ok = ListMastersOk { this: raft.node_id(), leader, members };
+    Ok(Reply::ok(frame.header().request_id, &ok, Vec::new()))
 }
 
 /// Raft RPCs: only from a peer whose hello says it is a master.

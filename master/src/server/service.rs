@@ -67,13 +67,17 @@ impl MasterService {
         raft.leader().filter(|(id, _)| *id != raft.node_id()).map(|(_, addr)| addr)
     }
 
-    fn raft_node(&self, kind: Kind) -> Result<&cv_master_raft::openraft::Raft<cv_master_raft::TypeConfig>, Fail> {
+    fn raft_master(&self, kind: Kind) -> Result<&cv_master_raft::RaftMaster, Fail> {
         match &self.raft {
-            Some(r) => Ok(r.raft()),
+            Some(r) => Ok(r),
             None => {
                 Err(Fail::new(ErrorCode::Unsupported, format!("{}: this master is not in a Raft group", kind.name())))
             }
         }
+    }
+
+    fn raft_node(&self, kind: Kind) -> Result<&cv_master_raft::openraft::Raft<cv_master_raft::TypeConfig>, Fail> {
+        self.raft_master(kind).map(|r| r.raft())
     }
 
     pub fn core(&self) -> &Arc<MasterCore> {
@@ -119,6 +123,11 @@ impl MasterService {
                 admin_only(peer, frame.kind())?;
                 workers::drain(self, Req::of(frame)?).await
             }
+            Kind::ChangeMasters => {
+                admin_only(peer, frame.kind())?;
+                super::raft::change_masters(self.raft_master(frame.kind())?, frame).await
+            }
+            Kind::ListMasters => super::raft::list_masters(self.raft_master(frame.kind())?, frame),
             Kind::RaftAppend | Kind::RaftVoteReq | Kind::RaftSnapshot => {
                 super::raft::master_only(peer.role, frame.kind())?;
                 let raft = self.raft_node(frame.kind())?;

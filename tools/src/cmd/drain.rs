@@ -5,13 +5,9 @@
 use std::time::{Duration, Instant};
 
 use super::CmdResult;
-use crate::config::CvConfig;
-use crate::connect::{ClientArgs, runtime};
+use crate::connect::{ClientArgs, admin_call, runtime};
 use clap::Args;
-use cv_net::rpc::{Conn, client_endpoint};
-use cv_net::tls::Identity;
-use cv_wire::Limits;
-use cv_wire::msg::{Done, DrainWorker, Role};
+use cv_wire::msg::{Done, DrainWorker};
 
 /// Arguments of `cvctl worker drain`.
 #[derive(Args, Debug)]
@@ -35,16 +31,9 @@ impl DrainArgs {
     /// Runs it.
     pub fn run(self) -> CmdResult {
         runtime()?.block_on(async move {
-            let cfg = CvConfig::load(&self.conn.config)?;
-            let master = self.conn.master.unwrap_or(cfg.common.client.master);
-            let identity = Identity::load(&cfg.common.tls)?;
-            let ep = client_endpoint(&identity, &cfg.common.transport)?;
-            // Draining is an operator's call: the hello says so.
-            let conn = Conn::connect(&ep, master, Role::Admin, "cvctl", Limits::DEFAULT).await?;
+            // Draining is an operator's call: the hello says so (on the leading master).
             let req = DrainWorker { worker_id: self.worker_id, drain: !self.undo };
-            conn.call(&req, &[]).await?.access::<Done>()?;
-            conn.quinn().close(0u32.into(), b"done");
-            ep.wait_idle().await;
+            admin_call(&self.conn, &req, Duration::from_secs(30)).await?.access::<Done>()?;
             let verb = if self.undo { "back in service" } else { "draining" };
             println!("worker {}: {verb}", self.worker_id);
             if self.undo || !self.wait {

@@ -1,24 +1,30 @@
 //! `cvctl master`: runs the master from the `[master]` section of the config file (flags
 //! override it) until Ctrl-C or SIGTERM, then shuts down cleanly (endpoint closed, journal
-//! flushed and stopped).
+//! flushed and stopped). `cvctl master add|remove|list` change and show a Raft group of
+//! masters (master/HA.md).
 
 use super::CmdResult;
 use crate::config::CvConfig;
+use crate::connect::{ClientArgs, admin_call, runtime};
 use crate::signal::shutdown_signal;
-use clap::Args;
+use clap::{Args, Subcommand};
 use cv_master::server::{MasterServer, ServerConfig};
 use cv_net::quic::TransportSettings;
 use cv_net::tls::Identity;
+use cv_wire::msg::{ChangeMasters, Done, ListMasters, ListMastersOk};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
 /// Arguments of `cvctl master`.
 #[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct MasterArgs {
+    #[command(subcommand)]
+    group: Option<GroupCmd>,
     /// The cv configuration file (`[tls]`, optional `[transport]` and `[master]`).
-    #[arg(long)]
-    config: PathBuf,
+    #[arg(long, required = true)]
+    config: Option<PathBuf>,
     /// UDP address to listen on (overrides `master.listen`).
     #[arg(long)]
     listen: Option<SocketAddr>,
@@ -43,7 +49,10 @@ impl MasterArgs {
 
     /// Runs it.
     pub fn run(self) -> CmdResult {
-        let file = CvConfig::load(&self.config)?;
+        if let Some(cmd) = self.group {
+            return cmd.run();
+        }
+        let file = CvConfig::load(self.config.as_deref().ok_or("--config is required")?)?;
         let master = self.effective(&file)?;
         let identity = Identity::load(&file.common.tls)?;
         let rt = tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("cv-master").build()?;
@@ -51,6 +60,72 @@ impl MasterArgs {
         rt.block_on(serve_until(&master, &identity, &file.common.transport, shutdown_signal(), |addr| {
             println!("cv master listening on {addr} (journal {})", master.journal_dir.display());
         }))
+    }
+}
+
+/// Changes to a Raft group of masters, made on its leader (any master named in the client
+/// config finds it).
+#[derive(Subcommand, Debug)]
+pub enum GroupCmd {
+    /// Adds a master (started with the group in its `peers` and pristine files): it becomes a
+    /// learner, is replicated to until it has caught up, then a voter.
+    Add {
+        #[command(flatten)]
+        conn: ClientArgs,
+        /// Its Raft id (unused in the group).
+        #[arg(long)]
+        id: u64,
+        /// Its QUIC address (ip:port).
+        #[arg(long)]
+        addr: SocketAddr,
+    },
+    /// Removes a master from the group (a lost one, or before wiping its disk).
+    Remove {
+        #[command(flatten)]
+        conn: ClientArgs,
+        /// Its Raft id.
+        #[arg(long)]
+        id: u64,
+    },
+    /// Lists the group's masters and which leads.
+    List {
+        #[command(flatten)]
+        conn: ClientArgs,
+    },
+}
+
+impl GroupCmd {
+    fn run(self) -> CmdResult {
+        // Adding waits for the new master to catch up, which takes as long as the log is long.
+        let within = std::time::Duration::from_secs(600);
+        runtime()?.block_on(async move {
+            match self {
+                GroupCmd::Add { conn, id, addr } => {
+                    let req = ChangeMasters { add: true, id, addr: addr.to_string() };
+                    admin_call(&conn, &req, within).await?.access::<Done>()?;
+                    println!("master {id} at {addr}: added, caught up and voting");
+                }
+                GroupCmd::Remove { conn, id } => {
+                    let req = ChangeMasters { add: false, id, addr: String::new() };
+                    admin_call(&conn, &req, within).await?.access::<Done>()?;
+                    println!("master {id}: removed from the group");
+                }
+                GroupCmd::List { conn } => {
+                    let ok: ListMastersOk = admin_call(&conn, &ListMasters {}, within).await?.decode_body()?;
+                    for m in &ok.members {
+                        let role = if ok.leader == Some(m.id) {
+                            "leader"
+                        } else if m.voter {
+                            "voter"
+                        } else {
+                            "learner"
+                        };
+                        println!("{:>4}  {:<24} {role}", m.id, m.addr);
+                    }
+                }
+            }
+            Ok(())
+        })
     }
 }
 
@@ -96,7 +171,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let cfg = file(dir.path(), "[master]\nlisten = \"127.0.0.1:1\"\njournal_dir = \"/a\"\nsnapshot_every = 7\n");
         let args = |listen: Option<&str>| MasterArgs {
-            config: PathBuf::new(),
+            group: None,
+            config: Some(PathBuf::new()),
             listen: listen.map(|l| l.parse().unwrap()),
             journal_dir: Some(PathBuf::from("/b")),
         };
@@ -119,7 +195,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let cfg = file(dir.path(), "");
         let args = MasterArgs {
-            config: PathBuf::new(),
+            group: None,
+            config: Some(PathBuf::new()),
             listen: Some("127.0.0.1:0".parse().unwrap()),
             journal_dir: Some(dir.path().join("journal")),
         };

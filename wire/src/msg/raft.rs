@@ -3,7 +3,7 @@
 //! framed as in the Raft log file (`master/raft/src/codec.rs`), a snapshot chunk as its bytes.
 //! Only a peer whose hello says `Master` may send these.
 
-use super::check_str;
+use super::{check_count, check_str};
 use crate::error::WireError;
 use crate::kinds::CheckLimits;
 use crate::limits::Limits;
@@ -85,20 +85,70 @@ pub struct RaftSnapshotOk {
     pub vote: RaftVote,
 }
 
-macro_rules! no_limits {
-    ($($t:ty),*) => {$(
-        impl CheckLimits for $t {
-            fn check_limits(&self, _: &Limits) -> Result<(), WireError> {
-                Ok(())
-            }
-        }
-    )*};
-}
-
-no_limits!(ArchivedRaftAppend, ArchivedRaftAppendOk, ArchivedRaftVoteReq, ArchivedRaftVoteOk, ArchivedRaftSnapshotOk);
+super::no_limits!(
+    ArchivedRaftAppend,
+    ArchivedRaftAppendOk,
+    ArchivedRaftVoteReq,
+    ArchivedRaftVoteOk,
+    ArchivedRaftSnapshotOk
+);
 
 impl CheckLimits for ArchivedRaftSnapshot {
     fn check_limits(&self, l: &Limits) -> Result<(), WireError> {
         check_str(&self.snapshot_id, l, "raft_snapshot.snapshot_id")
+    }
+}
+
+/// Changes the group of masters (`cvctl master add|remove`, admin only, on the leader): adds
+/// master `id` at `addr` (as a learner until it has caught up, then a voter), or removes it.
+/// Answered by `Done` once the new membership is committed.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+pub struct ChangeMasters {
+    pub add: bool,
+    pub id: u64,
+    /// `host:port` of the added master (empty for a removal).
+    pub addr: String,
+}
+
+/// Asks a master for the group as it knows it (`cvctl master list`).
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+pub struct ListMasters {}
+
+/// One master of the group.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+pub struct MasterMember {
+    pub id: u64,
+    pub addr: String,
+    /// A voter, or a learner still catching up.
+    pub voter: bool,
+}
+
+/// Reply to [`ListMasters`]: the answering master, the leader it knows, every member.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+pub struct ListMastersOk {
+    pub this: u64,
+    pub leader: Option<u64>,
+    pub members: Vec<MasterMember>,
+}
+
+super::no_limits!(ArchivedListMasters);
+
+impl CheckLimits for ArchivedChangeMasters {
+    fn check_limits(&self, l: &Limits) -> Result<(), WireError> {
+        check_str(&self.addr, l, "change_masters.addr")
+    }
+}
+
+impl CheckLimits for ArchivedListMastersOk {
+    fn check_limits(&self, l: &Limits) -> Result<(), WireError> {
+        check_count(self.members.len(), l, "list_masters_ok.members")?;
+        for m in self.members.iter() {
+            check_str(&m.addr, l, "list_masters_ok.members.addr")?;
+        }
+        Ok(())
     }
 }
