@@ -160,3 +160,103 @@ async fn lossy_network_and_snapshots_keep_every_acknowledged_mutation() {
         m.shutdown().await;
     }
 }
+
+/// One operation of a history, with when it was invoked and when it returned (from the run's
+/// start), and what it returned.
+#[derive(Debug, Clone)]
+struct Op {
+    key: usize,
+    write: bool,
+    start: Duration,
+    end: Duration,
+    /// A write: acknowledged. A read: the key existed.
+    ok: bool,
+}
+
+/// Inserts of distinct keys and reads of whether a key exists are linearizable iff, per key,
+/// no read that saw it returned before its insert was invoked, and no read that missed it
+/// started after its insert was acknowledged (keys are independent, each written once).
+fn check_linearizable(history: &[Op]) {
+    for r in history.iter().filter(|o| !o.write) {
+        let w = history.iter().find(|o| o.write && o.key == r.key);
+        match (r.ok, w) {
+            (true, None) => panic!("read of k{} saw a key never written: {r:?}", r.key),
+            (true, Some(w)) => assert!(r.end >= w.start, "read {r:?} saw k{} before its insert {w:?} began", r.key),
+            (false, Some(w)) if w.ok => {
+                assert!(r.start <= w.end, "read {r:?} missed k{} after its insert {w:?} was acknowledged: stale", r.key)
+            }
+            (false, _) => {}
+        }
+    }
+}
+
+/// A read through whichever master answers, as a client does; `None` if none did in time.
+async fn exists(g: &Group, key: usize) -> Option<bool> {
+    let p = cv_master_core::CvPath::parse(&format!("/k{key}")).unwrap();
+    for m in g.masters.values() {
+        let r = match m.core().begin_stat(&p) {
+            Ok(pending) => tokio::time::timeout(Duration::from_millis(500), pending.wait_async()).await,
+            Err(e) => Ok(Err(e)),
+        };
+        match r {
+            Ok(Ok(_)) => return Some(true),
+            Ok(Err(e)) if e.kind() == ErrorKind::NotFound => return Some(false),
+            _ => {}
+        }
+    }
+    None
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_and_writes_across_a_cut_off_leader_are_linearizable() {
+    let g = std::sync::Arc::new(Group::new(3, 5, 10_000).await);
+    let _ = g.leader(T).await;
+    g.router.loss.store(20, Ordering::Relaxed);
+    let t0 = std::time::Instant::now();
+    let history = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for w in 0..3usize {
+        let (g, history) = (g.clone(), history.clone());
+        tasks.push(tokio::spawn(async move {
+            for i in 0..25 {
+                let key = i * 3 + w;
+                let start = t0.elapsed();
+                let ok = mkdir(&g, &format!("/k{key}"), Duration::from_secs(5)).await;
+                history.lock().unwrap().push(Op { key, write: true, start, end: t0.elapsed(), ok });
+            }
+        }));
+    }
+    for r in 0..3usize {
+        let (g, history) = (g.clone(), history.clone());
+        tasks.push(tokio::spawn(async move {
+            for i in 0..80 {
+                let key = (i * 7 + r * 13) % 75;
+                let start = t0.elapsed();
+                if let Some(ok) = exists(&g, key).await {
+                    history.lock().unwrap().push(Op { key, write: false, start, end: t0.elapsed(), ok });
+                }
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+        }));
+    }
+    // Mid-run the leader is cut off and later comes back: reads it served past its lease, or
+    // writes it acknowledged without a majority, would show in the history.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let old = g.leader(T).await;
+    g.router.isolate(old, true);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    g.router.isolate(old, false);
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let history = history.lock().unwrap().clone();
+    let (writes, reads) = history.iter().partition::<Vec<&Op>, _>(|o| o.write);
+    assert!(writes.iter().filter(|o| o.ok).count() > 50, "too few writes acknowledged");
+    assert!(reads.len() > 100, "too few reads answered: {}", reads.len());
+    check_linearizable(&history);
+    let acked: Vec<String> = writes.iter().filter(|o| o.ok).map(|o| format!("/k{}", o.key)).collect();
+    holds_all(&g, &acked).await;
+    for m in g.masters.values() {
+        m.shutdown().await;
+    }
+}
