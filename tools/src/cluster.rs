@@ -212,6 +212,11 @@ impl LocalCluster {
         self.masters[0].1.as_ref().map_or(0, MasterServer::open_connections)
     }
 
+    /// Under Raft: master `i`'s node of the group, while it runs.
+    pub fn master_raft(&self, i: usize) -> Option<&std::sync::Arc<cv_master_raft::RaftMaster>> {
+        self.masters.get(i)?.1.as_ref()?.raft()
+    }
+
     /// Under Raft: the index of the master that leads now, if one does.
     pub fn leader(&self) -> Option<usize> {
         self.masters.iter().position(|(_, m)| m.as_ref().is_some_and(|m| m.core().is_leading()))

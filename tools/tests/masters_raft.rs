@@ -96,6 +96,13 @@ async fn a_master_added_by_cvctl_catches_up_and_keeps_the_group_when_two_others_
     }
     let config = cluster.client_config().to_str().unwrap().to_string();
     let (fourth, addr) = cluster.start_extra_master(4).await.unwrap();
+    // A master without files grants no vote, however high the term and long the log asked.
+    let raft4 = cluster.master_raft(fourth).unwrap().clone();
+    assert!(raft4.is_catching_up());
+    let far = cv_master_raft::LogId::new(cv_master_raft::openraft::CommittedLeaderId::new(99, 2), 1_000_000);
+    let ask =
+        cv_master_raft::openraft::raft::VoteRequest { vote: cv_master_raft::Vote::new(100, 2), last_log_id: Some(far) };
+    assert!(!raft4.vote(ask.clone()).await.unwrap().vote_granted, "a master without files granted a vote");
     let added = tokio::task::spawn_blocking({
         let (config, addr) = (config.clone(), addr.to_string());
         move || cvctl(&["master", "add", "--config", &config, "--id", "4", "--addr", &addr])
@@ -103,6 +110,12 @@ async fn a_master_added_by_cvctl_catches_up_and_keeps_the_group_when_two_others_
     .await
     .unwrap();
     assert!(added.contains("added"), "{added}");
+    // Added and caught up: it votes again (it would grant this one: a higher term, a longer log).
+    let end = Instant::now() + Duration::from_secs(10);
+    while raft4.is_catching_up() {
+        assert!(Instant::now() < end, "the added master never finished catching up");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let listed = tokio::task::spawn_blocking({
         let config = config.clone();
         move || cvctl(&["master", "list", "--config", &config])

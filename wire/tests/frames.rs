@@ -263,6 +263,7 @@ fn every_message_round_trips() {
                 this: 1,
                 leader: Some(2),
                 members: vec![MasterMember { id: 1, addr: "a:1".into(), voter: true }],
+                applied: Some(7),
             },
             &[],
         ),

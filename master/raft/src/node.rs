@@ -35,6 +35,12 @@ pub struct RaftOptions {
     pub snapshot_every: u64,
     /// Bytes per snapshot chunk sent to a follower.
     pub snapshot_chunk: u64,
+    /// A master that starts with no Raft files at all (a new member, or one whose disk was
+    /// lost) neither stands for election nor grants a vote until it holds everything the
+    /// leader had applied when it first asked ([`RaftMaster::catch_up_to`]): a wiped voter
+    /// that voted at once could elect a leader lacking entries it had acknowledged before.
+    /// Off for the master that founds the group.
+    pub catch_up_before_voting: bool,
 }
 
 impl RaftOptions {
@@ -52,6 +58,7 @@ impl RaftOptions {
             read_mode: ReadMode::Lease,
             snapshot_every: 20_000,
             snapshot_chunk: 4 << 20,
+            catch_up_before_voting: false,
         }
     }
 
@@ -79,6 +86,9 @@ pub struct RaftMaster {
     raft: Raft<TypeConfig>,
     node: Arc<Node>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
+    /// Started with no Raft files and has not caught up yet: grants no vote, stands for no
+    /// election (`RaftOptions::catch_up_before_voting`).
+    catching_up: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for RaftMaster {
@@ -103,6 +113,7 @@ impl RaftMaster {
     ) -> Result<Self> {
         let raft_config = Arc::new(opts.raft_config()?);
         let dir = opts.dir.clone();
+        let pristine = !["raft-log", "raft-vote", "raft-snapshot"].iter().any(|f| dir.join(f).exists());
         let log = FileLog::open(&dir).map_err(|e| io("opening the raft log", &dir, &e))?;
         let mut snapshot_file = FileStorage::new(dir.join("raft-snapshot"));
         let bytes = snapshot_file.read_all().map_err(|e| io("reading the raft snapshot", &dir, &e))?;
@@ -133,8 +144,12 @@ impl RaftMaster {
             tokio::spawn(watch_leadership(raft.clone(), node.clone())),
             tokio::spawn(prove_leadership(raft.clone(), node.clone(), opts.heartbeat, opts.election_max)),
         ];
-        tracing::info!(node = opts.node_id, seq, dir = %dir.display(), "raft master started");
-        Ok(Self { core, raft, node, tasks: Mutex::new(tasks) })
+        let catching_up = pristine && opts.catch_up_before_voting;
+        if catching_up {
+            raft.runtime_config().elect(false);
+        }
+        tracing::info!(node = opts.node_id, seq, pristine, dir = %dir.display(), "raft master started");
+        Ok(Self { core, raft, node, tasks: Mutex::new(tasks), catching_up: catching_up.into() })
     }
 
     pub fn core(&self) -> &Arc<MasterCore> {
@@ -159,6 +174,41 @@ impl RaftMaster {
         self.core.is_leading()
     }
 
+    /// A vote request from a peer: refused while this master catches up after starting with no
+    /// files (it may have voted in this term before its disk was lost).
+    pub async fn vote(
+        &self,
+        rpc: openraft::raft::VoteRequest<u64>,
+    ) -> std::result::Result<openraft::raft::VoteResponse<u64>, openraft::error::RaftError<u64>> {
+        if self.is_catching_up() {
+            let m = self.raft.metrics().borrow().clone();
+            let last_log_id = m.last_applied;
+            return Ok(openraft::raft::VoteResponse { vote: m.vote, vote_granted: false, last_log_id });
+        }
+        self.raft.vote(rpc).await
+    }
+
+    /// Whether this master still catches up before it may vote.
+    pub fn is_catching_up(&self) -> bool {
+        self.catching_up.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// The last log index applied here.
+    pub fn applied_index(&self) -> Option<u64> {
+        self.raft.metrics().borrow().last_applied.map(|l| l.index)
+    }
+
+    /// Ends the catching up once everything up to `index` (what the leader had applied when
+    /// asked) is applied here; then this master votes and stands for election again.
+    pub async fn catch_up_to(&self, index: Option<u64>) {
+        if let Some(i) = index {
+            let _ = self.raft.wait(None).applied_index_at_least(Some(i), "catch up before voting").await;
+        }
+        self.catching_up.store(false, std::sync::atomic::Ordering::Release);
+        self.raft.runtime_config().elect(true);
+        tracing::info!(node = self.node_id(), index, "caught up with the leader: votes again");
+    }
+
     /// Makes a new group of `members` (only on a pristine node; an initialized one refuses).
     pub async fn initialize(&self, members: BTreeMap<u64, BasicNode>) -> Result<()> {
         self.raft
@@ -177,6 +227,46 @@ impl RaftMaster {
         self.raft.change_membership(voters, false).await.map_err(|e| self.membership_err("promote", id, &e))?;
         tracing::info!(node = self.node_id(), id, addr, "master added to the group");
         Ok(())
+    }
+
+    /// On the master that founded the group alone: adds the other `peers` as learners, and
+    /// makes each a voter once it has every entry the leader has (so a founding group's
+    /// members vote only once they hold the log: see `catch_up_before_voting`). Returns once
+    /// all are voters, or this master no longer leads.
+    pub async fn grow_to(&self, peers: Vec<(u64, String)>) {
+        let me = self.node_id();
+        let others: Vec<(u64, String)> = peers.into_iter().filter(|(id, _)| *id != me).collect();
+        for (id, addr) in &others {
+            while let Err(e) = self.raft.add_learner(*id, BasicNode::new(addr.clone()), false).await {
+                tracing::debug!(id, error = %e, "adding a founding master as a learner");
+                if self.raft.metrics().borrow().current_leader != Some(me) {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+        }
+        loop {
+            let m = self.raft.metrics().borrow().clone();
+            if m.current_leader != Some(me) {
+                return;
+            }
+            let voters = self.voters();
+            let missing: Vec<u64> = others.iter().map(|(id, _)| *id).filter(|id| !voters.contains(id)).collect();
+            if missing.is_empty() {
+                tracing::info!(voters = ?voters, "the founding masters all vote");
+                return;
+            }
+            let matched = |id: &u64| m.replication.as_ref().and_then(|r| r.get(id).copied().flatten()).map(|l| l.index);
+            let ready: Vec<u64> = missing.into_iter().filter(|id| matched(id) >= m.last_log_index).collect();
+            if !ready.is_empty() {
+                let mut next = voters;
+                next.extend(ready);
+                if let Err(e) = self.raft.change_membership(next, false).await {
+                    tracing::debug!(error = %e, "promoting founding masters");
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
     }
 
     /// Removes master `id` from the group (its files stay; it serves nothing more). Only on

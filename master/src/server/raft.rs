@@ -217,8 +217,8 @@ pub(super) async fn append(raft: &Raft<TypeConfig>, frame: &Frame) -> Result<Rep
     Ok(Reply::ok(frame.header().request_id, &RaftAppendOk { outcome, matched, vote }, Vec::new()))
 }
 
-/// A peer's RequestVote.
-pub(super) async fn vote(raft: &Raft<TypeConfig>, frame: &Frame) -> Result<Reply, Fail> {
+/// A peer's RequestVote (refused while this master catches up after starting without files).
+pub(super) async fn vote(raft: &RaftMaster, frame: &Frame) -> Result<Reply, Fail> {
     let req: RaftVoteReq = frame.decode_body()?;
     let rpc = VoteRequest { vote: from_wire_vote(&req.vote), last_log_id: req.last.as_ref().map(from_wire_id) };
     let resp = raft.vote(rpc).await.map_err(raft_fail)?;
@@ -268,7 +268,7 @@ pub(super) async fn change_masters(raft: &RaftMaster, frame: &Frame) -> Result<R
 pub(super) fn list_masters(raft: &RaftMaster, frame: &Frame) -> Result<Reply, Fail> {
     let (leader, members) = raft.members();
     let members = members.into_iter().map(|(id, addr, voter)| MasterMember { id, addr, voter }).collect();
-    let ok = ListMastersOk { this: raft.node_id(), leader, members };
+    let ok = ListMastersOk { this: raft.node_id(), leader, members, applied: raft.applied_index() };
     Ok(Reply::ok(frame.header().request_id, &ok, Vec::new()))
 }
 
@@ -278,4 +278,34 @@ pub(super) fn master_only(role: Role, kind: cv_wire::Kind) -> Result<(), Fail> {
         return Ok(());
     }
     Err(Fail::new(ErrorCode::PermissionDenied, format!("{} is for masters; this peer said {role:?}", kind.name())))
+}
+
+/// On a master that started without files: asks the leader, once one reaches it, how far it
+/// has applied, and ends the catching up once this master has applied as far
+/// (`RaftOptions::catch_up_before_voting`).
+pub(super) async fn catch_up(raft: std::sync::Arc<RaftMaster>, endpoint: quinn::Endpoint, node: String) {
+    loop {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        if !raft.is_catching_up() {
+            return;
+        }
+        let Some((id, addr)) = raft.leader().filter(|(id, _)| *id != raft.node_id()) else { continue };
+        let Ok(addr) = addr.parse::<SocketAddr>() else { continue };
+        let ask = async {
+            let conn = Conn::connect(&endpoint, addr, Role::Master, &node, Limits::DEFAULT).await?;
+            let ok: cv_wire::msg::ListMastersOk = conn.call(&cv_wire::msg::ListMasters {}, &[]).await?.decode_body()?;
+            conn.quinn().close(0u32.into(), b"done");
+            Ok::<_, Box<dyn std::error::Error + Send + Sync>>(ok)
+        };
+        match tokio::time::timeout(Duration::from_secs(2), ask).await {
+            Ok(Ok(ok)) if ok.this == id && ok.leader == Some(id) => {
+                tracing::info!(leader = id, applied = ?ok.applied, "catching up with the leader before voting");
+                raft.catch_up_to(ok.applied).await;
+                return;
+            }
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::debug!(leader = id, error = %e, "asking the leader how far it applied"),
+            Err(_) => tracing::debug!(leader = id, "asking the leader how far it applied: no answer"),
+        }
+    }
 }

@@ -114,6 +114,9 @@ impl MasterServer {
         opts.election_min = election;
         opts.election_max = election * 2;
         opts.heartbeat = election / 4;
+        // Every master that starts without files catches up before it votes; the one that
+        // founds a group ends that at once (`bootstrap`).
+        opts.catch_up_before_voting = true;
         opts.read_mode = match config.raft_reads {
             RaftReads::Lease => ReadMode::Lease,
             RaftReads::ReadIndex => ReadMode::ReadIndex,
@@ -127,10 +130,13 @@ impl MasterServer {
                 return Err(e.into());
             }
         };
-        let exporter = Arc::new(Exporter::new(client, config.node.clone()));
+        let exporter = Arc::new(Exporter::new(client.clone(), config.node.clone()));
         let core = raft.core().clone();
         tracing::info!(node_id = config.node_id, peers = config.peers.len(), "master in a raft group");
         let server = Self::serve(config, core, endpoint, exporter, clock, Some(raft.clone()))?;
+        if raft.is_catching_up() {
+            tokio::spawn(super::raft::catch_up(raft.clone(), client, config.node.clone()));
+        }
         if config.bootstrap {
             // While serving: a living group's leader must be able to reach this master.
             let config = config.clone();
@@ -299,8 +305,12 @@ async fn bootstrap(raft: &RaftMaster, config: &ServerConfig, wait: Duration) -> 
         tracing::warn!("bootstrap set, but a group already reaches this master: joining it instead");
         return Ok(());
     }
-    let members = config.peers.iter().map(|p| (p.id, BasicNode::new(p.addr.to_string()))).collect();
-    raft.initialize(members).await?;
-    tracing::info!(peers = config.peers.len(), "raft group bootstrapped");
+    // The group starts as this master alone; the others join as learners and vote once they
+    // hold the log (they start catching up, refusing votes, as every master without files does).
+    let me = config.raft_addr().map(|a| a.to_string()).unwrap_or_default();
+    raft.catch_up_to(None).await;
+    raft.initialize([(config.node_id, BasicNode::new(me))].into_iter().collect()).await?;
+    tracing::info!(peers = config.peers.len(), "raft group bootstrapped; adding the other masters");
+    raft.grow_to(config.peers.iter().map(|p| (p.id, p.addr.to_string())).collect()).await;
     Ok(())
 }

@@ -76,10 +76,6 @@ impl MasterService {
         }
     }
 
-    fn raft_node(&self, kind: Kind) -> Result<&cv_master_raft::openraft::Raft<cv_master_raft::TypeConfig>, Fail> {
-        self.raft_master(kind).map(|r| r.raft())
-    }
-
     pub fn core(&self) -> &Arc<MasterCore> {
         &self.core
     }
@@ -130,11 +126,11 @@ impl MasterService {
             Kind::ListMasters => super::raft::list_masters(self.raft_master(frame.kind())?, frame),
             Kind::RaftAppend | Kind::RaftVoteReq | Kind::RaftSnapshot => {
                 super::raft::master_only(peer.role, frame.kind())?;
-                let raft = self.raft_node(frame.kind())?;
+                let master = self.raft_master(frame.kind())?;
                 match frame.kind() {
-                    Kind::RaftAppend => super::raft::append(raft, frame).await,
-                    Kind::RaftVoteReq => super::raft::vote(raft, frame).await,
-                    _ => super::raft::snapshot(raft, frame).await,
+                    Kind::RaftAppend => super::raft::append(master.raft(), frame).await,
+                    Kind::RaftVoteReq => super::raft::vote(master, frame).await,
+                    _ => super::raft::snapshot(master.raft(), frame).await,
                 }
             }
             other => {

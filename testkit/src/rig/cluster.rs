@@ -179,6 +179,9 @@ impl CvCluster {
         let cluster = CvCluster { rig, cvctl: spec.cvctl.clone(), client_config, masters, probes, workers, later };
         let hosts: Vec<String> = cluster.worker_hosts().iter().map(|&h| cluster.host_name(h)).collect();
         cluster.wait_for("every worker live", spec.ready_timeout, |r| hosts.iter().all(|h| r.live(h)))?;
+        if m > 1 {
+            cluster.wait_voters(m, spec.ready_timeout)?;
+        }
         Ok(cluster)
     }
 
@@ -239,6 +242,28 @@ impl CvCluster {
             let out = run(Command::new(&self.cvctl).arg("report").arg("--config").arg(&self.probes[i]).arg("--json"));
             out.is_ok_and(|o| o.status.success())
         })
+    }
+
+    /// Waits until `n` masters vote in the group (the founding master adds the others as they
+    /// catch up), as `cvctl master list` shows.
+    pub fn wait_voters(&self, n: usize, timeout: Duration) -> Result<(), RigError> {
+        let start = Instant::now();
+        loop {
+            let out = run(Command::new(&self.cvctl).args(["master", "list", "--config"]).arg(&self.client_config))?;
+            let text = String::from_utf8_lossy(&out.stdout);
+            if out.status.success()
+                && text.lines().filter(|l| l.ends_with("voter") || l.ends_with("leader")).count() >= n
+            {
+                return Ok(());
+            }
+            if start.elapsed() > timeout {
+                return Err(RigError::Timeout {
+                    what: format!("{n} voting masters within {timeout:?}; last list: {text}"),
+                    logs: self.rig.logs(),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 
     /// Polls [`Self::leader`] until a master other than `not` leads; which one and when.

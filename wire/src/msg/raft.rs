@@ -133,6 +133,9 @@ pub struct ListMastersOk {
     pub this: u64,
     pub leader: Option<u64>,
     pub members: Vec<MasterMember>,
+    /// The last log index the answering master has applied (a master catching up after
+    /// starting without files waits for the leader's).
+    pub applied: Option<u64>,
 }
 
 super::no_limits!(ArchivedListMasters);
