@@ -108,8 +108,8 @@ int32_t cv_client_open_file(const char *config_path, cv_client_t *client);
 int32_t cv_client_open_toml(const char *config_toml, cv_client_t *client);
 /* Closes the connections and waits (at most a second) until the servers have
  * been told, so a process may exit right after. Files and writers opened
- * through the client must still be closed; their reads and writes fail from
- * now on. */
+ * through the client must still be closed; every other call on them fails at
+ * once with CV_ERR_BAD_HANDLE from now on (tail reads too). */
 int32_t cv_client_close(cv_client_t client);
 
 /* Namespace. */
@@ -146,7 +146,9 @@ int32_t cv_create(cv_client_t client, const char *path, int32_t overwrite, cv_wr
 int32_t cv_write(cv_writer_t writer, const uint8_t *data, size_t len);
 /* Completes the file; frees the handle even when it fails. stat may be NULL. */
 int32_t cv_writer_close(cv_writer_t writer, cv_stat_t *stat);
-/* Frees the handle without completing the file. */
+/* Gives the file up: it is removed (not listed, not openable) and the handle
+ * freed, also when the removal fails (then its error is returned and the
+ * master's write lease removes the file). */
 int32_t cv_writer_abort(cv_writer_t writer);
 
 #ifdef __cplusplus

@@ -14,9 +14,36 @@ use std::sync::{LazyLock, Mutex};
 pub const MAX_RANGES: usize = 1 << 16;
 
 static CLIENTS: LazyLock<Table<Client>> = LazyLock::new(|| Table::new(1, "client"));
-static FILES: LazyLock<Table<File>> = LazyLock::new(|| Table::new(2, "file"));
+static FILES: LazyLock<Table<Of<File>>> = LazyLock::new(|| Table::new(2, "file"));
 /// A writer is consumed by close; `None` once taken.
-static WRITERS: LazyLock<Table<Mutex<Option<Writer>>>> = LazyLock::new(|| Table::new(3, "writer"));
+static WRITERS: LazyLock<Table<Of<Mutex<Option<Writer>>>>> = LazyLock::new(|| Table::new(3, "writer"));
+
+/// A file or writer with the client handle it came from: once that client is closed, every
+/// call on it fails at once with `BadHandle` (tail reads too, which need no round trip).
+#[derive(Debug)]
+struct Of<T> {
+    client: u64,
+    it: T,
+}
+
+impl<T> std::ops::Deref for Of<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.it
+    }
+}
+
+/// `table[handle]`, if the client it came from is still open.
+fn live<T>(table: &Table<Of<T>>, handle: u64) -> Result<std::sync::Arc<Of<T>>> {
+    let of = table.get(handle)?;
+    if CLIENTS.get(of.client).is_err() {
+        return Err(Error::new(
+            ErrorKind::BadHandle,
+            format!("handle {handle:#x}: its client {:#x} is closed", of.client),
+        ));
+    }
+    Ok(of)
+}
 
 /// What `open` learned about a file, without a further round trip.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,24 +90,24 @@ pub fn client_close(client: u64) -> Result<()> {
 pub fn open(client: u64, path: &str) -> Result<u64> {
     let c = CLIENTS.get(client)?;
     let f = block_on(c.open(path))??;
-    Ok(FILES.insert(f))
+    Ok(FILES.insert(Of { client, it: f }))
 }
 
 /// Length, version and tail position of an open file.
 pub fn file_info(file: u64) -> Result<FileInfo> {
-    let f = FILES.get(file)?;
+    let f = live(&FILES, file)?;
     let tail_offset = f.tail().map_or(f.len(), |(off, _)| off);
     Ok(FileInfo { length: f.len(), version: f.version(), tail_offset })
 }
 
 /// The status that came with the open.
 pub fn file_status(file: u64) -> Result<FileStatus> {
-    Ok(FILES.get(file)?.status().clone())
+    Ok(live(&FILES, file)?.status().clone())
 }
 
 /// Reads up to `buf.len()` bytes at `offset`; 0 at or past the end.
 pub fn pread(file: u64, offset: u64, buf: &mut [u8]) -> Result<usize> {
-    let f = FILES.get(file)?;
+    let f = live(&FILES, file)?;
     if let Some(n) = from_memory(&f, offset, buf) {
         return Ok(n);
     }
@@ -103,7 +130,7 @@ fn from_memory(f: &File, offset: u64, buf: &mut [u8]) -> Option<usize> {
 /// Reads exactly `buf.len()` bytes at `offset`, or fails with `Eof` (and
 /// reads nothing) when the range reaches past the end.
 pub fn pread_fully(file: u64, offset: u64, buf: &mut [u8]) -> Result<()> {
-    let f = FILES.get(file)?;
+    let f = live(&FILES, file)?;
     let end = offset.checked_add(buf.len() as u64);
     if end.is_none_or(|end| end > f.len()) {
         return Err(Error::new(
@@ -130,7 +157,7 @@ pub fn preadv(file: u64, ranges: &[(u64, usize)]) -> Result<Vec<Vec<u8>>> {
     if ranges.len() > MAX_RANGES {
         return Err(Error::invalid(format!("{} ranges; at most {MAX_RANGES}", ranges.len())));
     }
-    let f = FILES.get(file)?;
+    let f = live(&FILES, file)?;
     Ok(block_on(f.read_vectored(ranges))??)
 }
 
@@ -143,12 +170,12 @@ pub fn file_close(file: u64) -> Result<()> {
 pub fn create(client: u64, path: &str, overwrite: bool) -> Result<u64> {
     let c = CLIENTS.get(client)?;
     let w = block_on(c.create(path, overwrite))??;
-    Ok(WRITERS.insert(Mutex::new(Some(w))))
+    Ok(WRITERS.insert(Of { client, it: Mutex::new(Some(w)) }))
 }
 
 /// Appends `data` to a file being written.
 pub fn write(writer: u64, data: &[u8]) -> Result<()> {
-    let cell = WRITERS.get(writer)?;
+    let cell = live(&WRITERS, writer)?;
     let mut guard = cell.lock().unwrap_or_else(|p| p.into_inner());
     let w = guard.as_mut().ok_or_else(|| closed(writer))?;
     Ok(block_on(w.write(data))??)
@@ -156,17 +183,25 @@ pub fn write(writer: u64, data: &[u8]) -> Result<()> {
 
 /// Completes the file and frees the handle (also when completing fails).
 pub fn writer_close(writer: u64) -> Result<FileStatus> {
+    live(&WRITERS, writer)?;
     let cell = WRITERS.remove(writer)?;
     let w = cell.lock().unwrap_or_else(|p| p.into_inner()).take().ok_or_else(|| closed(writer))?;
     Ok(block_on(w.close())??)
 }
 
-/// Frees a writer handle without completing the file (it stays incomplete
-/// and invisible to readers).
+/// Gives the file up and frees the handle: the unfinished file is removed (not listed, not
+/// openable). The handle is freed even when the removal fails (its error is returned; the
+/// master's write lease removes the file then).
 pub fn writer_abort(writer: u64) -> Result<()> {
     let cell = WRITERS.remove(writer)?;
-    drop(cell.lock().unwrap_or_else(|p| p.into_inner()).take());
-    Ok(())
+    let w = cell.lock().unwrap_or_else(|p| p.into_inner()).take();
+    if CLIENTS.get(cell.client).is_err() {
+        return Err(Error::new(ErrorKind::BadHandle, format!("writer {writer:#x}: its client is closed")));
+    }
+    match w {
+        Some(w) => Ok(block_on(w.abort())??),
+        None => Ok(()),
+    }
 }
 
 fn closed(writer: u64) -> Error {

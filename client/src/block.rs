@@ -301,7 +301,9 @@ mod tests {
                 let (requests, script, verifies) = (requests.clone(), script.clone(), verifies.clone());
                 tokio::spawn(async move {
                     let conn = incoming.await.unwrap();
-                    rpc::accept_hello(&conn, Role::Worker, "shard", &Limits::DEFAULT).await.unwrap();
+                    // The client dials it as its master too (connect checks the role), then reads
+                    // blocks from it; shards do not check the role a reader sees.
+                    rpc::accept_hello(&conn, Role::Master, "shard", &Limits::DEFAULT).await.unwrap();
                     while let Ok((mut send, mut recv)) = conn.accept_bi().await {
                         let frame = rpc::read_frame(&mut recv, &Limits::DEFAULT).await.unwrap();
                         let req: ReadBlock = frame.decode_body().unwrap();

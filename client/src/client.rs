@@ -52,8 +52,8 @@ impl Client {
         with_retries(&inner.settings, "connect to master", || async {
             let mut dials = tokio::task::JoinSet::new();
             for &addr in inner.masters.list() {
-                let inner = client.inner.clone();
-                dials.spawn(async move { inner.pool.get(addr).await.map(|_| addr) });
+                let c = client.clone();
+                dials.spawn(async move { c.master_conn(addr).await.map(|_| addr) });
             }
             let mut last = None;
             while let Some(done) = dials.join_next().await {
@@ -77,7 +77,18 @@ impl Client {
         &self.inner.settings
     }
 
-    /// Sends `msg` to `addr` with deadline and retries; the reply frame (not
+    /// The connection to the master at `addr`; an address where something else answers (a
+    /// worker's shard) is a configuration error, not retried.
+    async fn master_conn(&self, addr: SocketAddr) -> Result<cv_net::rpc::Conn> {
+        let conn = self.inner.pool.get(addr).await?;
+        if conn.peer_role() != Role::Master {
+            let role = conn.peer_role();
+            return Err(Error::new(ErrorKind::Config, format!("{addr} answered as {role:?}, not as a master")));
+        }
+        Ok(conn)
+    }
+
+    /// Sends `msg` to the master at `addr` with deadline and retries; the reply frame (not
     /// an error frame) is returned.
     pub(crate) async fn call<M: Message>(
         &self,
@@ -88,7 +99,7 @@ impl Client {
     ) -> Result<Frame> {
         let id = self.inner.call_ids.fetch_add(1, Ordering::Relaxed);
         with_retries(&self.inner.settings, what, || async {
-            let conn = self.inner.pool.get(addr).await?;
+            let conn = self.master_conn(addr).await?;
             match conn.call_as(id, msg, payload).await {
                 Ok(f) => Ok(f),
                 Err(e) => {
@@ -208,7 +219,7 @@ impl Client {
                 continue;
             }
             let attempt = async {
-                let conn = pool.get(addr).await?;
+                let conn = self.master_conn(addr).await?;
                 let call = conn.call_as(id, msg, payload);
                 tokio::pin!(call);
                 loop {
@@ -302,6 +313,7 @@ impl Client {
 
     /// Opens a file: one round trip returns its block map and tail.
     pub async fn open(&self, path: &str) -> Result<File> {
+        check_path(path)?;
         let frame = self.master("open", &Open { path: path.into() }, &[]).await?;
         let ok: OpenOk = frame.decode_body()?;
         if ok.status.kind != FileKind::File {
@@ -313,12 +325,14 @@ impl Client {
 
     /// Metadata of a path.
     pub async fn stat(&self, path: &str) -> Result<FileStatus> {
+        check_path(path)?;
         let frame = self.master("stat", &Stat { path: path.into() }, &[]).await?;
         Ok(frame.decode_body::<StatOk>()?.status)
     }
 
     /// Every entry of a directory, in name order (pages fetched as needed).
     pub async fn list(&self, path: &str) -> Result<Vec<FileStatus>> {
+        check_path(path)?;
         let mut out = Vec::new();
         let mut start_after = None;
         loop {
@@ -335,24 +349,29 @@ impl Client {
 
     /// Creates a directory (and its parents when asked).
     pub async fn mkdir(&self, path: &str, parents: bool) -> Result<()> {
+        check_path(path)?;
         self.master("mkdir", &Mkdir { path: path.into(), parents, mode: 0o755 }, &[]).await?;
         Ok(())
     }
 
     /// Renames a file or directory atomically.
     pub async fn rename(&self, src: &str, dst: &str) -> Result<()> {
+        check_path(src)?;
+        check_path(dst)?;
         self.master("rename", &Rename { src: src.into(), dst: dst.into() }, &[]).await?;
         Ok(())
     }
 
     /// Deletes a path; directories with content only when `recursive`.
     pub async fn delete(&self, path: &str, recursive: bool) -> Result<()> {
+        check_path(path)?;
         self.master("delete", &Delete { path: path.into(), recursive }, &[]).await?;
         Ok(())
     }
 
     /// Creates a file and returns a writer for its content.
     pub async fn create(&self, path: &str, overwrite: bool) -> Result<Writer> {
+        check_path(path)?;
         let req = Create { path: path.into(), overwrite, mode: 0o644, block_size: 0 };
         let ok: CreateOk = self.master("create", &req, &[]).await?.decode_body()?;
         Ok(Writer::new(self.clone(), path.to_string(), ok.file_id, ok.block_size, ok.pin_blocks))
@@ -376,6 +395,7 @@ impl Client {
     /// Removes the mount at `cv_path`. An fs-mode mount whose files are not all exported yet
     /// is refused (`NotEmpty`) unless `force` (they then stay in cv only).
     pub async fn unmount(&self, cv_path: &str, force: bool) -> Result<()> {
+        check_path(cv_path)?;
         self.master("unmount", &Unmount { cv_path: cv_path.into(), force }, &[]).await?;
         Ok(())
     }
@@ -388,6 +408,7 @@ impl Client {
     /// Makes the master read listings and object versions at or under
     /// `cv_path` from the store again at their next use.
     pub async fn sync_mount(&self, cv_path: &str) -> Result<()> {
+        check_path(cv_path)?;
         self.master("sync mount", &SyncMount { cv_path: cv_path.into() }, &[]).await?;
         Ok(())
     }
@@ -395,6 +416,7 @@ impl Client {
     /// Drops the cached blocks of object copies at or under `path`, keeping
     /// their metadata.
     pub async fn free(&self, path: &str) -> Result<FreeOk> {
+        check_path(path)?;
         Ok(self.master("free", &Free { path: path.into() }, &[]).await?.decode_body()?)
     }
 
@@ -488,4 +510,18 @@ const ELECTION_PAUSE: std::time::Duration = std::time::Duration::from_millis(50)
 fn elsewhere(e: &Error) -> bool {
     e.code() == Some(ErrorCode::NotLeader)
         || (e.code().is_none() && matches!(e.kind(), ErrorKind::Unavailable | ErrorKind::Timeout))
+}
+
+/// Refuses a path the master would refuse by size, before it is sent: `InvalidPath`, naming
+/// the limit (a frame with it would be refused whole, which reads as a protocol error).
+fn check_path(path: &str) -> Result<()> {
+    let max = cv_wire::Limits::DEFAULT.max_path as usize;
+    if path.len() > max {
+        let head: String = path.chars().take(64).collect();
+        return Err(Error::new(
+            ErrorKind::InvalidPath,
+            format!("path of {} bytes (at most {max}): {head}…", path.len()),
+        ));
+    }
+    Ok(())
 }

@@ -17,8 +17,34 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// A connection failure; one the TLS handshake refused (a certificate not issued by the
+/// cluster's CA, on either side) is `Tls`, which no retry mends, the rest `Connect`.
 fn conn_err(what: &str, e: impl std::error::Error + Send + Sync + 'static) -> NetError {
+    if refused_by_tls(&e) {
+        let msg = format!("{what}: the TLS handshake was refused (a certificate not issued by this cluster's CA?)");
+        return NetError::new(NetErrorKind::Tls, msg).with_source(e);
+    }
     NetError::new(NetErrorKind::Connect, what.to_string()).with_source(e)
+}
+
+/// Whether `e` is a connection closed with a QUIC crypto error (0x100–0x1ff: a TLS alert),
+/// raised here or sent by the peer.
+fn refused_by_tls(e: &(dyn std::error::Error + 'static)) -> bool {
+    let conn = if let Some(c) = e.downcast_ref::<quinn::ConnectionError>() {
+        c
+    } else if let Some(quinn::ReadError::ConnectionLost(c)) = e.downcast_ref::<quinn::ReadError>() {
+        c
+    } else if let Some(quinn::WriteError::ConnectionLost(c)) = e.downcast_ref::<quinn::WriteError>() {
+        c
+    } else {
+        return false;
+    };
+    let code = match conn {
+        quinn::ConnectionError::TransportError(t) => u64::from(t.code),
+        quinn::ConnectionError::ConnectionClosed(c) => u64::from(c.error_code),
+        _ => return false,
+    };
+    (0x100..0x200).contains(&code)
 }
 
 fn read_err(e: quinn::ReadExactError) -> NetError {

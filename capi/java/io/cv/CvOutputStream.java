@@ -63,7 +63,7 @@ public final class CvOutputStream extends OutputStream {
         }
     }
 
-    /** Drops the file without completing it. */
+    /** Gives the file up without completing it: it is removed (not listed, not openable). */
     public void abort() throws IOException {
         if (!closed) {
             closed = true;
