@@ -1,0 +1,147 @@
+import java.io.EOFException;
+import java.io.FileNotFoundException;
+import java.io.IOException;
+import java.net.URI;
+import java.nio.ByteBuffer;
+import java.util.Arrays;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FSDataInputStream;
+import org.apache.hadoop.fs.FSDataOutputStream;
+import org.apache.hadoop.fs.FileAlreadyExistsException;
+import org.apache.hadoop.fs.FileStatus;
+import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.Path;
+import org.apache.hadoop.fs.StreamCapabilities;
+
+/**
+ * Hadoop FileSystem contract checks on cv://, modelled on Hadoop's contract tests: loading by
+ * scheme, open/seek/read past EOF, positioned and ByteBuffer reads, create/overwrite, rename
+ * into a directory and onto a file, delete (recursive), mkdirs, listing. Args: the cv client
+ * config file. Prints "hadoop contract ok" when every check held.
+ */
+public final class CvHadoopContract {
+    static byte pattern(long i) {
+        return (byte) ((i * 2654435761L) >>> 11);
+    }
+
+    static void check(boolean ok, String what) {
+        if (!ok) {
+            throw new AssertionError("check failed: " + what);
+        }
+    }
+
+    interface Body {
+        void run() throws Exception;
+    }
+
+    static void fails(Class<? extends Throwable> want, Body body, String what) throws Exception {
+        try {
+            body.run();
+        } catch (Throwable t) {
+            check(want.isInstance(t), what + ": threw " + t + ", wanted " + want.getSimpleName());
+            return;
+        }
+        throw new AssertionError(what + ": did not throw " + want.getSimpleName());
+    }
+
+    /** FileSystem.Statistics of the cv scheme (the per-scheme counters engines report). */
+    @SuppressWarnings("deprecation")
+    static long bytesRead() {
+        for (FileSystem.Statistics s : FileSystem.getAllStatistics()) {
+            if (s.getScheme().equals("cv")) {
+                return s.getBytesRead();
+            }
+        }
+        return -1;
+    }
+
+    public static void main(String[] args) throws Exception {
+        Configuration conf = new Configuration(false);
+        conf.set("fs.cv.config", args[0]);
+        // Found by scheme through META-INF/services: no fs.cv.impl set.
+        FileSystem fs = FileSystem.newInstance(URI.create("cv://cluster/"), conf);
+        check(fs.getClass().getName().equals("io.cv.hadoop.CvHadoopFileSystem"), "loaded " + fs.getClass());
+        check(fs.getScheme().equals("cv") && fs.getUri().toString().equals("cv://cluster/"), "uri " + fs.getUri());
+
+        Path root = new Path("/hc");
+        check(fs.mkdirs(new Path(root, "d")), "mkdirs");
+        check(fs.getFileStatus(new Path(root, "d")).isDirectory(), "a directory");
+
+        int len = (5 << 20) + 123;
+        byte[] data = new byte[len];
+        for (int i = 0; i < len; i++) {
+            data[i] = pattern(i);
+        }
+        Path file = new Path(root, "e/x/f.bin"); // parents made by create
+        try (FSDataOutputStream out = fs.create(file, false)) {
+            out.write(data, 0, 1000);
+            out.write(data, 1000, len - 1000);
+        }
+        FileStatus st = fs.getFileStatus(file);
+        check(st.isFile() && st.getLen() == len, "status " + st);
+        check(st.getPath().toString().equals("cv://cluster/hc/e/x/f.bin"), "qualified " + st.getPath());
+        fails(FileAlreadyExistsException.class, () -> fs.create(file, false).close(), "create over a file");
+        fails(FileAlreadyExistsException.class, () -> fs.create(new Path(root, "d"), true).close(), "create over a dir");
+
+        try (FSDataInputStream in = fs.open(file)) {
+            byte[] all = new byte[len];
+            in.readFully(all);
+            check(Arrays.equals(all, data), "sequential bytes");
+            check(in.read() == -1, "read at EOF is -1");
+            in.seek(len / 2);
+            check(in.getPos() == len / 2, "pos after seek");
+            byte[] b = new byte[4096];
+            in.readFully(b);
+            check(Arrays.equals(b, Arrays.copyOfRange(data, len / 2, len / 2 + 4096)), "bytes after seek");
+            fails(EOFException.class, () -> in.seek(len + 1), "seek past EOF");
+            fails(EOFException.class, () -> in.seek(-1), "negative seek");
+            long pos = in.getPos();
+            byte[] p = new byte[777];
+            check(in.read(100, p, 0, p.length) == p.length, "positioned read");
+            check(in.getPos() == pos, "a positioned read leaves the position");
+            check(Arrays.equals(p, Arrays.copyOfRange(data, 100, 877)), "positioned bytes");
+            check(in.read(len, p, 0, 1) == -1, "positioned read at EOF is -1");
+            fails(EOFException.class, () -> in.readFully(len - 10, new byte[20]), "readFully past EOF");
+            check(in.hasCapability(StreamCapabilities.PREADBYTEBUFFER), "pread bytebuffer capability");
+            ByteBuffer bb = ByteBuffer.allocateDirect(8192);
+            in.readFully(len - 8192, bb);
+            bb.flip();
+            byte[] tail = new byte[8192];
+            bb.get(tail);
+            check(Arrays.equals(tail, Arrays.copyOfRange(data, len - 8192, len)), "footer into a direct buffer");
+        }
+        // Every byte handed to the caller, counted once: the whole file, then 4096 + 777 + 8192.
+        check(bytesRead() == len + 4096L + 777 + 8192, "bytes read counted: " + bytesRead());
+
+        FileStatus[] listed = fs.listStatus(root);
+        check(listed.length == 2 && listed[0].getPath().getName().equals("d")
+                && listed[1].getPath().getName().equals("e"), "listing " + Arrays.toString(listed));
+        check(fs.listStatus(file).length == 1, "listing a file gives the file");
+
+        // rename: into an existing directory, onto an existing file, missing source or parent.
+        check(fs.rename(file, new Path(root, "d")), "rename into a directory");
+        Path moved = new Path(root, "d/f.bin");
+        check(fs.getFileStatus(moved).getLen() == len, "moved under the directory");
+        try (FSDataOutputStream out = fs.create(new Path(root, "other"), false)) {
+            out.write(1);
+        }
+        check(!fs.rename(new Path(root, "other"), moved), "rename onto an existing file is refused");
+        check(!fs.rename(new Path(root, "missing"), new Path(root, "x")), "rename of a missing source");
+        check(!fs.rename(new Path(root, "other"), new Path(root, "no/such/dir/x")), "rename to a missing parent");
+        check(fs.exists(new Path(root, "other")), "a refused rename changes nothing");
+
+        // delete: a non-empty directory needs recursive; a missing path is false.
+        fails(IOException.class, () -> fs.delete(new Path(root, "d"), false), "non-recursive delete of a full dir");
+        check(fs.delete(new Path(root, "d"), true), "recursive delete");
+        check(!fs.exists(moved), "deleted");
+        check(!fs.delete(new Path(root, "missing"), false), "delete of a missing path");
+        fails(FileNotFoundException.class, () -> fs.getFileStatus(new Path(root, "missing")), "status of a missing path");
+        fails(FileNotFoundException.class, () -> fs.open(new Path(root, "missing")), "open of a missing path");
+        fails(UnsupportedOperationException.class, () -> fs.append(new Path(root, "other")), "append");
+
+        fs.setWorkingDirectory(root);
+        check(fs.exists(new Path("other")), "relative paths resolve against the working directory");
+        fs.close();
+        System.out.println("hadoop contract ok");
+    }
+}
