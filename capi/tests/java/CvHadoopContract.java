@@ -3,11 +3,15 @@ import java.io.FileNotFoundException;
 import java.io.IOException;
 import java.net.URI;
 import java.nio.ByteBuffer;
+import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.List;
+import java.util.concurrent.ExecutionException;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FSDataInputStream;
 import org.apache.hadoop.fs.FSDataOutputStream;
 import org.apache.hadoop.fs.FileAlreadyExistsException;
+import org.apache.hadoop.fs.FileRange;
 import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
@@ -109,9 +113,35 @@ public final class CvHadoopContract {
             byte[] tail = new byte[8192];
             bb.get(tail);
             check(Arrays.equals(tail, Arrays.copyOfRange(data, len - 8192, len)), "footer into a direct buffer");
+
+            // Vectored: across the 4 MiB block boundary, the tail, the start, and one past EOF.
+            List<FileRange> ranges = new ArrayList<>();
+            long[][] want = {{(4L << 20) - 1000, 5000}, {len - 300, 300}, {0, 64}};
+            for (long[] w : want) {
+                ranges.add(FileRange.createFileRange(w[0], (int) w[1]));
+            }
+            FileRange past = FileRange.createFileRange(len - 10, 20);
+            ranges.add(past);
+            for (boolean heap : new boolean[] {true, false}) {
+                in.readVectored(ranges, n -> heap ? ByteBuffer.allocate(n) : ByteBuffer.allocateDirect(n));
+                for (int i = 0; i < want.length; i++) {
+                    ByteBuffer got = ranges.get(i).getData().get();
+                    byte[] g = new byte[got.remaining()];
+                    got.get(g);
+                    int from = (int) want[i][0];
+                    check(Arrays.equals(g, Arrays.copyOfRange(data, from, from + (int) want[i][1])), "vectored range " + i);
+                }
+                try {
+                    past.getData().get();
+                    throw new AssertionError("a vectored range past EOF succeeded");
+                } catch (ExecutionException e) {
+                    check(e.getCause() instanceof EOFException, "past EOF: " + e.getCause());
+                }
+            }
         }
-        // Every byte handed to the caller, counted once: the whole file, then 4096 + 777 + 8192.
-        check(bytesRead() == len + 4096L + 777 + 8192, "bytes read counted: " + bytesRead());
+        // Every byte handed to the caller, counted once: the whole file, then 4096 + 777 + 8192,
+        // then twice the vectored ranges.
+        check(bytesRead() == len + 4096L + 777 + 8192 + 2 * (5000 + 300 + 64), "bytes read counted: " + bytesRead());
 
         FileStatus[] listed = fs.listStatus(root);
         check(listed.length == 2 && listed[0].getPath().getName().equals("d")

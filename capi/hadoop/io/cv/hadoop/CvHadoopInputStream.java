@@ -4,6 +4,11 @@ import io.cv.CvInputStream;
 import java.io.EOFException;
 import java.io.IOException;
 import java.nio.ByteBuffer;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.function.IntFunction;
+import org.apache.hadoop.fs.FileRange;
 import org.apache.hadoop.fs.ByteBufferPositionedReadable;
 import org.apache.hadoop.fs.ByteBufferReadable;
 import org.apache.hadoop.fs.FSExceptionMessages;
@@ -121,6 +126,50 @@ final class CvHadoopInputStream extends FSInputStream
         int n = buf.remaining();
         in.readFully(position, buf);
         counted(n);
+    }
+
+    /**
+     * Every range in one native call, coalesced and fetched in parallel (`cv_preadv`); a range
+     * reaching past the end of the file fails its own future with EOFException. Buffers the
+     * allocator gives that are not direct are filled through a direct one.
+     */
+    @Override
+    public void readVectored(List<? extends FileRange> ranges, IntFunction<ByteBuffer> allocate) throws IOException {
+        open();
+        List<FileRange> inside = new ArrayList<>();
+        List<ByteBuffer> given = new ArrayList<>();
+        for (FileRange r : ranges) {
+            if (r.getOffset() < 0 || r.getLength() < 0) {
+                throw new IllegalArgumentException("cv: bad range " + r);
+            }
+            if (r.getOffset() + r.getLength() > in.length()) {
+                CompletableFuture<ByteBuffer> f = new CompletableFuture<>();
+                f.completeExceptionally(new EOFException("cv: range " + r.getOffset() + "+" + r.getLength()
+                        + " reaches past the end of " + in.getPath() + " (" + in.length() + " bytes)"));
+                r.setData(f);
+                continue;
+            }
+            inside.add(r);
+            given.add(allocate.apply(r.getLength()));
+        }
+        long[] positions = new long[inside.size()];
+        ByteBuffer[] direct = new ByteBuffer[inside.size()];
+        for (int i = 0; i < direct.length; i++) {
+            positions[i] = inside.get(i).getOffset();
+            ByteBuffer b = given.get(i);
+            direct[i] = b.isDirect() ? b : ByteBuffer.allocateDirect(inside.get(i).getLength());
+        }
+        in.readVectored(positions, direct);
+        for (int i = 0; i < direct.length; i++) {
+            ByteBuffer out = given.get(i);
+            direct[i].flip();
+            if (direct[i] != out) {
+                out.put(direct[i]);
+                out.flip();
+            }
+            counted(out.remaining());
+            inside.get(i).setData(CompletableFuture.completedFuture(out));
+        }
     }
 
     @Override
