@@ -88,8 +88,8 @@ impl Client {
         Ok(conn)
     }
 
-    /// Sends `msg` to the master at `addr` with deadline and retries; the reply frame (not
-    /// an error frame) is returned.
+    /// Sends `msg` to `addr` with deadline and retries; the reply frame (not an error frame)
+    /// is returned.
     pub(crate) async fn call<M: Message>(
         &self,
         addr: SocketAddr,
@@ -97,9 +97,22 @@ impl Client {
         msg: &M,
         payload: &[&[u8]],
     ) -> Result<Frame> {
+        self.call_at(addr, false, what, msg, payload).await
+    }
+
+    /// [`Self::call`], to a master when `master` (an address where something else answers is
+    /// then a configuration error).
+    async fn call_at<M: Message>(
+        &self,
+        addr: SocketAddr,
+        master: bool,
+        what: &str,
+        msg: &M,
+        payload: &[&[u8]],
+    ) -> Result<Frame> {
         let id = self.inner.call_ids.fetch_add(1, Ordering::Relaxed);
         with_retries(&self.inner.settings, what, || async {
-            let conn = self.master_conn(addr).await?;
+            let conn = if master { self.master_conn(addr).await? } else { self.inner.pool.get(addr).await? };
             match conn.call_as(id, msg, payload).await {
                 Ok(f) => Ok(f),
                 Err(e) => {
@@ -194,7 +207,7 @@ impl Client {
     pub(crate) async fn master<M: Message>(&self, what: &str, msg: &M, payload: &[&[u8]]) -> Result<Frame> {
         let masters = &self.inner.masters;
         if masters.len() == 1 {
-            return self.call(masters.current(), what, msg, payload).await;
+            return self.call_at(masters.current(), true, what, msg, payload).await;
         }
         let id = self.inner.call_ids.fetch_add(1, Ordering::Relaxed);
         let mut attempts = Attempts::new(&self.inner.settings, what);

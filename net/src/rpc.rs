@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// cluster's CA, on either side) is `Tls`, which no retry mends, the rest `Connect`.
 fn conn_err(what: &str, e: impl std::error::Error + Send + Sync + 'static) -> NetError {
     if refused_by_tls(&e) {
-        let msg = format!("{what}: the TLS handshake was refused (a certificate not issued by this cluster's CA?)");
+        let msg = format!("{what}: the TLS handshake was refused (a certificate of another CA, or of the wrong kind)");
         return NetError::new(NetErrorKind::Tls, msg).with_source(e);
     }
     NetError::new(NetErrorKind::Connect, what.to_string()).with_source(e)

@@ -77,7 +77,9 @@ async fn client_without_certificate_is_refused() {
             .await
             .expect("must not hang");
     let err = res.expect_err("a client without a certificate must be refused");
-    assert_eq!(err.kind(), NetErrorKind::Connect, "{err}");
+    // Refused by TLS: permanent, not a connection to retry.
+    assert_eq!(err.kind(), NetErrorKind::Tls, "{err}");
+    assert!(!err.retryable(), "{err}");
 }
 
 use rustls_pki_types::pem::PemObject;
@@ -91,7 +93,9 @@ async fn client_from_another_ca_is_refused() {
     let foreign = other.issue("intruder", Usage::Client, &[]).unwrap();
     let id = Identity::from_pem(&ca.cert_pem(), &foreign.cert_pem, &foreign.key_pem).unwrap();
     let err = connect(&id, addr).await.expect_err("foreign client accepted");
-    assert_eq!(err.kind(), NetErrorKind::Connect, "{err}");
+    // Refused by TLS: permanent, not a connection to retry.
+    assert_eq!(err.kind(), NetErrorKind::Tls, "{err}");
+    assert!(!err.retryable(), "{err}");
 }
 
 #[tokio::test]
@@ -100,7 +104,9 @@ async fn server_from_another_ca_is_refused() {
     let other = ClusterCa::generate("impostor").unwrap();
     let (addr, _ep) = start_server(&identity(&other, Usage::Node));
     let err = connect(&identity(&ca, Usage::Client), addr).await.expect_err("impostor server trusted");
-    assert_eq!(err.kind(), NetErrorKind::Connect, "{err}");
+    // Refused by TLS: permanent, not a connection to retry.
+    assert_eq!(err.kind(), NetErrorKind::Tls, "{err}");
+    assert!(!err.retryable(), "{err}");
 }
 
 #[tokio::test]
@@ -108,7 +114,9 @@ async fn client_certificate_cannot_serve() {
     let ca = ClusterCa::generate("t").unwrap();
     let (addr, _ep) = start_server(&identity(&ca, Usage::Client));
     let err = connect(&identity(&ca, Usage::Client), addr).await.expect_err("client cert accepted as server");
-    assert_eq!(err.kind(), NetErrorKind::Connect, "{err}");
+    // Refused by TLS: permanent, not a connection to retry.
+    assert_eq!(err.kind(), NetErrorKind::Tls, "{err}");
+    assert!(!err.retryable(), "{err}");
 }
 
 #[tokio::test]
