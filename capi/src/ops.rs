@@ -105,6 +105,21 @@ pub fn file_status(file: u64) -> Result<FileStatus> {
     Ok(live(&FILES, file)?.status().clone())
 }
 
+/// Where each block of an open file is, as the open brought it: `(offset, len, hosts)`, the
+/// hosts of the workers holding a copy (the owner first; none for a block whose every copy is
+/// lost), for engines that schedule work near the data.
+pub fn file_blocks(file: u64) -> Result<Vec<(u64, u64, Vec<String>)>> {
+    let f = live(&FILES, file)?;
+    Ok(f.blocks()
+        .iter()
+        .map(|b| {
+            let addrs = std::iter::once(&b.addr).chain(b.replicas.iter().map(|r| &r.addr));
+            let hosts = if b.lost { Vec::new() } else { addrs.map(|a| a.socket_addr().ip().to_string()).collect() };
+            (b.offset, b.len, hosts)
+        })
+        .collect())
+}
+
 /// Reads up to `buf.len()` bytes at `offset`; 0 at or past the end.
 pub fn pread(file: u64, offset: u64, buf: &mut [u8]) -> Result<usize> {
     let f = live(&FILES, file)?;

@@ -5,8 +5,8 @@ use super::throw::run;
 use crate::error::{Error, Result};
 use crate::ops;
 use jni::JNIEnv;
-use jni::objects::{JByteArray, JByteBuffer, JClass, JIntArray, JLongArray, JObjectArray, JString};
-use jni::sys::{jboolean, jint, jintArray, jlong, jlongArray, jobject};
+use jni::objects::{JByteArray, JByteBuffer, JClass, JIntArray, JLongArray, JObject, JObjectArray, JString};
+use jni::sys::{jboolean, jint, jintArray, jlong, jlongArray, jobject, jobjectArray};
 
 #[unsafe(no_mangle)]
 pub extern "system" fn Java_io_cv_Native_open<'l>(
@@ -25,6 +25,24 @@ pub extern "system" fn Java_io_cv_Native_fileInfo<'l>(mut env: JNIEnv<'l>, _c: J
         let i = ops::file_info(file as u64)?;
         let arr = env.new_long_array(3)?;
         env.set_long_array_region(&arr, 0, &[i.length as i64, i.version as i64, i.tail_offset as i64])?;
+        Ok(arr.into_raw())
+    })
+}
+
+/// The file's blocks, one string each: `"offset len host1,host2"` (no hosts: every copy lost).
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_io_cv_Native_fileBlocks<'l>(
+    mut env: JNIEnv<'l>,
+    _c: JClass<'l>,
+    file: jlong,
+) -> jobjectArray {
+    run(&mut env, std::ptr::null_mut(), |env| {
+        let blocks = ops::file_blocks(file as u64)?;
+        let arr = env.new_object_array(blocks.len() as i32, "java/lang/String", JObject::null())?;
+        for (i, (offset, len, hosts)) in blocks.iter().enumerate() {
+            let s = env.new_string(format!("{offset} {len} {}", hosts.join(",")))?;
+            env.set_object_array_element(&arr, i as i32, &s)?;
+        }
         Ok(arr.into_raw())
     })
 }

@@ -8,6 +8,7 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.ExecutionException;
 import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.BlockLocation;
 import org.apache.hadoop.fs.FSDataInputStream;
 import org.apache.hadoop.fs.FSDataOutputStream;
 import org.apache.hadoop.fs.FileAlreadyExistsException;
@@ -142,6 +143,14 @@ public final class CvHadoopContract {
         // Every byte handed to the caller, counted once: the whole file, then 4096 + 777 + 8192,
         // then twice the vectored ranges.
         check(bytesRead() == len + 4096L + 777 + 8192 + 2 * (5000 + 300 + 64), "bytes read counted: " + bytesRead());
+
+        // Block locations: the 4 MiB blocks of the file, covering it, each on the local worker.
+        BlockLocation[] locs = fs.getFileBlockLocations(fs.getFileStatus(file), 0, len);
+        check(locs.length == 2, "blocks " + Arrays.toString(locs));
+        check(locs[0].getOffset() == 0 && locs[0].getLength() + locs[1].getLength() == len
+                && locs[1].getOffset() == locs[0].getLength(), "block ranges " + Arrays.toString(locs));
+        check(Arrays.asList(locs[1].getHosts()).contains("127.0.0.1"), "block hosts " + Arrays.toString(locs[1].getHosts()));
+        check(fs.getFileBlockLocations(fs.getFileStatus(file), (4L << 20) + 1, 10).length == 1, "locations of a range");
 
         FileStatus[] listed = fs.listStatus(root);
         check(listed.length == 2 && listed[0].getPath().getName().equals("d")

@@ -58,6 +58,16 @@ public final class CvInputStream extends InputStream {
     }
 
     /** Reads at or after this offset are served from memory (the footer came with the open). */
+    /** The file's blocks as the open brought them: byte ranges and the hosts holding each. */
+    public CvBlock[] getBlocks() throws IOException {
+        String[] raw = Native.fileBlocks(file);
+        CvBlock[] out = new CvBlock[raw.length];
+        for (int i = 0; i < raw.length; i++) {
+            out[i] = CvBlock.parse(raw[i]);
+        }
+        return out;
+    }
+
     public long getTailOffset() {
         return tailOffset;
     }

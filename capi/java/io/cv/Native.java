@@ -55,6 +55,9 @@ final class Native {
 
     static native void fileClose(long file) throws CvException;
 
+    /** One string per block: "offset length host1,host2" (no hosts: every copy lost). */
+    static native String[] fileBlocks(long file) throws CvException;
+
     static native long create(long client, String path, boolean overwrite) throws java.io.IOException;
 
     static native void write(long writer, ByteBuffer buf, int off, int len) throws java.io.IOException;

@@ -1,12 +1,17 @@
 package io.cv.hadoop;
 
+import io.cv.CvBlock;
 import io.cv.CvFileStatus;
+import io.cv.CvInputStream;
 import io.cv.CvFileSystem;
 import io.cv.CvOutputStream;
 import java.io.FileNotFoundException;
 import java.io.IOException;
 import java.net.URI;
+import java.util.ArrayList;
+import java.util.List;
 import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.BlockLocation;
 import org.apache.hadoop.fs.FSDataInputStream;
 import org.apache.hadoop.fs.FSDataOutputStream;
 import org.apache.hadoop.fs.FileAlreadyExistsException;
@@ -171,6 +176,35 @@ public class CvHadoopFileSystem extends FileSystem {
             out[i] = toHadoop(entries[i]);
         }
         return out;
+    }
+
+    /**
+     * The blocks overlapping {@code [start, start + len)}, with the hosts of the workers that
+     * hold each (the owner first), so engines can schedule near the data. One open: the block
+     * map comes with it.
+     */
+    @Override
+    public BlockLocation[] getFileBlockLocations(FileStatus file, long start, long len) throws IOException {
+        if (file == null) {
+            return null;
+        }
+        if (start < 0 || len < 0) {
+            throw new IllegalArgumentException("cv: negative start or length");
+        }
+        if (file.isDirectory() || file.getLen() <= start) {
+            return new BlockLocation[0];
+        }
+        List<BlockLocation> out = new ArrayList<>();
+        try (CvInputStream in = cv.open(cvPath(file.getPath()))) {
+            for (CvBlock b : in.getBlocks()) {
+                if (b.getOffset() + b.getLength() <= start || b.getOffset() >= start + len) {
+                    continue;
+                }
+                String[] hosts = b.getHosts();
+                out.add(new BlockLocation(hosts, hosts, b.getOffset(), b.getLength()));
+            }
+        }
+        return out.toArray(new BlockLocation[0]);
     }
 
     @Override
