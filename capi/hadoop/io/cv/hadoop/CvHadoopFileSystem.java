@@ -1,6 +1,9 @@
 package io.cv.hadoop;
 
 import io.cv.CvBlock;
+import io.cv.CvErrorKind;
+import io.cv.CvException;
+import io.cv.CvFileAlreadyExistsException;
 import io.cv.CvFileStatus;
 import io.cv.CvInputStream;
 import io.cv.CvFileSystem;
@@ -94,19 +97,34 @@ public class CvHadoopFileSystem extends FileSystem {
             short replication, long blockSize, Progressable progress) throws IOException {
         String p = cvPath(f);
         statistics.incrementWriteOps(1);
-        CvFileStatus existing = statusOrNull(p);
-        if (existing != null && existing.isDirectory()) {
-            throw new FileAlreadyExistsException("cv: " + p + " is a directory");
-        }
-        if (existing != null && !overwrite) {
-            throw new FileAlreadyExistsException("cv: " + p + " already exists");
-        }
-        Path parent = new Path(p).getParent();
-        if (parent != null) {
+        // One round trip when the parent exists (the common case): the master itself refuses
+        // an existing file (unless overwrite) or a directory; a missing parent is made only then.
+        CvOutputStream out;
+        try {
+            out = createOrRefuse(p, overwrite);
+        } catch (FileNotFoundException e) {
+            Path parent = new Path(p).getParent();
+            if (parent == null) {
+                throw e;
+            }
             cv.mkdirs(parent.toUri().getPath());
+            out = createOrRefuse(p, overwrite);
         }
-        CvOutputStream out = cv.create(p, overwrite);
         return new FSDataOutputStream(out, statistics);
+    }
+
+    /** cv's create, with Hadoop's exception for a path that is taken. */
+    private CvOutputStream createOrRefuse(String p, boolean overwrite) throws IOException {
+        try {
+            return cv.create(p, overwrite);
+        } catch (CvFileAlreadyExistsException e) {
+            throw new FileAlreadyExistsException("cv: " + p + " already exists");
+        } catch (CvException e) {
+            if (e.kind() == CvErrorKind.IS_A_DIRECTORY) {
+                throw new FileAlreadyExistsException("cv: " + p + " is a directory");
+            }
+            throw e;
+        }
     }
 
     @Override
