@@ -4,10 +4,10 @@ use crate::block::Dst;
 use crate::config::ClientSettings;
 use crate::error::{Error, ErrorKind, Result};
 use crate::file::File;
-use crate::masters::Masters;
 use crate::pool::Pool;
 use crate::retry::{Attempts, with_retries};
 use crate::writer::Writer;
+use cv_net::masters::MasterList;
 use cv_net::quic::TransportSettings;
 use cv_net::tls::Identity;
 use cv_wire::msg::*;
@@ -27,7 +27,7 @@ pub(crate) struct Inner {
     pub(crate) settings: ClientSettings,
     pub(crate) pool: Pool,
     /// The masters, and the one calls go to now.
-    pub(crate) masters: Masters,
+    pub(crate) masters: MasterList<SocketAddr>,
     /// Request ids, one per call: its retries reuse it, so a mutation whose reply was lost
     /// is answered again by the master, not applied twice.
     call_ids: AtomicU64,
@@ -44,7 +44,7 @@ impl Client {
         let endpoint = cv_net::rpc::client_endpoint(identity, transport)?;
         let pool = Pool::new(endpoint, settings.node.clone(), transport.idle_timeout.get());
         let call_ids = AtomicU64::new(cv_net::rpc::random_request_id());
-        let masters = Masters::new(settings.master, &settings.masters);
+        let masters = MasterList::new(settings.master, &settings.masters);
         let client = Client { inner: Arc::new(Inner { settings, pool, masters, call_ids }) };
         // Dials the masters so that errors show early: all at once, the first to answer becomes
         // the current one (the first call finds the leader), so one that is down costs nothing.
@@ -224,7 +224,7 @@ impl Client {
                 if pool.closed(addr) {
                     pool.mark_down(addr);
                 }
-                masters.moved(addr, None);
+                masters.moved(&addr, None);
                 hops += 1;
                 if hops.is_multiple_of(masters.len()) {
                     tokio::time::sleep(ELECTION_PAUSE).await;
@@ -249,7 +249,7 @@ impl Client {
                         // idle timeout; ask the others meanwhile who leads.
                         _ = tokio::time::sleep(HEDGE) => {
                             if let Some(leader) = self.leads_instead(addr, &down).await {
-                                masters.moved(addr, Some(leader));
+                                masters.moved(&addr, Some(leader));
                                 let msg = format!("master at {addr} did not answer within {HEDGE:?}; master at {leader} leads");
                                 return Err(Error::new(ErrorKind::Unavailable, msg));
                             }
@@ -275,7 +275,7 @@ impl Client {
                     if e.code().is_none() {
                         pool.mark_down(addr);
                     }
-                    masters.moved(addr, leader);
+                    masters.moved(&addr, leader);
                     hops += 1;
                     if leader.is_none() && hops.is_multiple_of(masters.len()) {
                         tokio::time::sleep(ELECTION_PAUSE).await;

@@ -11,7 +11,6 @@ mod config;
 mod config_file;
 mod error;
 mod file;
-mod masters;
 mod pool;
 mod reader;
 mod retry;

@@ -8,6 +8,7 @@
 
 pub mod config;
 mod error;
+pub mod masters;
 pub mod quic;
 pub mod timeline;
 pub mod tls;

@@ -15,7 +15,6 @@ pub mod config;
 mod control;
 pub mod cores;
 mod error;
-mod masters;
 mod server;
 mod shard;
 pub mod store;

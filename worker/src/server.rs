@@ -64,7 +64,7 @@ impl WorkerServer {
         let masters = settings
             .master
             .clone()
-            .map(|first| std::sync::Arc::new(crate::masters::MasterList::new(first, &settings.masters)));
+            .map(|first| std::sync::Arc::new(cv_net::masters::MasterList::new(first, &settings.masters)));
         let ufs = match &masters {
             Some(masters) => Some(UfsPool::start(PoolSpec {
                 threads: usize::from(settings.ufs_threads),

@@ -41,7 +41,7 @@ const SHARD_TIMEOUT: Duration = Duration::from_secs(10);
 pub(crate) struct ControlSpec {
     /// The masters (`host:port`, resolved again on every connection attempt) and the one
     /// that leads as last heard.
-    pub(crate) masters: std::sync::Arc<crate::masters::MasterList>,
+    pub(crate) masters: std::sync::Arc<cv_net::masters::MasterList<String>>,
     pub(crate) host: String,
     pub(crate) node: String,
     /// Failure-domain label announced at registration.
@@ -144,7 +144,7 @@ async fn run(spec: ControlSpec, stop: flume::Receiver<()>, ids: watch::Sender<Op
         let (failed, err) = err;
         // A master that names the leader is followed at once; otherwise the next master is
         // tried after the backoff.
-        if spec.masters.len() > 1 && spec.masters.moved(&failed, &err) {
+        if spec.masters.len() > 1 && spec.masters.moved(&failed, crate::control::named_leader(&err)) {
             tracing::info!(from = %failed, to = %spec.masters.current(), "following the leading master");
             tokio::time::sleep(Duration::from_millis(20)).await;
             continue;
@@ -159,6 +159,11 @@ async fn run(spec: ControlSpec, stop: flume::Receiver<()>, ids: watch::Sender<Op
     ep.close(0u32.into(), b"worker stopping");
     // Give the close a moment to reach the master; a full drain (3 PTOs) is not worth waiting.
     let _ = tokio::time::timeout(Duration::from_millis(200), ep.wait_idle()).await;
+}
+
+/// The leader a master's `NotLeader` answer names, if any.
+pub(crate) fn named_leader(e: &NetError) -> Option<String> {
+    (e.code() == Some(cv_wire::ErrorCode::NotLeader)).then(|| e.redirect().map(str::to_owned)).flatten()
 }
 
 /// One connection to the current master: register, then heartbeat until something fails

@@ -20,7 +20,7 @@ use super::error::{FetchError, FetchErrorKind};
 pub(crate) struct MasterSpec {
     /// The masters (`host:port`, resolved again on every connection attempt), shared with
     /// the control thread: both follow the leader.
-    pub(crate) masters: std::sync::Arc<crate::masters::MasterList>,
+    pub(crate) masters: std::sync::Arc<cv_net::masters::MasterList<String>>,
     pub(crate) node: String,
     pub(crate) identity: Identity,
     pub(crate) transport: TransportSettings,
@@ -54,7 +54,7 @@ impl MasterLink {
                         && (net.kind() != NetErrorKind::Remote || net.code() == Some(ErrorCode::NotLeader)) =>
                 {
                     tries -= 1;
-                    self.spec.masters.moved(&addr, &net);
+                    self.spec.masters.moved(&addr, crate::control::named_leader(&net));
                     tracing::debug!(from = %addr, error = %e, "mount lookup goes to another master");
                 }
                 r => return r.map_err(|(e, _)| e),
