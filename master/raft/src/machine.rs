@@ -19,7 +19,7 @@ use crate::shared::{Shared, lock};
 use crate::snapshot::{self, Meta};
 use crate::{Batch, Entry, LogId, TypeConfig};
 
-/// The snapshot in force: its meta, the whole file, the record seq it holds.
+/// The snapshot in force: its meta and the whole file (the record seq is inside).
 #[derive(Debug, Clone)]
 pub(crate) struct Stored {
     pub meta: Meta,
