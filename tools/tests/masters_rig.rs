@@ -106,7 +106,9 @@ fn a_cut_off_leader_a_wiped_follower_and_a_rolling_restart_lose_nothing() {
         names.push(format!("d{i}"));
         c.restart_master_at(i).unwrap();
         c.wait_leader(None, T).unwrap();
-        std::thread::sleep(Duration::from_millis(500));
+        // As an operator would: give the restarted master time to rejoin (the leader dials
+        // the new process, it catches up) before the next one goes down.
+        std::thread::sleep(Duration::from_secs(2));
     }
     for n in &names {
         get(&c, n);
