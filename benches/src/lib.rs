@@ -11,5 +11,6 @@ pub mod parquet_gen;
 pub mod read_bench;
 pub mod report;
 pub mod rtt;
+pub mod spark_tpch;
 pub mod ufs_scan;
 pub mod wire_codec;

@@ -106,6 +106,9 @@ const char *cv_last_error_message(void);
 /* Clients. */
 int32_t cv_client_open_file(const char *config_path, cv_client_t *client);
 int32_t cv_client_open_toml(const char *config_toml, cv_client_t *client);
+/* The file at config_path (or nothing, when NULL) with the TOML text overrides
+ * laid over it key by key inside each section, e.g. "[client]\ndeadline = \"5s\"". */
+int32_t cv_client_open_layers(const char *config_path, const char *overrides_toml, cv_client_t *client);
 /* Closes the connections and waits (at most a second) until the servers have
  * been told, so a process may exit right after. Files and writers opened
  * through the client must still be closed; every other call on them fails at

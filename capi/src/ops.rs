@@ -67,6 +67,16 @@ pub fn client_from_toml(text: &str) -> Result<u64> {
     connect(ClientConfig::from_toml_str(text)?)
 }
 
+/// Connects a client configured by the TOML file at `path` (or by nothing) with the TOML text
+/// `overrides` laid over it, key by key: the Hadoop binding's `fs.cv.*` settings.
+pub fn client_from_layers(path: Option<&str>, overrides: &str) -> Result<u64> {
+    let base = match path {
+        Some(p) => Some(std::fs::read_to_string(p).map_err(|e| Error::config(format!("cannot read {p}: {e}")))?),
+        None => None,
+    };
+    connect(ClientConfig::from_layers(base.as_deref(), overrides)?)
+}
+
 fn connect(cfg: ClientConfig) -> Result<u64> {
     let identity = Identity::load(&cfg.tls).map_err(|e| Error::config(e.to_string()))?;
     let client = block_on(Client::connect(cfg.client, &identity, &cfg.transport))??;

@@ -2,37 +2,21 @@
 //! built by `scripts/build-hadoop-jar` against the Hadoop client jars from the pyspark sdist
 //! (`scripts/install-hadoop-jars`), and a Java program (`tests/java/CvHadoopContract.java`)
 //! runs contract checks modelled on Hadoop's through `FileSystem.newInstance("cv://…")`,
-//! which finds the class by its scheme (META-INF/services).
+//! which finds the class by its scheme (META-INF/services), and through FileContext
+//! (`CvAbstractFileSystem`): openFile() options, read-ahead, IOStatistics, `fs.cv.*` keys.
 
 mod common;
 
-use common::{crate_dir, run, shared_lib};
+use common::{crate_dir, hadoop_jar, hadoop_jars, run, shared_lib};
 use cv_tools::cluster::{ClusterOptions, LocalCluster};
 use std::path::PathBuf;
 use std::process::Command;
-
-fn hadoop_jars() -> Vec<PathBuf> {
-    let dir =
-        PathBuf::from(std::env::var("CV_HADOOP_JARS").unwrap_or_else(|_| "/usr/local/share/cv/hadoop-jars".into()));
-    let jars: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}; run scripts/install-hadoop-jars", dir.display()))
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "jar"))
-        .collect();
-    assert!(
-        jars.iter().any(|j| j.to_string_lossy().contains("hadoop-client-api")),
-        "no Hadoop jars in {}",
-        dir.display()
-    );
-    jars
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hadoop_loads_cv_by_scheme_and_keeps_its_contract() {
     let jars = hadoop_jars();
     let dir = tempfile::tempdir().unwrap();
-    let jar = dir.path().join("cv-hadoop.jar");
-    run(Command::new(crate_dir().join("../scripts/build-hadoop-jar")).arg(&jar));
+    let jar = hadoop_jar(dir.path());
     let classes = dir.path().join("classes");
     let mut cp: Vec<PathBuf> = jars.clone();
     cp.push(jar.clone());
@@ -46,6 +30,12 @@ async fn hadoop_loads_cv_by_scheme_and_keeps_its_contract() {
 
     let cluster = LocalCluster::start(&ClusterOptions::ephemeral(dir.path())).await.unwrap();
     let config = cluster.client_config().to_path_buf();
+    // The same settings as fs.cv.* keys, for the checks that give no file.
+    let cfg = cv_client::ClientConfig::load(&config).unwrap();
+    let keys: Vec<String> = [cfg.client.master.to_string()]
+        .into_iter()
+        .chain([&cfg.tls.ca, &cfg.tls.cert, &cfg.tls.key].map(|p| p.display().to_string()))
+        .collect();
     let mut full = jars;
     full.push(jar);
     full.push(classes);
@@ -56,7 +46,8 @@ async fn hadoop_loads_cv_by_scheme_and_keeps_its_contract() {
             .arg("-cp")
             .arg(full)
             .arg("CvHadoopContract")
-            .arg(config))
+            .arg(config)
+            .args(keys))
     })
     .await
     .unwrap();

@@ -43,6 +43,19 @@ impl ClientConfig {
         Ok(cfg)
     }
 
+    /// The file's text (if any) with `overrides` (TOML text) laid over it, key by key inside
+    /// each section: how the Hadoop binding adds `fs.cv.*` settings to a config file.
+    pub fn from_layers(base: Option<&str>, overrides: &str) -> Result<ClientConfig, ConfigError> {
+        let parse = |text: &str| text.parse::<toml::Table>().map_err(|e| toml_error(text, &e));
+        let mut table = match base {
+            Some(text) => parse(text)?,
+            None => toml::Table::new(),
+        };
+        merge(&mut table, parse(overrides)?);
+        let text = toml::to_string(&table).map_err(|e| ConfigError::new("(file)", e.to_string()))?;
+        ClientConfig::from_toml_str(&text)
+    }
+
     /// Checks the values, naming the field that is wrong.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.tls.validate("tls")?;
@@ -51,8 +64,21 @@ impl ClientConfig {
     }
 }
 
-/// A TOML error of `text` as a config error whose field is "line N: <the line>", so the
-/// field is visible even where the error has no dotted name.
+/// Lays `top` over `base`: tables merge key by key, anything else is replaced.
+fn merge(base: &mut toml::Table, top: toml::Table) {
+    for (k, v) in top {
+        match (base.get_mut(&k), v) {
+            (Some(toml::Value::Table(b)), toml::Value::Table(t)) => merge(b, t),
+            (_, v) => {
+                base.insert(k, v);
+            }
+        }
+    }
+}
+
+/// A TOML error of `text` as a config error whose field is "section.key (line N: <the line>)"
+/// where the line is a key in a section, else "line N: <the line>", so the field is visible
+/// even where the error has no dotted name.
 pub fn toml_error(text: &str, e: &toml::de::Error) -> ConfigError {
     let field = e.span().map(|s| describe_span(text, s)).unwrap_or_else(|| "(file)".into());
     ConfigError::new(field, e.message().to_string())
@@ -61,7 +87,13 @@ pub fn toml_error(text: &str, e: &toml::de::Error) -> ConfigError {
 fn describe_span(text: &str, span: std::ops::Range<usize>) -> String {
     let line_no = text[..span.start.min(text.len())].matches('\n').count() + 1;
     let line = text.lines().nth(line_no - 1).unwrap_or("").trim();
-    format!("line {line_no}: {line}")
+    let section = text.lines().take(line_no).filter_map(|l| l.trim().strip_prefix('[')?.strip_suffix(']')).last();
+    match (section, line.split_once('=')) {
+        (Some(sec), Some((key, _))) if !line.starts_with('[') => {
+            format!("{sec}.{} (line {line_no}: {line})", key.trim())
+        }
+        _ => format!("line {line_no}: {line}"),
+    }
 }
 
 #[cfg(test)]
@@ -86,6 +118,23 @@ mod tests {
         assert_eq!(cfg.client.master.port(), 9);
         assert_eq!(cfg.client.retries, ClientSettings::default().retries);
         assert_eq!(cfg.transport, TransportSettings::default());
+    }
+
+    #[test]
+    fn overrides_lie_over_the_file_key_by_key() {
+        let dir = certs();
+        let base = tls(dir.path()) + "[client]\nmaster = \"127.0.0.1:9\"\nretries = 7\n";
+        let cfg = ClientConfig::from_layers(Some(&base), "[client]\ndeadline = \"3s\"\n").unwrap();
+        assert_eq!((cfg.client.master.port(), cfg.client.retries), (9, 7));
+        assert_eq!(cfg.client.deadline.0, std::time::Duration::from_secs(3));
+        let cfg = ClientConfig::from_layers(Some(&base), "[client]\nmaster = \"127.0.0.1:10\"\n").unwrap();
+        assert_eq!(cfg.client.master.port(), 10);
+        // No file: the overrides are the whole config.
+        let cfg = ClientConfig::from_layers(None, &base).unwrap();
+        assert_eq!(cfg.client.retries, 7);
+        let e = ClientConfig::from_layers(Some(&base), "[client]\nretries = \"many\"\n").unwrap_err();
+        assert!(e.field.starts_with("client.retries (line "), "{e}");
+        assert!(ClientConfig::from_layers(None, "[client]\n").unwrap_err().problem.contains("tls"));
     }
 
     #[test]

@@ -122,7 +122,7 @@ impl Serialize for ByteSize {
     }
 }
 
-/// A duration. Parses `"250ms"`, `"10s"`, `"5m"`, `"1h"`, `"100us"`; a bare
+/// A duration. Parses `"250ms"`, `"10s"`, `"5m"`, `"1h"`, `"7d"`, `"2w"`, `"100us"`; a bare
 /// integer is milliseconds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Dur(pub Duration);
@@ -153,7 +153,11 @@ impl FromStr for Dur {
             "s" => Duration::from_secs(n),
             "m" | "min" => Duration::from_secs(n.saturating_mul(60)),
             "h" => Duration::from_secs(n.saturating_mul(3600)),
-            other => return Err(format!("unknown duration unit `{other}` in `{s}`")),
+            "d" => Duration::from_secs(n.saturating_mul(86_400)),
+            "w" => Duration::from_secs(n.saturating_mul(7 * 86_400)),
+            other => {
+                return Err(format!("unknown duration unit `{other}` in `{s}` (units: us, ms, s, m, h, d, w)"));
+            }
         };
         Ok(Dur(d))
     }
@@ -246,7 +250,10 @@ mod tests {
         assert_eq!("2m".parse::<Dur>().unwrap(), Dur::secs(120));
         assert_eq!("100us".parse::<Dur>().unwrap().get(), Duration::from_micros(100));
         assert!("soon".parse::<Dur>().is_err());
-        assert!("5 fortnights".parse::<Dur>().is_err());
+        assert!("5 fortnights".parse::<Dur>().unwrap_err().contains("d, w"));
+        // A mount's cv.ttl of a week, as users write it.
+        assert_eq!("7d".parse::<Dur>().unwrap(), Dur::secs(7 * 86_400));
+        assert_eq!("2w".parse::<Dur>().unwrap(), Dur::secs(14 * 86_400));
         assert_eq!(Dur::secs(3).to_string(), "3s");
     }
 

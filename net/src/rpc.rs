@@ -84,6 +84,28 @@ pub fn server_endpoint(
 pub fn client_endpoint(identity: &Identity, settings: &TransportSettings) -> Result<quinn::Endpoint, NetError> {
     let socket = bind_udp("[::]:0".parse().expect("literal address"), settings.socket_buffer)
         .or_else(|_| bind_udp("0.0.0.0:0".parse().expect("literal address"), settings.socket_buffer))?;
+    client_on(socket, identity, settings)
+}
+
+/// [`client_endpoint`] with its socket bound to `local` (the port the system's choice), so a
+/// node's outbound traffic leaves from the address it was told to serve on; an unspecified
+/// address (`0.0.0.0`, `::`) binds every interface, as `client_endpoint` does.
+pub fn client_endpoint_at(
+    identity: &Identity,
+    settings: &TransportSettings,
+    local: std::net::IpAddr,
+) -> Result<quinn::Endpoint, NetError> {
+    if local.is_unspecified() {
+        return client_endpoint(identity, settings);
+    }
+    client_on(bind_udp(SocketAddr::new(local, 0), settings.socket_buffer)?, identity, settings)
+}
+
+fn client_on(
+    socket: std::net::UdpSocket,
+    identity: &Identity,
+    settings: &TransportSettings,
+) -> Result<quinn::Endpoint, NetError> {
     let mut ep = endpoint(settings, None, socket)
         .map_err(|e| NetError::new(NetErrorKind::Io, "client endpoint").with_source(e))?;
     ep.set_default_client_config(client_config(identity, settings)?);

@@ -202,3 +202,20 @@ async fn a_client_identity_cannot_claim_a_node_role() {
     let node_ep = rpc::client_endpoint(&identity(&ca, Usage::Node), &TransportSettings::default()).unwrap();
     Conn::connect(&node_ep, addr, Role::Worker, "worker", Limits::DEFAULT).await.unwrap();
 }
+
+/// A node told to serve on one address sends from it too: the server sees the bound address.
+#[tokio::test]
+async fn an_endpoint_bound_to_an_address_sends_from_it() {
+    let ca = ClusterCa::generate("t").unwrap();
+    let (addr, server) = start_server(&identity(&ca, Usage::Node));
+    let ep = rpc::client_endpoint_at(&identity(&ca, Usage::Node), &TransportSettings::default(), addr.ip()).unwrap();
+    assert_eq!(ep.local_addr().unwrap().ip(), addr.ip());
+    let conn = Conn::connect(&ep, addr, Role::Client, "t", Limits::DEFAULT).await.unwrap();
+    conn.call(&Ping { nonce: 1 }, &[]).await.unwrap();
+    assert!(server.open_connections() >= 1);
+    // Unspecified: every interface, as client_endpoint binds.
+    let any =
+        rpc::client_endpoint_at(&identity(&ca, Usage::Node), &TransportSettings::default(), "0.0.0.0".parse().unwrap())
+            .unwrap();
+    assert!(any.local_addr().unwrap().ip().is_unspecified());
+}

@@ -39,6 +39,10 @@ async fn file_commands_and_report_through_the_binary() {
     let d = dir.path().to_path_buf();
     tokio::task::spawn_blocking(move || {
         fs_ok(&cfg, &["mkdir", "-p", "/a/b"]);
+        // A newline would split every line-oriented listing: names with control characters are refused.
+        let bad = fs(&cfg, &["mkdir", "/a/new\nline"]);
+        let why = String::from_utf8_lossy(&bad.stderr);
+        assert!(!bad.status.success() && why.contains("control character"), "{why}");
         let out = fs_ok(&cfg, &["put", local.to_str().unwrap(), "/a/b/f.bin"]);
         assert!(out.contains("5000000"), "{out}");
         let ls = fs_ok(&cfg, &["ls", "/a/b", "--json"]);
@@ -141,5 +145,56 @@ async fn a_shut_down_client_leaves_no_connection_at_the_master() {
         );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
+    cluster.shutdown().await.unwrap();
+}
+
+/// A worker started with a client's certificate is refused by the master at the hello; it
+/// must exit with that error (freeing its ports), not retry forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_with_a_client_certificate_exits_with_the_refusal() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = LocalCluster::start(&ClusterOptions::ephemeral(&dir.path().join("c"))).await.unwrap();
+    let certs = dir.path().join("c/certs");
+    let cfg = dir.path().join("w.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[tls]\nca = {ca:?}\ncert = {cert:?}\nkey = {key:?}\n[worker]\nmaster = \"{m}\"\nhost = \"127.0.0.1\"\n\
+             base_port = 0\nshards = 1\n[[worker.data_dirs]]\npath = {data:?}\ncapacity = \"64MiB\"\n",
+            ca = certs.join("ca.pem").display().to_string(),
+            cert = certs.join("client.pem").display().to_string(),
+            key = certs.join("client.key").display().to_string(),
+            m = cluster.master_addr(),
+            data = dir.path().join("wdata").display().to_string(),
+        ),
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let out = tokio::task::spawn_blocking(move || {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_cvctl"))
+            .args(["worker", "--config", cfg.to_str().unwrap()])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Bounded: a worker still running after 20 s is killed and the test fails below.
+        for _ in 0..200 {
+            if child.try_wait().unwrap().is_some() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        if child.try_wait().unwrap().is_none() {
+            child.kill().unwrap();
+        }
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the refused worker exited 0: {err}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(20), "the refused worker kept running: {err}");
+    assert!(err.contains("refused this worker's identity") && err.contains("node certificate"), "{err}");
+    assert_eq!(cluster.client().await.unwrap().report().await.unwrap().workers.len(), 1, "it registered");
     cluster.shutdown().await.unwrap();
 }

@@ -181,8 +181,15 @@ async fn mount_add_ls_rm_keep_secrets_out_of_every_output() {
         env.s3.set_fault(cv_testkit::Fault::None);
         env.ok(&["mount", "rm", "/fsm", "--force"]);
 
+        // The unexported file stays in cv (forced: it is cv's only copy).
+        assert_eq!(env.cat("/fsm/x.txt"), b"not yet exported");
+
         env.ok(&["mount", "rm", "/s3"]);
+        assert!(env.ok(&["fs", "ls", "/s3f"]).contains("/s3f/a.txt"), "listed before the rm");
         env.ok(&["mount", "rm", "/s3f"]);
+        // The entries listed from the store go with the mount: none is left to fail a read.
+        let left = env.ok(&["fs", "ls", "/s3f"]);
+        assert!(!left.contains("a.txt"), "entries of a removed mount are still listed: {left}");
         assert_eq!(env.ok(&["mount", "ls"]).trim(), "");
         assert_eq!(json(&env.ok(&["mount", "ls", "--json"])), serde_json::json!([]));
         env.assert_no_secret_printed();

@@ -73,6 +73,7 @@ impl WorkerServer {
                     node: settings.node.clone(),
                     identity: identity.clone(),
                     transport: transport.clone(),
+                    bind: settings.bind,
                     timeout: settings.master_call_timeout.get(),
                 },
                 ufs: UfsSettings::default(),
@@ -151,6 +152,7 @@ impl WorkerServer {
                 retry_ceiling: Duration::from_millis(500),
                 identity: identity.clone(),
                 transport: transport.clone(),
+                bind: settings.bind,
                 shards: handle.shards.iter().map(|(c, _)| c.clone()).collect(),
                 id_file: settings.data_dirs.first().map(|d| d.path.join("worker-id")),
             };
@@ -184,6 +186,16 @@ impl WorkerHandle {
     /// The id the master assigned, once registered (`None` without a master).
     pub fn worker_id(&self) -> Option<u64> {
         self.control.as_ref().and_then(ControlHandle::worker_id)
+    }
+
+    /// Waits until a master refused this worker's identity (a client certificate, another
+    /// CA) and returns why: the worker cannot join, so its process should exit. Pending
+    /// forever without a master or while no master refused it.
+    pub async fn refused(&self) -> String {
+        match &self.control {
+            Some(c) => c.refused().await,
+            None => std::future::pending().await,
+        }
     }
 
     /// Stops heartbeating, closes every endpoint, lets in-flight requests finish, closes

@@ -29,6 +29,26 @@ pub unsafe extern "C" fn cv_client_open_toml(config_toml: *const c_char, client:
     })
 }
 
+/// Connects a client configured by the file at `config_path` (or NULL: none) with the TOML
+/// text `overrides_toml` laid over it key by key.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cv_client_open_layers(
+    config_path: *const c_char,
+    overrides_toml: *const c_char,
+    client: *mut CvClient,
+) -> i32 {
+    status(|| {
+        // SAFETY: cv.h contract: NULL or a NUL-terminated string, a NUL-terminated string and
+        // a writable slot, or NULL.
+        let (path, text, slot) = unsafe {
+            let path = if config_path.is_null() { None } else { Some(cstr(config_path, "config_path")?) };
+            (path, cstr(overrides_toml, "overrides_toml")?, out(client, "client")?)
+        };
+        slot.write(ops::client_from_layers(path, text)?);
+        Ok(())
+    })
+}
+
 /// Closes a client; a second close is `CV_ERR_BAD_HANDLE`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cv_client_close(client: CvClient) -> i32 {

@@ -31,6 +31,19 @@ pub extern "system" fn Java_io_cv_Native_clientOpenToml<'l>(
 }
 
 #[unsafe(no_mangle)]
+pub extern "system" fn Java_io_cv_Native_clientOpenLayers<'l>(
+    mut env: JNIEnv<'l>,
+    _c: JClass<'l>,
+    path: JString<'l>,
+    overrides: JString<'l>,
+) -> jlong {
+    run(&mut env, 0, |env| {
+        let path = if path.is_null() { None } else { Some(string(env, &path)?) };
+        Ok(ops::client_from_layers(path.as_deref(), &string(env, &overrides)?)? as jlong)
+    })
+}
+
+#[unsafe(no_mangle)]
 pub extern "system" fn Java_io_cv_Native_clientClose<'l>(mut env: JNIEnv<'l>, _c: JClass<'l>, client: jlong) {
     run(&mut env, (), |_| ops::client_close(client as u64))
 }

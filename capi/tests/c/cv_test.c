@@ -110,6 +110,14 @@ int main(int argc, char **argv) {
     EXPECT(CV_ERR_CONFIG, cv_client_open_toml("[tls]\nca = 1\n", &c));
     EXPECT(CV_ERR_INVALID_ARGUMENT, cv_client_open_file(NULL, &c));
     EXPECT(CV_ERR_INVALID_ARGUMENT, cv_client_open_file(argv[1], NULL));
+    /* Layers: the file with settings laid over it; a bad one is named; no file and no [tls]. */
+    EXPECT(CV_ERR_CONFIG, cv_client_open_layers(argv[1], "[client]\nretries = \"many\"\n", &c));
+    CHECK(strstr(cv_last_error_message(), "client.retries") != NULL, "the bad setting is named: %s",
+          cv_last_error_message());
+    EXPECT(CV_ERR_CONFIG, cv_client_open_layers(NULL, "[client]\nretries = 1\n", &c));
+    EXPECT(CV_ERR_INVALID_ARGUMENT, cv_client_open_layers(argv[1], NULL, &c));
+    OK(cv_client_open_layers(argv[1], "[client]\ndeadline = \"7s\"\n", &c));
+    OK(cv_client_close(c));
     OK(cv_client_open_file(argv[1], &c));
     CHECK(c != 0, "client handle");
 

@@ -94,3 +94,27 @@ pub fn java(main: &str, classes: &Path, check_jni: bool) -> Command {
     cmd.arg("-cp").arg(classes).arg(main);
     cmd
 }
+
+/// Hadoop's client jars (`scripts/install-hadoop-jars`), from `CV_HADOOP_JARS`.
+pub fn hadoop_jars() -> Vec<PathBuf> {
+    let dir =
+        PathBuf::from(std::env::var("CV_HADOOP_JARS").unwrap_or_else(|_| "/usr/local/share/cv/hadoop-jars".into()));
+    let jars: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}; run scripts/install-hadoop-jars", dir.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "jar"))
+        .collect();
+    assert!(
+        jars.iter().any(|j| j.to_string_lossy().contains("hadoop-client-api")),
+        "no Hadoop jars in {}",
+        dir.display()
+    );
+    jars
+}
+
+/// Builds `<dir>/cv-hadoop.jar` with `scripts/build-hadoop-jar`.
+pub fn hadoop_jar(dir: &Path) -> PathBuf {
+    let jar = dir.join("cv-hadoop.jar");
+    run(Command::new(crate_dir().join("../scripts/build-hadoop-jar")).arg(&jar));
+    jar
+}

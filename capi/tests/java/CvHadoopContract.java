@@ -5,10 +5,19 @@ import java.net.URI;
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.EnumSet;
 import java.util.List;
 import java.util.concurrent.ExecutionException;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.BlockLocation;
+import org.apache.hadoop.fs.CreateFlag;
+import org.apache.hadoop.fs.FileContext;
+import org.apache.hadoop.fs.LocatedFileStatus;
+import org.apache.hadoop.fs.Options;
+import org.apache.hadoop.fs.RemoteIterator;
+import org.apache.hadoop.fs.permission.FsPermission;
+import org.apache.hadoop.fs.statistics.IOStatistics;
+import org.apache.hadoop.fs.statistics.IOStatisticsSource;
 import org.apache.hadoop.fs.FSDataInputStream;
 import org.apache.hadoop.fs.FSDataOutputStream;
 import org.apache.hadoop.fs.FileAlreadyExistsException;
@@ -58,6 +67,110 @@ public final class CvHadoopContract {
             }
         }
         return -1;
+    }
+
+    static long counter(FSDataInputStream in, String name) {
+        Long n = in.getIOStatistics().counters().get(name);
+        return n == null ? -1 : n;
+    }
+
+    /** openFile() and its options; the read-ahead of small sequential reads; IOStatistics. */
+    static void openFileChecks(FileSystem fs, Path file, byte[] data) throws Exception {
+        int len = data.length;
+        String policy = "fs.option.openfile.read.policy";
+        // 1 KiB reads over 3 MiB: the sequential policy reads ahead 1 MiB at a time, the random one 64 KiB.
+        for (String[] p : new String[][] {{"sequential", "3"}, {"unknown-policy, parquet", "48"}}) {
+            try (FSDataInputStream in = fs.openFile(file).opt(policy, p[0]).build().get()) {
+                byte[] small = new byte[1024];
+                for (int at = 0; at < 3 << 20; at += small.length) {
+                    in.readFully(small);
+                    check(Arrays.equals(small, Arrays.copyOfRange(data, at, at + small.length)), "small read at " + at);
+                }
+                check(counter(in, "stream_read_readahead_fills") == Long.parseLong(p[1]),
+                        p[0] + ": fills " + counter(in, "stream_read_readahead_fills"));
+                in.seek((3 << 20) - 100); // inside the buffer: no new fill
+                in.readFully(small, 0, 100);
+                check(Arrays.equals(Arrays.copyOf(small, 100), Arrays.copyOfRange(data, (3 << 20) - 100, 3 << 20)),
+                        "read after a seek back");
+                check(counter(in, "stream_read_readahead_fills") == Long.parseLong(p[1]), "a seek inside the buffer");
+                in.seek(len - 10); // the last bytes: a short fill, then EOF
+                check(in.read(small) == 10 && in.read() == -1, "reads at the end of the file");
+                check(counter(in, "stream_read_bytes") == (3 << 20) + 110, "stream bytes " + counter(in, "stream_read_bytes"));
+                check(in.hasCapability(StreamCapabilities.VECTOREDIO) && in.hasCapability(StreamCapabilities.IOSTATISTICS),
+                        "capabilities");
+            }
+        }
+        FileStatus st = fs.getFileStatus(file);
+        try (FSDataInputStream in = fs.openFile(file).withFileStatus(st).mustLong("fs.option.openfile.length", len)
+                .build().get()) {
+            byte[] b = new byte[4096];
+            in.readFully(len - 4096, b);
+            check(Arrays.equals(b, Arrays.copyOfRange(data, len - 4096, len)), "openFile with a status");
+        }
+        fails(IllegalArgumentException.class, () -> fs.openFile(file).must("fs.cv.no.such.option", "x").build(),
+                "an unknown mandatory option");
+        FileStatus other = fs.getFileStatus(new Path("/hc/d"));
+        fails(IllegalArgumentException.class, () -> fs.openFile(file).withFileStatus(other).build().get(),
+                "a status of another file");
+        try {
+            fs.openFile(new Path("/hc/missing")).build().get();
+            throw new AssertionError("openFile of a missing file succeeded");
+        } catch (ExecutionException e) {
+            check(e.getCause() instanceof FileNotFoundException, "openFile of a missing file: " + e.getCause());
+        }
+    }
+
+    /** fs.cv.* keys over the file, and instead of it. Args: config file, master, ca, cert, key. */
+    static void keysChecks(String[] args) throws Exception {
+        Configuration conf = new Configuration(false);
+        conf.set("fs.cv.config", args[0]);
+        conf.set("fs.cv.deadline", "7s");
+        conf.set("fs.cv.retries", "2");
+        try (FileSystem fs = FileSystem.newInstance(URI.create("cv://keys/"), conf)) {
+            check(fs.exists(new Path("/hc/other")), "the file with keys laid over it");
+        }
+        conf.set("fs.cv.retries", "many");
+        fails(IOException.class, () -> FileSystem.newInstance(URI.create("cv://keys/"), conf), "a bad fs.cv.retries");
+        conf.set("fs.cv.retries", "2");
+        conf.set("fs.cv.deadline", "soon");
+        try {
+            FileSystem.newInstance(URI.create("cv://keys/"), conf).close();
+            throw new AssertionError("a bad fs.cv.deadline was taken");
+        } catch (IOException e) {
+            check(e.getMessage().contains("client.deadline"), "the error names the setting: " + e.getMessage());
+        }
+        Configuration bare = new Configuration(false);
+        bare.set("fs.cv.master", args[1]);
+        bare.set("fs.cv.tls.ca", args[2]);
+        bare.set("fs.cv.tls.cert", args[3]);
+        bare.set("fs.cv.tls.key", args[4]);
+        try (FileSystem fs = FileSystem.newInstance(URI.create("cv://keys/"), bare)) {
+            check(fs.exists(new Path("/hc/other")), "keys alone, no file");
+        }
+        fails(IOException.class, () -> FileSystem.newInstance(URI.create("cv://keys/"), new Configuration(false)),
+                "neither a file nor keys");
+    }
+
+    /** FileContext through CvAbstractFileSystem. */
+    static void fileContextChecks(String config) throws Exception {
+        Configuration conf = new Configuration(false);
+        conf.set("fs.cv.config", config);
+        conf.set("fs.AbstractFileSystem.cv.impl", "io.cv.hadoop.CvAbstractFileSystem");
+        FileContext fc = FileContext.getFileContext(URI.create("cv://cluster/"), conf);
+        Path dir = new Path("/hc/fc");
+        fc.mkdir(dir, FsPermission.getDirDefault(), true);
+        Path f = new Path(dir, "a");
+        try (FSDataOutputStream out = fc.create(f, EnumSet.of(CreateFlag.CREATE), Options.CreateOpts.createParent())) {
+            out.write(new byte[] {1, 2, 3});
+        }
+        check(fc.getFileStatus(f).getLen() == 3, "FileContext status");
+        try (FSDataInputStream in = fc.open(f)) {
+            check(in.read() == 1 && in.read() == 2 && in.read() == 3 && in.read() == -1, "FileContext read");
+        }
+        check(fc.util().listStatus(dir).length == 1, "FileContext listing");
+        fc.rename(f, new Path(dir, "b"));
+        check(fc.util().exists(new Path(dir, "b")) && !fc.util().exists(f), "FileContext rename");
+        check(fc.delete(dir, true) && !fc.util().exists(dir), "FileContext delete");
     }
 
     public static void main(String[] args) throws Exception {
@@ -152,6 +265,14 @@ public final class CvHadoopContract {
         check(Arrays.asList(locs[1].getHosts()).contains("127.0.0.1"), "block hosts " + Arrays.toString(locs[1].getHosts()));
         check(fs.getFileBlockLocations(fs.getFileStatus(file), (4L << 20) + 1, 10).length == 1, "locations of a range");
 
+        // Located listing: the file with its blocks' hosts, from the default listLocatedStatus.
+        RemoteIterator<LocatedFileStatus> located = fs.listLocatedStatus(new Path(root, "e/x"));
+        LocatedFileStatus lf = located.next();
+        check(!located.hasNext() && lf.getLen() == len && lf.getBlockLocations().length == 2
+                && lf.getBlockLocations()[0].getHosts().length > 0, "located listing " + lf);
+
+        openFileChecks(fs, file, data);
+
         FileStatus[] listed = fs.listStatus(root);
         check(listed.length == 2 && listed[0].getPath().getName().equals("d")
                 && listed[1].getPath().getName().equals("e"), "listing " + Arrays.toString(listed));
@@ -180,7 +301,13 @@ public final class CvHadoopContract {
 
         fs.setWorkingDirectory(root);
         check(fs.exists(new Path("other")), "relative paths resolve against the working directory");
+        IOStatistics io = ((IOStatisticsSource) fs).getIOStatistics();
+        check(io.counters().get("op_rename") >= 4 && io.counters().get("op_open") >= 1
+                && io.counters().get("stream_read_bytes") > len, "file system statistics " + io);
         fs.close();
+
+        keysChecks(args);
+        fileContextChecks(args[0]);
         System.out.println("hadoop contract ok");
     }
 }

@@ -27,6 +27,8 @@ pub enum PathError {
     Nul,
     #[error("path escapes the root through '..'")]
     EscapesRoot,
+    #[error("name {0:?} contains a control character (U+0000 to U+001F, U+007F)")]
+    ControlChar(String),
 }
 
 /// A validated, normalized absolute path: "/" or "/a/b" (no trailing slash).
@@ -74,6 +76,18 @@ impl CvPath {
             return Err(PathError::TooDeep);
         }
         Ok(Self::from_parts(&parts))
+    }
+
+    /// [`CvPath::parse`] for a name being made (create, mkdir, a rename's destination, a
+    /// mount point): control characters are refused too, since a newline in a name splits
+    /// every line-oriented listing of it. Names already in the namespace (from an earlier
+    /// version, or an object key under a mount) are still read through `parse`.
+    pub fn parse_new(raw: &str) -> Result<Self, PathError> {
+        let p = Self::parse(raw)?;
+        if let Some(name) = p.components().find(|c| c.chars().any(|ch| ch.is_ascii_control())) {
+            return Err(PathError::ControlChar(name.chars().take(64).collect()));
+        }
+        Ok(p)
     }
 
     fn from_parts(parts: &[&str]) -> Self {
@@ -174,6 +188,10 @@ mod tests {
         assert_eq!(CvPath::parse("/.."), Err(PathError::EscapesRoot));
         assert_eq!(CvPath::parse("/a/../../b"), Err(PathError::EscapesRoot));
         assert_eq!(CvPath::parse("/a\0b"), Err(PathError::Nul));
+        assert!(CvPath::parse("/a\nb").is_ok(), "names already held stay readable");
+        assert_eq!(CvPath::parse_new("/d/a\nb"), Err(PathError::ControlChar("a\nb".into())));
+        assert!(matches!(CvPath::parse_new("/t\x7f"), Err(PathError::ControlChar(_))));
+        assert_eq!(CvPath::parse_new("/d/é b").unwrap().as_str(), "/d/é b");
         let long = format!("/{}", "x".repeat(256));
         assert_eq!(CvPath::parse(&long), Err(PathError::NameTooLong(256)));
         assert!(CvPath::parse(&format!("/{}", "x".repeat(255))).is_ok());

@@ -3,7 +3,7 @@
 
 use super::convert::{mode_to_state, mode_to_wire, mount_info};
 use super::errors::Fail;
-use super::namespace::parsed;
+use super::namespace::{parsed, parsed_new};
 use super::request::Req;
 use super::service::MasterService;
 use cv_net::rpc::Reply;
@@ -13,7 +13,7 @@ pub(super) async fn mount(s: &MasterService, q: Req<'_, Mount>) -> Result<Reply,
     let req = q.owned()?;
     let options: Vec<(String, String)> = req.options.into_iter().map(|kv| (kv.key, kv.value)).collect();
     let mode = mode_to_state(req.mode);
-    let path = parsed(&req.cv_path)?;
+    let path = parsed_new(&req.cv_path)?;
     let mount = cv_master_core::state::Mount { path: path.as_str().to_owned(), ufs_url: req.ufs_url, mode, options };
     // The store must answer before the mount is recorded: a typo fails here, not at first read.
     s.ufs.validate(&mount).await?;
@@ -65,7 +65,10 @@ pub(super) async fn free(s: &MasterService, q: Req<'_, Free>) -> Result<Reply, F
 
 pub(super) async fn unmount(s: &MasterService, q: Req<'_, Unmount>) -> Result<Reply, Fail> {
     let req = q.owned()?;
-    s.core.begin_unmount(&parsed(&req.cv_path)?, req.force)?.wait_async().await?;
+    let path = parsed(&req.cv_path)?;
+    s.core.begin_unmount(&path, req.force)?.wait_async().await?;
+    // A later mount there lists the store anew.
+    s.ufs.sync(&path);
     Ok(q.reply(&Done {}))
 }
 

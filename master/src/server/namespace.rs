@@ -22,6 +22,11 @@ pub(super) fn parsed(raw: &str) -> Result<CvPath, Fail> {
     CvPath::parse(raw).map_err(|e| Fail::from(cv_master_core::Error::from(e)))
 }
 
+/// A path whose last name is being made: control characters are refused as well.
+pub(super) fn parsed_new(raw: &str) -> Result<CvPath, Fail> {
+    CvPath::parse_new(raw).map_err(|e| Fail::from(cv_master_core::Error::from(e)))
+}
+
 pub(super) async fn open(s: &MasterService, q: Req<'_, Open>) -> Result<Reply, Fail> {
     let raw = q.body.path.as_str();
     let cv = parsed(raw)?;
@@ -85,7 +90,7 @@ pub(super) async fn list(s: &MasterService, q: Req<'_, List>) -> Result<Reply, F
 
 pub(super) async fn mkdir(s: &MasterService, q: Req<'_, Mkdir>) -> Result<Reply, Fail> {
     let req = q.owned()?;
-    s.core.begin_mkdir(&parsed(&req.path)?, req.parents)?.wait_async().await?;
+    s.core.begin_mkdir(&parsed_new(&req.path)?, req.parents)?.wait_async().await?;
     Ok(q.done())
 }
 
@@ -98,7 +103,7 @@ pub(super) async fn create(s: &MasterService, q: Req<'_, Create>) -> Result<Repl
             format!("per-file block size {}: this master writes every file with {block_size}", req.block_size),
         ));
     }
-    let path = parsed(&req.path)?;
+    let path = parsed_new(&req.path)?;
     // Blocks written through cv are the only copy of their bytes: under a mount until the
     // file is in the store (its export unpins them), outside mounts for good. Unpinned, a
     // full worker would evict them to make room and lose an acknowledged file; pinned, it

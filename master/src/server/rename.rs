@@ -13,7 +13,7 @@
 //! `check_rename`). The whole rename holds `UfsLayer::objects`.
 
 use super::errors::Fail;
-use super::namespace::parsed;
+use super::namespace::{parsed, parsed_new};
 use super::request::Req;
 use super::service::MasterService;
 use cv_master_core::path::CvPath;
@@ -24,7 +24,7 @@ use cv_wire::msg::Rename;
 
 pub(super) async fn rename(s: &MasterService, q: Req<'_, Rename>) -> Result<Reply, Fail> {
     let req = q.owned()?;
-    let (src, dst) = (parsed(&req.src)?, parsed(&req.dst)?);
+    let (src, dst) = (parsed(&req.src)?, parsed_new(&req.dst)?);
     let Some(mount) = s.core.inspect(|st| st.mount_for(&src).cloned()) else {
         // Nothing listed: a plain rename, which the state machine refuses if src holds copies
         // of objects (of a mount gone since).

@@ -82,7 +82,7 @@ impl MasterServer {
             }
         };
         // The exporter reads blocks from the shards as the master (its node identity).
-        let exporter = match rpc::client_endpoint(identity, transport) {
+        let exporter = match rpc::client_endpoint_at(identity, transport, config.listen.ip()) {
             Ok(ep) => Arc::new(Exporter::new(ep, config.node.clone())),
             Err(e) => {
                 endpoint.close(quinn::VarInt::from_u32(0), b"master failed to start");
@@ -102,7 +102,7 @@ impl MasterServer {
         clock: Arc<dyn Clock>,
     ) -> Result<MasterServer, ServerError> {
         let endpoint = rpc::server_endpoint(config.listen, identity, transport)?;
-        let client = match rpc::client_endpoint(identity, transport) {
+        let client = match rpc::client_endpoint_at(identity, transport, config.listen.ip()) {
             Ok(ep) => ep,
             Err(e) => {
                 endpoint.close(quinn::VarInt::from_u32(0), b"master failed to start");

@@ -16,6 +16,9 @@ pub struct FreeArgs {
     conn: ClientArgs,
     /// File or directory (freed recursively) in cv.
     path: String,
+    /// Return only once every live worker has had the drop (two heartbeats each).
+    #[arg(long)]
+    wait: bool,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -25,7 +28,19 @@ impl FreeArgs {
     /// Runs it.
     pub fn run(self) -> CmdResult {
         runtime()?.block_on(async move {
-            let ok = self.conn.with_client(async |client| client.free(&self.path).await).await??;
+            let wait = self.wait;
+            let path = self.path.clone();
+            let (ok, waited) = self
+                .conn
+                .with_client(async move |client| {
+                    let ok = client.free(&path).await?;
+                    let waited = match wait {
+                        true => Some(cv_benches::ufs_scan::wait_for_heartbeats(client, 2).await?),
+                        false => None,
+                    };
+                    Ok::<_, Box<dyn std::error::Error + Send + Sync>>((ok, waited))
+                })
+                .await??;
             if self.json {
                 println!("{}", serde_json::json!({ "files": ok.files, "blocks": ok.blocks, "skipped": ok.skipped }));
             } else {
@@ -33,6 +48,9 @@ impl FreeArgs {
                     "freed {} blocks of {} files; skipped {} files (cv holds the only copy)",
                     ok.blocks, ok.files, ok.skipped
                 );
+                if let Some(w) = waited {
+                    println!("every live worker had the drop after {} ms", w.as_millis());
+                }
             }
             Ok(())
         })

@@ -78,20 +78,13 @@ impl WorkerArgs {
         let identity = Identity::load(&file.common.tls)?;
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         let _in_rt = rt.enter(); // the signal listeners need the runtime's driver
-        serve_until(
-            &settings,
-            &identity,
-            &file.common.transport,
-            |stop| rt.block_on(stop),
-            shutdown_signal(),
-            |w| {
-                println!("cv worker: {} shard(s) at {}", w.routes().len(), w.routes().join(", "));
-                match &settings.master {
-                    Some(m) => println!("  registering with the master at {m}"),
-                    None => println!("  no master configured: serving without registering"),
-                }
-            },
-        )
+        serve_until(&settings, &identity, &file.common.transport, &rt, shutdown_signal(), |w| {
+            println!("cv worker: {} shard(s) at {}", w.routes().len(), w.routes().join(", "));
+            match &settings.master {
+                Some(m) => println!("  registering with the master at {m}"),
+                None => println!("  no master configured: serving without registering"),
+            }
+        })
     }
 }
 
@@ -103,22 +96,31 @@ pub enum WorkerAction {
     Drain(super::drain::DrainArgs),
 }
 
-/// Starts the worker, shows it to `ready`, waits for `stop` (through `block_on`, since the
-/// shards run on their own threads), then shuts it down.
+/// Starts the worker, shows it to `ready`, waits on `rt` for `stop` (the shards run on their
+/// own threads) or for a master to refuse the worker's identity, then shuts it down; a
+/// refusal is the error returned, so the process exits with it and frees its ports.
 pub fn serve_until<S: Future<Output = ()>>(
     settings: &WorkerSettings,
     identity: &Identity,
     transport: &TransportSettings,
-    block_on: impl FnOnce(S),
+    rt: &tokio::runtime::Runtime,
     stop: S,
     ready: impl FnOnce(&WorkerHandle),
 ) -> CmdResult {
     let worker = WorkerServer::start(settings, identity, transport)?;
     ready(&worker);
-    block_on(stop);
+    let refused = rt.block_on(async {
+        tokio::select! {
+            _ = stop => None,
+            why = worker.refused() => Some(why),
+        }
+    });
     tracing::info!("stopping the worker");
     worker.shutdown()?;
-    Ok(())
+    match refused {
+        Some(why) => Err(why.into()),
+        None => Ok(()),
+    }
 }
 
 #[cfg(test)]
@@ -211,15 +213,8 @@ mod tests {
             assert_eq!(pong.nonce, 3);
             ep.close(0u32.into(), b"done");
         };
-        serve_until(
-            &settings,
-            &node,
-            &cfg.common.transport,
-            |s| rt.block_on(s),
-            stop,
-            |w| addr.set(Some(w.shard_addrs()[0])),
-        )
-        .unwrap();
+        serve_until(&settings, &node, &cfg.common.transport, &rt, stop, |w| addr.set(Some(w.shard_addrs()[0])))
+            .unwrap();
         assert!(dir.path().join("data/shard-0/blocks.index").exists());
     }
 }

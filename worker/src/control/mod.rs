@@ -15,7 +15,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use cv_net::quic::TransportSettings;
-use cv_net::rpc::{Conn, client_endpoint};
+use cv_net::rpc::{Conn, client_endpoint_at};
 use cv_net::tls::Identity;
 use cv_net::{NetError, NetErrorKind};
 use cv_wire::msg::{Heartbeat, HeartbeatOk, RegisterOk, RegisterWorker, Role, TierCounters, WorkerCommand};
@@ -58,6 +58,8 @@ pub(crate) struct ControlSpec {
     pub(crate) retry_ceiling: Duration,
     pub(crate) identity: Identity,
     pub(crate) transport: TransportSettings,
+    /// The worker's bind address: connections to the master and copies leave from it.
+    pub(crate) bind: std::net::IpAddr,
     /// One sender per shard, by shard index.
     pub(crate) shards: Vec<flume::Sender<ShardCmd>>,
     /// Where the worker's id is kept across restarts (beside its data).
@@ -70,9 +72,21 @@ pub(crate) struct ControlHandle {
     stop: flume::Sender<()>,
     thread: JoinHandle<()>,
     worker_id: watch::Receiver<Option<u64>>,
+    refused: watch::Receiver<Option<String>>,
 }
 
 impl ControlHandle {
+    /// Waits until a master refused this worker's identity (its certificate is not a node's,
+    /// or is not under the cluster CA): then the control plane has stopped for good, and the
+    /// worker should exit with the returned reason. Pending forever otherwise.
+    pub(crate) async fn refused(&self) -> String {
+        let mut rx = self.refused.clone();
+        match rx.wait_for(Option::is_some).await {
+            Ok(why) => why.clone().unwrap_or_default(),
+            Err(_) => std::future::pending().await, // the thread ended without a refusal
+        }
+    }
+
     /// The id the master assigned, once registered.
     pub(crate) fn worker_id(&self) -> Option<u64> {
         *self.worker_id.borrow()
@@ -91,14 +105,15 @@ impl ControlHandle {
 pub(crate) fn spawn(spec: ControlSpec) -> Result<ControlHandle> {
     let (stop_tx, stop_rx) = flume::bounded(1);
     let (id_tx, id_rx) = watch::channel(None);
+    let (refused_tx, refused_rx) = watch::channel(None);
     let thread = std::thread::Builder::new()
         .name("cv-control".into())
         .spawn(move || match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-            Ok(rt) => rt.block_on(run(spec, stop_rx, id_tx)),
+            Ok(rt) => rt.block_on(run(spec, stop_rx, id_tx, refused_tx)),
             Err(e) => tracing::error!(error = %e, "control plane: no tokio runtime; not registering"),
         })
         .map_err(|e| WorkerError::new(WorkerErrorKind::Executor, "spawn cv-control").with_source(e))?;
-    Ok(ControlHandle { stop: stop_tx, thread, worker_id: id_rx })
+    Ok(ControlHandle { stop: stop_tx, thread, worker_id: id_rx, refused: refused_rx })
 }
 
 /// State that outlives one connection to the master.
@@ -116,8 +131,13 @@ struct State {
     full_next: bool,
 }
 
-async fn run(spec: ControlSpec, stop: flume::Receiver<()>, ids: watch::Sender<Option<u64>>) {
-    let ep = match client_endpoint(&spec.identity, &spec.transport) {
+async fn run(
+    spec: ControlSpec,
+    stop: flume::Receiver<()>,
+    ids: watch::Sender<Option<u64>>,
+    refused: watch::Sender<Option<String>>,
+) {
+    let ep = match client_endpoint_at(&spec.identity, &spec.transport, spec.bind) {
         Ok(ep) => ep,
         Err(e) => {
             tracing::error!(error = %e, "control plane: no client endpoint; not registering");
@@ -141,7 +161,15 @@ async fn run(spec: ControlSpec, stop: flume::Receiver<()>, ids: watch::Sender<Op
                 Ok(never) => match never {},
             },
         };
-        let (failed, err) = err;
+        let (failed, err) = match err {
+            (m, Ended::Failed(e)) => (m, e),
+            (m, Ended::Refused(e)) => {
+                // Retrying cannot help: the identity is wrong, not the network.
+                tracing::error!(master = %m, error = %e, "the master refused this worker's identity; stopping");
+                let _ = refused.send(Some(format!("master {m} refused this worker's identity: {e}")));
+                break;
+            }
+        };
         // A master that names the leader is followed at once; otherwise the next master is
         // tried after the backoff.
         if spec.masters.len() > 1 && spec.masters.moved(&failed, crate::control::named_leader(&err)) {
@@ -166,13 +194,33 @@ pub(crate) fn named_leader(e: &NetError) -> Option<String> {
     (e.code() == Some(cv_wire::ErrorCode::NotLeader)).then(|| e.redirect().map(str::to_owned)).flatten()
 }
 
+/// How a session with a master ended.
+enum Ended {
+    /// Anything retrying may mend: the network, a master down or not leading.
+    Failed(NetError),
+    /// The master refused this worker's identity at the handshake or the hello.
+    Refused(NetError),
+}
+
+impl From<NetError> for Ended {
+    fn from(e: NetError) -> Self {
+        Ended::Failed(e)
+    }
+}
+
+/// Whether a connect error says the worker's own identity was refused: a TLS failure (another
+/// CA) or a hello answered `PermissionDenied` (a client certificate for the worker role).
+fn refuses_identity(e: &NetError) -> bool {
+    e.kind() == NetErrorKind::Tls || e.code() == Some(cv_wire::ErrorCode::PermissionDenied)
+}
+
 /// One connection to the current master: register, then heartbeat until something fails
 /// (the error, with the master it came from).
 async fn session(
     spec: &ControlSpec,
     ep: &quinn::Endpoint,
     st: &mut State,
-) -> std::result::Result<Infallible, (String, NetError)> {
+) -> std::result::Result<Infallible, (String, Ended)> {
     let master = spec.masters.current();
     session_with(spec, ep, st, &master).await.map_err(|e| (master, e))
 }
@@ -182,12 +230,17 @@ async fn session_with(
     ep: &quinn::Endpoint,
     st: &mut State,
     master: &str,
-) -> std::result::Result<Infallible, NetError> {
+) -> std::result::Result<Infallible, Ended> {
     let addr = resolve(master).await?;
     let connect = Conn::connect(ep, addr, Role::Worker, &spec.node, Limits::DEFAULT);
-    let conn = tokio::time::timeout(CONNECT_TIMEOUT.min(spec.call_timeout), connect).await.map_err(|_| {
-        NetError::new(NetErrorKind::Timeout, format!("connecting to the master took over {CONNECT_TIMEOUT:?}"))
-    })??;
+    let conn = match tokio::time::timeout(CONNECT_TIMEOUT.min(spec.call_timeout), connect).await {
+        Err(_) => {
+            let msg = format!("connecting to the master took over {CONNECT_TIMEOUT:?}");
+            return Err(NetError::new(NetErrorKind::Timeout, msg).into());
+        }
+        Ok(Err(e)) if refuses_identity(&e) => return Err(Ended::Refused(e)),
+        Ok(r) => r?,
+    };
     loop {
         register(spec, &conn, st).await?;
         let interval = heartbeat_interval(spec, st);
@@ -200,7 +253,7 @@ async fn session_with(
             tokio::select! {
                 _ = tokio::time::sleep(interval) => {}
                 e = conn.quinn().closed() => {
-                    return Err(NetError::new(NetErrorKind::Connect, format!("master connection closed: {e}")));
+                    return Err(NetError::new(NetErrorKind::Connect, format!("master connection closed: {e}")).into());
                 }
             }
         }

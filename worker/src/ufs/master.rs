@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use cv_net::quic::TransportSettings;
-use cv_net::rpc::{Conn, client_endpoint};
+use cv_net::rpc::{Conn, client_endpoint_at};
 use cv_net::tls::Identity;
 use cv_net::{NetError, NetErrorKind};
 use cv_wire::msg::{GetMount, GetMountOk, Mount, Role};
@@ -24,6 +24,8 @@ pub(crate) struct MasterSpec {
     pub(crate) node: String,
     pub(crate) identity: Identity,
     pub(crate) transport: TransportSettings,
+    /// The worker's bind address: connections to the master leave from it.
+    pub(crate) bind: std::net::IpAddr,
     /// Deadline of connecting, and of one call.
     pub(crate) timeout: Duration,
 }
@@ -96,7 +98,7 @@ impl MasterLink {
         let ep = match &st.0 {
             Some(ep) => ep.clone(),
             None => {
-                let ep = client_endpoint(&self.spec.identity, &self.spec.transport)?;
+                let ep = client_endpoint_at(&self.spec.identity, &self.spec.transport, self.spec.bind)?;
                 st.0 = Some(ep.clone());
                 ep
             }

@@ -33,6 +33,15 @@ public final class CvFileSystem implements Closeable {
         return new CvFileSystem(Native.clientOpenToml(configToml));
     }
 
+    /**
+     * Connects with the config file at {@code configPath} (or none, if null) and the TOML text
+     * {@code overridesToml} laid over it, key by key inside each section: settings given some
+     * other way (Hadoop's {@code fs.cv.*} keys) win over the file's.
+     */
+    public static CvFileSystem fromConfigLayers(String configPath, String overridesToml) throws IOException {
+        return new CvFileSystem(Native.clientOpenLayers(configPath, overridesToml));
+    }
+
     /** Version of the native library. */
     public static String nativeVersion() {
         return Native.version();

@@ -26,6 +26,9 @@ final class Native {
 
     static native long clientOpenToml(String configToml) throws CvException;
 
+    /** The file at configPath (none if null) with the TOML text overrides laid over it. */
+    static native long clientOpenLayers(String configPath, String overridesToml) throws CvException;
+
     static native void clientClose(long client) throws CvException;
 
     static native CvFileStatus stat(long client, String path) throws java.io.IOException;

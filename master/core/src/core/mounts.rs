@@ -25,7 +25,9 @@ impl MasterCore {
 
     /// Removes the mount at `path`. An fs-mode mount with files not yet exported is refused
     /// (`NotEmpty`, naming how many) unless `force`: they would never reach the store.
+    /// The copies of the mount's objects go with it (their tails too).
     pub fn begin_unmount(&self, path: &CvPath, force: bool) -> Result<Pending<()>> {
+        let mut copies = Vec::new();
         let (_, t) = self.submit(|g, _| {
             let unexported = if force { 0 } else { g.state.unexported_under(path) };
             if unexported > 0 {
@@ -37,8 +39,14 @@ impl MasterCore {
                     ),
                 ));
             }
+            copies = g.state.object_copies_under(path).into_iter().map(|c| c.file_id).collect();
             Ok(Mutation::Unmount { path: path.as_str().to_owned() })
         })?;
+        let mut tails = super::lock(&self.tails);
+        for id in copies {
+            tails.remove(id);
+        }
+        drop(tails);
         Ok(Self::done((), t))
     }
 

@@ -1,7 +1,7 @@
 //! The mount table: cv path → object-storage URL, mode and options. Stored only; the UFS
 //! behaviour behind a mount comes later.
 
-use super::types::{Mount, MountMode};
+use super::types::{InodeBody, Mount, MountMode};
 use super::{Applied, State, err};
 use crate::error::{ErrorKind, Result};
 use crate::path::CvPath;
@@ -31,14 +31,57 @@ impl State {
         Ok(Applied::Done)
     }
 
+    /// Removes the mount, and with it what cv held of the store there: every copy of one of
+    /// its objects (their blocks are queued for deletion), then the directories under the
+    /// mount point left empty. Files with no copy in the store (written through cv and not
+    /// exported, with `force`) stay, as do the mount point and the directories above them.
     pub(super) fn unmount(&mut self, path: &CvPath) -> Result<Applied> {
-        match self.data.mounts.remove(path.as_str()) {
-            Some(_) => {
-                // The store is no longer cv's to change.
-                self.data.pending_object_deletes.remove(path.as_str());
-                Ok(Applied::Done)
+        if self.data.mounts.remove(path.as_str()).is_none() {
+            return err(ErrorKind::NotFound, format!("mount at {path}"));
+        }
+        // The store is no longer cv's to change.
+        self.data.pending_object_deletes.remove(path.as_str());
+        let copies = self.object_copies_under(path);
+        let mut blocks = 0;
+        for c in copies.iter().filter(|c| c.object.mount == path.as_str()) {
+            let (Some(parent), Some(name)) = (c.path.parent(), c.path.name()) else { continue };
+            let Ok(dir) = self.lookup(&parent) else { continue };
+            self.children_mut(dir).remove(name);
+            blocks += self.remove_subtree(c.file_id);
+        }
+        self.prune_empty_dirs_under(path);
+        Ok(if blocks > 0 { Applied::Deleted { blocks } } else { Applied::Done })
+    }
+
+    /// Removes the directories below `top` (not `top`) that hold nothing, deepest first.
+    fn prune_empty_dirs_under(&mut self, top: &CvPath) {
+        let Ok(root) = self.lookup(top) else { return };
+        // Directories in an order where each comes after its parent; walked backwards, every
+        // child is pruned before its parent is looked at.
+        let mut order = Vec::new();
+        let mut stack = vec![root];
+        while let Some(id) = stack.pop() {
+            if let Ok(InodeBody::Dir { children }) = self.inode(id).map(|i| &i.body) {
+                let dirs: Vec<_> = children.values().copied().collect();
+                order.push(id);
+                stack.extend(dirs);
             }
-            None => err(ErrorKind::NotFound, format!("mount at {path}")),
+        }
+        for id in order.into_iter().rev().filter(|id| *id != root) {
+            let Ok(inode) = self.inode(id) else { continue };
+            let empty = matches!(&inode.body, InodeBody::Dir { children } if children.is_empty());
+            let parent = inode.parent;
+            if !empty {
+                continue;
+            }
+            let name = self.inode(parent).ok().and_then(|p| match &p.body {
+                InodeBody::Dir { children } => children.iter().find(|(_, c)| **c == id).map(|(n, _)| n.clone()),
+                InodeBody::File(_) => None,
+            });
+            if let Some(name) = name {
+                self.children_mut(parent).remove(&name);
+                self.remove_subtree(id);
+            }
         }
     }
 

@@ -43,7 +43,7 @@ impl State {
         }
     }
 
-    fn children_mut(&mut self, dir: InodeId) -> &mut BTreeMap<String, InodeId> {
+    pub(super) fn children_mut(&mut self, dir: InodeId) -> &mut BTreeMap<String, InodeId> {
         match self.data.inodes.get_mut(&dir).map(|i| &mut i.body) {
             Some(InodeBody::Dir { children }) => children,
             // Callers resolved `dir` as a directory in this same apply; reaching this is a bug.
@@ -219,7 +219,7 @@ impl State {
     }
 
     /// Removes an inode and everything below it; queues deletes for their blocks.
-    fn remove_subtree(&mut self, id: InodeId) -> usize {
+    pub(super) fn remove_subtree(&mut self, id: InodeId) -> usize {
         let mut queued = 0;
         let mut stack = vec![id];
         while let Some(cur) = stack.pop() {

@@ -366,3 +366,36 @@ fn object_deletes_are_queued_with_the_delete_and_voided_by_a_new_copy() {
     st.apply(&Mutation::Unmount { path: p("/m") }).unwrap();
     assert!(st.queued_object_deletes().is_empty());
 }
+
+#[test]
+fn unmount_removes_the_copies_of_its_objects_and_keeps_cv_only_files() {
+    let mut st = State::new();
+    let w = worker(&mut st, 1);
+    st.apply(&Mutation::Mount { path: p("/m"), ufs_url: p("s3://b/x"), mode: MountMode::Cache, options: vec![] })
+        .unwrap();
+    mkdir(&mut st, "/m", false).unwrap();
+    for key in ["t/a.parquet", "t/deep/b.parquet", "c.parquet"] {
+        let object = UfsObject { mount: p("/m"), key: p(key), version: p("e1") };
+        let path = format!("/m/{key}");
+        mkdir(&mut st, cv(&path).parent().unwrap().as_str(), true).unwrap();
+        let placement = vec![(w, 0)];
+        let m = Mutation::UfsFile { path: path.clone(), object, length: 10, block_size: 4 << 20, placement, mtime: 5 };
+        st.apply(&m).unwrap();
+    }
+    // A file only cv holds (an fs-mode write not exported, unmounted with force) and an
+    // unrelated directory beside the mount.
+    mkdir(&mut st, "/m/keep", false).unwrap();
+    let f = create(&mut st, "/m/keep/own", false).unwrap();
+    st.apply(&Mutation::Complete { file_id: f, length: 0, block_lens: vec![], mtime: 6 }).unwrap();
+    mkdir(&mut st, "/other", false).unwrap();
+
+    let applied = st.apply(&Mutation::Unmount { path: p("/m") }).unwrap();
+    assert_eq!(applied, Applied::Deleted { blocks: 3 });
+    assert!(st.object_copies_under(&cv("/m")).is_empty());
+    for gone in ["/m/t/a.parquet", "/m/t/deep", "/m/t", "/m/c.parquet"] {
+        assert_eq!(kind(st.lookup(&cv(gone))), ErrorKind::NotFound, "{gone} is still there");
+    }
+    assert!(st.lookup(&cv("/m/keep/own")).is_ok() && st.lookup(&cv("/other")).is_ok());
+    assert!(st.lookup(&cv("/m")).is_ok(), "the mount point stays");
+    assert!(st.mounts().is_empty());
+}

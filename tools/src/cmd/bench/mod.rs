@@ -9,6 +9,7 @@ mod open_latency;
 mod read;
 mod rtt;
 mod scan;
+mod spark;
 mod wire;
 
 use super::CmdResult;
@@ -142,6 +143,11 @@ pub enum Bench {
     /// mount cold and warm; store on loopback and behind an added round trip.
     /// Needs a cvctl built with `--features embedded-s3`.
     Scan(scan::ScanArgs),
+    /// Spark SQL TPC-H (PySpark local mode, `scripts/install-spark`) over `file://` and over
+    /// `cv://` on a cache-mode mount of an embedded S3 server behind an added round trip, warm
+    /// and cold, with every answer checked equal. Needs feature `embedded-s3` and
+    /// libcv_capi.so (`cargo build --release -p cv-capi`).
+    SparkTpch(spark::SparkTpchArgs),
     /// kill -9 one of three workers (each in its own network namespace, a real S3 server on
     /// the rig's bridge) while readers loop over cache-mode files: failed reads, wrong bytes,
     /// read latency before, during and after the failover, time until every read is served
@@ -175,6 +181,7 @@ impl Bench {
             Bench::Meta(a) => a.run(),
             Bench::Read(a) => a.run(),
             Bench::Scan(a) => a.run(),
+            Bench::SparkTpch(a) => a.run(),
             Bench::Fuse(a) => a.run(),
             Bench::Failover(a) => a.run(),
             Bench::MasterCrash(a) => a.run(),

@@ -68,7 +68,20 @@ impl Fs {
 /// One line of `ls -l`-like output.
 fn line(s: &FileStatus) -> String {
     let kind = if s.kind == FileKind::Dir { 'd' } else { '-' };
-    format!("{kind}{:o} {:>14} v{:<6} {}", s.mode & 0o7777, s.length, s.version, s.path)
+    format!("{kind}{:o} {:>14} v{:<6} {}", s.mode & 0o7777, s.length, s.version, escaped(&s.path))
+}
+
+/// A path for a line of output: control characters (which cv refuses in new names, but an
+/// object key under a mount or a name from an older version may hold) and backslashes
+/// escaped, so one entry is always one line. JSON output escapes them its own way.
+fn escaped(path: &str) -> std::borrow::Cow<'_, str> {
+    if !path.chars().any(|c| c.is_control() || c == '\\') {
+        return path.into();
+    }
+    path.chars()
+        .flat_map(|c| if c.is_control() || c == '\\' { c.escape_default().collect::<Vec<_>>() } else { vec![c] })
+        .collect::<String>()
+        .into()
 }
 
 /// JSON of one status.
@@ -84,4 +97,17 @@ fn json(s: &FileStatus) -> serde_json::Value {
         "complete": s.complete,
         "block_size": s.block_size,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::escaped;
+
+    #[test]
+    fn one_entry_is_one_line() {
+        assert_eq!(escaped("/a/b c.parquet"), "/a/b c.parquet");
+        assert_eq!(escaped("/t/a\nb"), "/t/a\\nb");
+        assert_eq!(escaped("/t/x\\n\u{1}"), "/t/x\\\\n\\u{1}");
+        assert!(!escaped("/t/\r\n\t").contains(['\r', '\n', '\t']));
+    }
 }

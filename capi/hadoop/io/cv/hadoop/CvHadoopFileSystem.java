@@ -12,7 +12,11 @@ import java.io.FileNotFoundException;
 import java.io.IOException;
 import java.net.URI;
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.List;
+import java.util.Locale;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.BlockLocation;
 import org.apache.hadoop.fs.FSDataInputStream;
@@ -20,27 +24,65 @@ import org.apache.hadoop.fs.FSDataOutputStream;
 import org.apache.hadoop.fs.FileAlreadyExistsException;
 import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.Options;
 import org.apache.hadoop.fs.Path;
+import org.apache.hadoop.fs.impl.AbstractFSBuilderImpl;
+import org.apache.hadoop.fs.impl.OpenFileParameters;
+import org.apache.hadoop.fs.statistics.IOStatistics;
+import org.apache.hadoop.fs.statistics.IOStatisticsSource;
+import org.apache.hadoop.fs.statistics.StoreStatisticNames;
+import org.apache.hadoop.fs.statistics.StreamStatisticNames;
+import org.apache.hadoop.fs.statistics.impl.IOStatisticsBinding;
+import org.apache.hadoop.fs.statistics.impl.IOStatisticsStore;
 import org.apache.hadoop.fs.permission.FsPermission;
 import org.apache.hadoop.util.Progressable;
+import org.apache.hadoop.util.functional.CallableRaisingIOE;
 
 /**
  * Hadoop's FileSystem for {@code cv://} URIs over the JNI binding ({@link CvFileSystem}).
- * Registered through META-INF/services, or with {@code fs.cv.impl=io.cv.hadoop.CvHadoopFileSystem}.
- * {@code fs.cv.config} (else the environment's CV_CONFIG) names the cv client config file.
+ * Registered through META-INF/services, or with {@code fs.cv.impl=io.cv.hadoop.CvHadoopFileSystem};
+ * {@link CvAbstractFileSystem} is the same for FileContext. {@code fs.cv.config} (else the
+ * environment's CV_CONFIG) names the cv client config file; the other {@code fs.cv.*} keys
+ * ({@link CvHadoopConfig}) are laid over it.
+ *
+ * <p>{@code openFile()} takes the standard options: the read policy sets how far small
+ * sequential reads read ahead; a given status or length is accepted and saves nothing, since
+ * cv's open is one round trip that brings the length, the block map and the tail anyway.
  *
  * <p>Semantics are Hadoop's: create makes missing parents; rename into an existing directory
  * moves the source under it, and answers false (nothing changed) when the source is missing,
  * the destination's parent is missing, or the destination is an existing file; delete of a
  * missing path answers false.
  */
-public class CvHadoopFileSystem extends FileSystem {
+public class CvHadoopFileSystem extends FileSystem implements IOStatisticsSource {
     /** The configuration key naming the cv client config file. */
-    public static final String CONFIG_KEY = "fs.cv.config";
+    public static final String CONFIG_KEY = CvHadoopConfig.CONFIG;
+
+    /** The openFile() options this file system reads (the rest of the standard ones are accepted). */
+    private static final Set<String> OPEN_OPTIONS = new HashSet<>(Options.OpenFileOptions.FS_OPTION_OPENFILE_STANDARD_OPTIONS);
+
+    /** Hadoop names no statistic for it. */
+    static final String OP_GET_FILE_BLOCK_LOCATIONS = "op_get_file_block_locations";
+
+    private static final String[] OPS = {StoreStatisticNames.OP_OPEN, StoreStatisticNames.OP_OPENFILE,
+        StoreStatisticNames.OP_CREATE, StoreStatisticNames.OP_DELETE, StoreStatisticNames.OP_RENAME,
+        StoreStatisticNames.OP_MKDIRS, StoreStatisticNames.OP_LIST_STATUS, StoreStatisticNames.OP_GET_FILE_STATUS,
+        OP_GET_FILE_BLOCK_LOCATIONS};
 
     private URI uri;
     private Path workingDir;
     private CvFileSystem cv;
+    private CvHadoopConfig settings;
+    /** Operation counts and durations, plus every closed stream's counters. */
+    private final IOStatisticsStore io = IOStatisticsBinding.iostatisticsStore()
+            .withDurationTracking(OPS)
+            .withCounters(StreamStatisticNames.STREAM_READ_BYTES, StreamStatisticNames.STREAM_READ_OPERATIONS,
+                    StreamStatisticNames.STREAM_READ_FULLY_OPERATIONS, StreamStatisticNames.STREAM_READ_SEEK_OPERATIONS,
+                    StreamStatisticNames.STREAM_READ_VECTORED_OPERATIONS,
+                    StreamStatisticNames.STREAM_READ_VECTORED_INCOMING_RANGES,
+                    StreamStatisticNames.STREAM_READ_CLOSE_OPERATIONS, StreamStatisticNames.STREAM_READ_EXCEPTIONS,
+                    CvHadoopInputStream.READAHEAD_FILLS)
+            .build();
 
     /** Hadoop instantiates file systems reflectively, then calls {@link #initialize}. */
     public CvHadoopFileSystem() {}
@@ -53,14 +95,15 @@ public class CvHadoopFileSystem extends FileSystem {
     @Override
     public void initialize(URI name, Configuration conf) throws IOException {
         super.initialize(name, conf);
-        String config = conf.get(CONFIG_KEY, System.getenv("CV_CONFIG"));
-        if (config == null || config.isEmpty()) {
-            throw new IOException("cv: set " + CONFIG_KEY + " (or CV_CONFIG) to the cv client config file");
+        try {
+            settings = CvHadoopConfig.from(conf);
+        } catch (IllegalArgumentException e) {
+            throw new IOException(e.getMessage(), e);
         }
         String authority = name.getAuthority() == null ? "" : name.getAuthority();
         this.uri = URI.create(CvFileSystem.SCHEME + "://" + authority + "/");
         this.workingDir = new Path(uri.toString());
-        this.cv = CvFileSystem.fromConfigFile(config);
+        this.cv = CvFileSystem.fromConfigLayers(settings.configFile, settings.overridesToml);
         setConf(conf);
     }
 
@@ -86,15 +129,82 @@ public class CvHadoopFileSystem extends FileSystem {
                 s.getModificationTime(), s.getModificationTime(), perm, user, user, qualified(s.getPath()));
     }
 
+    /** Runs one operation, counting it and its duration under {@code op}. */
+    private <T> T timed(String op, CallableRaisingIOE<T> call) throws IOException {
+        return IOStatisticsBinding.trackDuration(io, op, call);
+    }
+
+    @Override
+    public IOStatistics getIOStatistics() {
+        return io;
+    }
+
     @Override
     public FSDataInputStream open(Path f, int bufferSize) throws IOException {
+        return timed(StoreStatisticNames.OP_OPEN, () -> openWith(f, settings.readahead));
+    }
+
+    private FSDataInputStream openWith(Path f, long readahead) throws IOException {
         statistics.incrementReadOps(1);
-        return new FSDataInputStream(new CvHadoopInputStream(cv.open(cvPath(f)), statistics));
+        return new FSDataInputStream(new CvHadoopInputStream(cv.open(cvPath(f)), statistics, readahead, io));
+    }
+
+    /**
+     * openFile(): unknown mandatory options are refused, as Hadoop's contract asks; the read
+     * policy (the first of its list cv knows) picks the read-ahead; a given status must name the
+     * same file. The open itself runs at once, on the caller's thread: it is one round trip.
+     */
+    @Override
+    protected CompletableFuture<FSDataInputStream> openFileWithOptions(Path path, OpenFileParameters p)
+            throws IOException {
+        AbstractFSBuilderImpl.rejectUnknownMandatoryKeys(p.getMandatoryKeys(), OPEN_OPTIONS, "for " + path);
+        FileStatus st = p.getStatus();
+        if (st != null && !st.getPath().getName().equals(path.getName())) {
+            throw new IllegalArgumentException("cv: openFile(" + path + ") with the status of another file: " + st.getPath());
+        }
+        long readahead = readaheadFor(p.getOptions().getTrimmedStrings(Options.OpenFileOptions.FS_OPTION_OPENFILE_READ_POLICY));
+        CompletableFuture<FSDataInputStream> f = new CompletableFuture<>();
+        try {
+            f.complete(timed(StoreStatisticNames.OP_OPENFILE, () -> openWith(path, readahead)));
+        } catch (IOException | RuntimeException e) {
+            f.completeExceptionally(e);
+        }
+        return f;
+    }
+
+    /** The read-ahead of a read-policy list: the first policy named there that cv knows. */
+    long readaheadFor(String[] policies) {
+        for (String policy : policies) {
+            switch (policy.toLowerCase(Locale.ROOT)) {
+                case Options.OpenFileOptions.FS_OPTION_OPENFILE_READ_POLICY_SEQUENTIAL:
+                case Options.OpenFileOptions.FS_OPTION_OPENFILE_READ_POLICY_WHOLE_FILE:
+                case Options.OpenFileOptions.FS_OPTION_OPENFILE_READ_POLICY_CSV:
+                case Options.OpenFileOptions.FS_OPTION_OPENFILE_READ_POLICY_JSON:
+                case Options.OpenFileOptions.FS_OPTION_OPENFILE_READ_POLICY_AVRO:
+                case Options.OpenFileOptions.FS_OPTION_OPENFILE_READ_POLICY_DEFAULT:
+                case Options.OpenFileOptions.FS_OPTION_OPENFILE_READ_POLICY_ADAPTIVE:
+                    return settings.readahead;
+                case Options.OpenFileOptions.FS_OPTION_OPENFILE_READ_POLICY_RANDOM:
+                case Options.OpenFileOptions.FS_OPTION_OPENFILE_READ_POLICY_VECTOR:
+                case Options.OpenFileOptions.FS_OPTION_OPENFILE_READ_POLICY_COLUMNAR:
+                case Options.OpenFileOptions.FS_OPTION_OPENFILE_READ_POLICY_PARQUET:
+                case Options.OpenFileOptions.FS_OPTION_OPENFILE_READ_POLICY_ORC:
+                case Options.OpenFileOptions.FS_OPTION_OPENFILE_READ_POLICY_HBASE:
+                    return settings.readaheadRandom;
+                default:
+                    // Unknown policies are skipped, as the openFile() specification asks.
+            }
+        }
+        return settings.readahead;
     }
 
     @Override
     public FSDataOutputStream create(Path f, FsPermission permission, boolean overwrite, int bufferSize,
             short replication, long blockSize, Progressable progress) throws IOException {
+        return timed(StoreStatisticNames.OP_CREATE, () -> createFile(f, overwrite));
+    }
+
+    private FSDataOutputStream createFile(Path f, boolean overwrite) throws IOException {
         String p = cvPath(f);
         statistics.incrementWriteOps(1);
         // One round trip when the parent exists (the common case): the master itself refuses
@@ -142,6 +252,10 @@ public class CvHadoopFileSystem extends FileSystem {
 
     @Override
     public boolean rename(Path src, Path dst) throws IOException {
+        return timed(StoreStatisticNames.OP_RENAME, () -> renamePath(src, dst));
+    }
+
+    private boolean renamePath(Path src, Path dst) throws IOException {
         statistics.incrementWriteOps(1);
         String s = cvPath(src);
         String d = cvPath(dst);
@@ -171,6 +285,10 @@ public class CvHadoopFileSystem extends FileSystem {
 
     @Override
     public boolean delete(Path f, boolean recursive) throws IOException {
+        return timed(StoreStatisticNames.OP_DELETE, () -> deletePath(f, recursive));
+    }
+
+    private boolean deletePath(Path f, boolean recursive) throws IOException {
         statistics.incrementWriteOps(1);
         String p = cvPath(f);
         if (p.equals("/")) {
@@ -182,6 +300,10 @@ public class CvHadoopFileSystem extends FileSystem {
 
     @Override
     public FileStatus[] listStatus(Path f) throws IOException {
+        return timed(StoreStatisticNames.OP_LIST_STATUS, () -> list(f));
+    }
+
+    private FileStatus[] list(Path f) throws IOException {
         statistics.incrementReadOps(1);
         String p = cvPath(f);
         CvFileStatus s = cv.getFileStatus(p);
@@ -212,6 +334,10 @@ public class CvHadoopFileSystem extends FileSystem {
         if (file.isDirectory() || file.getLen() <= start) {
             return new BlockLocation[0];
         }
+        return timed(OP_GET_FILE_BLOCK_LOCATIONS, () -> blocks(file, start, len));
+    }
+
+    private BlockLocation[] blocks(FileStatus file, long start, long len) throws IOException {
         List<BlockLocation> out = new ArrayList<>();
         try (CvInputStream in = cv.open(cvPath(file.getPath()))) {
             for (CvBlock b : in.getBlocks()) {
@@ -237,6 +363,10 @@ public class CvHadoopFileSystem extends FileSystem {
 
     @Override
     public boolean mkdirs(Path f, FsPermission permission) throws IOException {
+        return timed(StoreStatisticNames.OP_MKDIRS, () -> makeDirs(f));
+    }
+
+    private boolean makeDirs(Path f) throws IOException {
         statistics.incrementWriteOps(1);
         String p = cvPath(f);
         CvFileStatus s = statusOrNull(p);
@@ -248,8 +378,10 @@ public class CvHadoopFileSystem extends FileSystem {
 
     @Override
     public FileStatus getFileStatus(Path f) throws IOException {
-        statistics.incrementReadOps(1);
-        return toHadoop(cv.getFileStatus(cvPath(f)));
+        return timed(StoreStatisticNames.OP_GET_FILE_STATUS, () -> {
+            statistics.incrementReadOps(1);
+            return toHadoop(cv.getFileStatus(cvPath(f)));
+        });
     }
 
     @Override

@@ -15,21 +15,54 @@ import org.apache.hadoop.fs.FSExceptionMessages;
 import org.apache.hadoop.fs.FSInputStream;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.StreamCapabilities;
+import org.apache.hadoop.fs.statistics.IOStatistics;
+import org.apache.hadoop.fs.statistics.IOStatisticsSource;
+import org.apache.hadoop.fs.statistics.StreamStatisticNames;
+import org.apache.hadoop.fs.statistics.impl.IOStatisticsBinding;
+import org.apache.hadoop.fs.statistics.impl.IOStatisticsStore;
 
 /**
  * A cv file as Hadoop reads it: seekable, positioned reads that leave the position alone, reads
- * into (direct) ByteBuffers. Every call goes straight to the JNI stream, whose file's tail came
- * with the open: footer reads cost no round trip.
+ * into (direct) ByteBuffers, vectored reads. The file's tail came with the open, so footer reads
+ * cost no round trip. Small sequential reads are served from a read-ahead buffer, filled by one
+ * positioned read of the policy's range (openFile's read policy: 1 MiB sequential, 64 KiB
+ * random by default); reads at least that large, positioned and vectored reads go straight to
+ * the native stream. Counters are kept as IOStatistics and added to the file system's on close.
  */
 final class CvHadoopInputStream extends FSInputStream
-        implements ByteBufferReadable, ByteBufferPositionedReadable, StreamCapabilities {
+        implements ByteBufferReadable, ByteBufferPositionedReadable, StreamCapabilities, IOStatisticsSource {
+    /** Fills of the read-ahead buffer (one native read each). */
+    static final String READAHEAD_FILLS = "stream_read_readahead_fills";
+
     private final CvInputStream in;
     private final FileSystem.Statistics stats;
+    private final IOStatisticsStore io;
+    private final IOStatisticsStore fsIo;
+    private final int readahead;
+    private byte[] buf = new byte[0];
+    private long bufStart;
+    private int bufLen;
+    private long pos;
     private boolean closed;
 
-    CvHadoopInputStream(CvInputStream in, FileSystem.Statistics stats) {
+    /**
+     * @param readahead bytes a small sequential read fetches (0: none)
+     * @param fsIo the file system's statistics, to which this stream's are added on close
+     */
+    CvHadoopInputStream(CvInputStream in, FileSystem.Statistics stats, long readahead, IOStatisticsStore fsIo) {
         this.in = in;
         this.stats = stats;
+        this.readahead = (int) Math.min(readahead, Integer.MAX_VALUE);
+        this.fsIo = fsIo;
+        this.io = IOStatisticsBinding.iostatisticsStore()
+                .withCounters(StreamStatisticNames.STREAM_READ_BYTES, StreamStatisticNames.STREAM_READ_OPERATIONS,
+                        StreamStatisticNames.STREAM_READ_FULLY_OPERATIONS,
+                        StreamStatisticNames.STREAM_READ_SEEK_OPERATIONS,
+                        StreamStatisticNames.STREAM_READ_VECTORED_OPERATIONS,
+                        StreamStatisticNames.STREAM_READ_VECTORED_INCOMING_RANGES,
+                        StreamStatisticNames.STREAM_READ_CLOSE_OPERATIONS, StreamStatisticNames.STREAM_READ_EXCEPTIONS,
+                        READAHEAD_FILLS)
+                .build();
     }
 
     private void open() throws IOException {
@@ -39,27 +72,47 @@ final class CvHadoopInputStream extends FSInputStream
     }
 
     private int counted(int n) {
-        if (n > 0 && stats != null) {
-            stats.incrementBytesRead(n);
+        if (n > 0) {
+            io.incrementCounter(StreamStatisticNames.STREAM_READ_BYTES, n);
+            if (stats != null) {
+                stats.incrementBytesRead(n);
+            }
         }
         return n;
     }
 
-    @Override
-    public synchronized void seek(long pos) throws IOException {
+    /** Runs a native read, counting it and its failure. */
+    private <T> T op(String counter, Call<T> call) throws IOException {
         open();
-        if (pos < 0) {
-            throw new EOFException(FSExceptionMessages.NEGATIVE_SEEK + ": " + pos);
+        io.incrementCounter(counter);
+        try {
+            return call.run();
+        } catch (IOException | RuntimeException e) {
+            io.incrementCounter(StreamStatisticNames.STREAM_READ_EXCEPTIONS);
+            throw e;
         }
-        if (pos > in.length()) {
-            throw new EOFException(FSExceptionMessages.CANNOT_SEEK_PAST_EOF + ": " + pos);
+    }
+
+    private interface Call<T> {
+        T run() throws IOException;
+    }
+
+    @Override
+    public synchronized void seek(long target) throws IOException {
+        open();
+        if (target < 0) {
+            throw new EOFException(FSExceptionMessages.NEGATIVE_SEEK + ": " + target);
         }
-        in.seek(pos);
+        if (target > in.length()) {
+            throw new EOFException(FSExceptionMessages.CANNOT_SEEK_PAST_EOF + ": " + target);
+        }
+        io.incrementCounter(StreamStatisticNames.STREAM_READ_SEEK_OPERATIONS);
+        pos = target; // the buffer stays: a seek inside it costs nothing
     }
 
     @Override
     public synchronized long getPos() {
-        return in.getPos();
+        return pos;
     }
 
     /** One copy of each block is all a reader is offered here; no other source to seek to. */
@@ -68,36 +121,72 @@ final class CvHadoopInputStream extends FSInputStream
         return false;
     }
 
+    /** Bytes of the buffer at the position (0 if it does not hold it). */
+    private int buffered() {
+        return pos >= bufStart && pos < bufStart + bufLen ? (int) (bufStart + bufLen - pos) : 0;
+    }
+
+    /** Fills the buffer from the position; false at the end of the file. */
+    private boolean fill() throws IOException {
+        long left = in.length() - pos;
+        if (left <= 0) {
+            return false;
+        }
+        int want = (int) Math.min(readahead, left);
+        if (buf.length < want) {
+            buf = new byte[want];
+        }
+        bufLen = 0;
+        bufStart = pos;
+        io.incrementCounter(READAHEAD_FILLS);
+        in.readFully(pos, buf, 0, want);
+        bufLen = want;
+        return true;
+    }
+
     @Override
     public synchronized int read() throws IOException {
-        open();
-        int b = in.read();
-        if (b >= 0) {
-            counted(1);
-        }
-        return b;
+        byte[] one = new byte[1];
+        return read(one, 0, 1) < 0 ? -1 : one[0] & 0xff;
     }
 
     @Override
     public synchronized int read(byte[] b, int off, int len) throws IOException {
-        open();
-        return counted(in.read(b, off, len));
+        return op(StreamStatisticNames.STREAM_READ_OPERATIONS, () -> {
+            if (len == 0) {
+                return 0;
+            }
+            if (buffered() == 0 && (len >= readahead || !fill())) {
+                if (pos >= in.length()) {
+                    return -1;
+                }
+                int n = in.read(pos, b, off, len);
+                pos += Math.max(n, 0);
+                return counted(n);
+            }
+            int n = Math.min(len, buffered());
+            System.arraycopy(buf, (int) (pos - bufStart), b, off, n);
+            pos += n;
+            return counted(n);
+        });
     }
 
     @Override
     public int read(long position, byte[] b, int off, int len) throws IOException {
-        open();
-        if (position >= in.length()) {
-            return -1;
-        }
-        return counted(in.read(position, b, off, len));
+        return op(StreamStatisticNames.STREAM_READ_OPERATIONS, () -> {
+            if (position >= in.length()) {
+                return -1;
+            }
+            return counted(in.read(position, b, off, len));
+        });
     }
 
     @Override
     public void readFully(long position, byte[] b, int off, int len) throws IOException {
-        open();
-        in.readFully(position, b, off, len);
-        counted(len);
+        op(StreamStatisticNames.STREAM_READ_FULLY_OPERATIONS, () -> {
+            in.readFully(position, b, off, len);
+            return counted(len);
+        });
     }
 
     @Override
@@ -106,26 +195,44 @@ final class CvHadoopInputStream extends FSInputStream
     }
 
     @Override
-    public synchronized int read(ByteBuffer buf) throws IOException {
-        open();
-        return counted(in.read(buf));
+    public synchronized int read(ByteBuffer dst) throws IOException {
+        return op(StreamStatisticNames.STREAM_READ_OPERATIONS, () -> {
+            int len = dst.remaining();
+            if (len == 0) {
+                return 0;
+            }
+            if (buffered() == 0 && (len >= readahead || !fill())) {
+                if (pos >= in.length()) {
+                    return -1;
+                }
+                int n = in.read(pos, dst);
+                pos += Math.max(n, 0);
+                return counted(n);
+            }
+            int n = Math.min(len, buffered());
+            dst.put(buf, (int) (pos - bufStart), n);
+            pos += n;
+            return counted(n);
+        });
     }
 
     @Override
-    public int read(long position, ByteBuffer buf) throws IOException {
-        open();
-        if (position >= in.length()) {
-            return -1;
-        }
-        return counted(in.read(position, buf));
+    public int read(long position, ByteBuffer dst) throws IOException {
+        return op(StreamStatisticNames.STREAM_READ_OPERATIONS, () -> {
+            if (position >= in.length()) {
+                return -1;
+            }
+            return counted(in.read(position, dst));
+        });
     }
 
     @Override
-    public void readFully(long position, ByteBuffer buf) throws IOException {
-        open();
-        int n = buf.remaining();
-        in.readFully(position, buf);
-        counted(n);
+    public void readFully(long position, ByteBuffer dst) throws IOException {
+        op(StreamStatisticNames.STREAM_READ_FULLY_OPERATIONS, () -> {
+            int n = dst.remaining();
+            in.readFully(position, dst);
+            return counted(n);
+        });
     }
 
     /**
@@ -135,7 +242,14 @@ final class CvHadoopInputStream extends FSInputStream
      */
     @Override
     public void readVectored(List<? extends FileRange> ranges, IntFunction<ByteBuffer> allocate) throws IOException {
-        open();
+        op(StreamStatisticNames.STREAM_READ_VECTORED_OPERATIONS, () -> {
+            readRanges(ranges, allocate);
+            return null;
+        });
+    }
+
+    private void readRanges(List<? extends FileRange> ranges, IntFunction<ByteBuffer> allocate) throws IOException {
+        io.incrementCounter(StreamStatisticNames.STREAM_READ_VECTORED_INCOMING_RANGES, ranges.size());
         List<FileRange> inside = new ArrayList<>();
         List<ByteBuffer> given = new ArrayList<>();
         for (FileRange r : ranges) {
@@ -175,7 +289,12 @@ final class CvHadoopInputStream extends FSInputStream
     @Override
     public synchronized int available() throws IOException {
         open();
-        return in.available();
+        return (int) Math.min(Math.max(in.length() - pos, 0), Integer.MAX_VALUE);
+    }
+
+    @Override
+    public IOStatistics getIOStatistics() {
+        return io;
     }
 
     @Override
@@ -183,6 +302,8 @@ final class CvHadoopInputStream extends FSInputStream
         switch (capability.toLowerCase(java.util.Locale.ROOT)) {
             case StreamCapabilities.READBYTEBUFFER:
             case StreamCapabilities.PREADBYTEBUFFER:
+            case StreamCapabilities.VECTOREDIO:
+            case StreamCapabilities.IOSTATISTICS:
                 return true;
             default:
                 return false;
@@ -193,7 +314,15 @@ final class CvHadoopInputStream extends FSInputStream
     public synchronized void close() throws IOException {
         if (!closed) {
             closed = true;
-            in.close();
+            io.incrementCounter(StreamStatisticNames.STREAM_READ_CLOSE_OPERATIONS);
+            buf = new byte[0];
+            try {
+                in.close();
+            } finally {
+                if (fsIo != null) {
+                    fsIo.aggregate(io);
+                }
+            }
         }
     }
 }

@@ -1,0 +1,145 @@
+//! `cvctl bench spark-tpch`: Spark SQL TPC-H over `file://` and over `cv://` on a cache-mode
+//! mount of the embedded S3 server behind an added round trip, warm and cold (feature
+//! `embedded-s3`). The work is in `cv_benches::spark_tpch`; this file is the command line,
+//! where the engine's pieces are, and the cluster.
+
+use crate::cluster::{ClusterOptions, LocalCluster};
+use crate::cmd::CmdResult;
+use crate::connect::runtime;
+use clap::Args;
+use cv_benches::open_latency::BenchError;
+use cv_benches::spark_tpch::{self, SparkTpchConfig, Tools};
+use cv_net::config::{ByteSize, Dur};
+use std::path::{Path, PathBuf};
+
+/// Arguments of `cvctl bench spark-tpch`.
+#[derive(Args, Debug)]
+pub struct SparkTpchArgs {
+    /// TPC-H scale factor.
+    #[arg(long, default_value_t = 1.0)]
+    sf: f64,
+    /// Timed warm passes of the 22 queries on each location (after one untimed pass each).
+    #[arg(long, default_value_t = 3)]
+    passes: u32,
+    /// Timed cold passes (each after the mount's blocks were freed); 0 skips them.
+    #[arg(long, default_value_t = 2)]
+    cold_passes: u32,
+    /// Round-trip time added in front of the store (a delaying TCP proxy).
+    #[arg(long, default_value = "5ms")]
+    rtt: Dur,
+    /// Only these queries, e.g. `1,6,14`.
+    #[arg(long, default_value = "")]
+    queries: String,
+    /// Spark's shuffle partitions (the same on both locations).
+    #[arg(long, default_value_t = 8)]
+    shuffle_partitions: u32,
+    /// The venv of `scripts/install-spark` (default ~/.cache/cv/venv-spark, or CV_SPARK_VENV).
+    #[arg(long)]
+    venv: Option<PathBuf>,
+    /// libcv_capi.so (default: next to this cvctl, from `cargo build --release -p cv-capi`).
+    #[arg(long)]
+    native_lib: Option<PathBuf>,
+    /// cv-hadoop.jar (default: built with scripts/build-hadoop-jar into the work directory).
+    #[arg(long)]
+    jar: Option<PathBuf>,
+    /// Work directory (default: a temporary one, removed at the end). A `source/` with the
+    /// tables from an earlier run is used again.
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// The repository's root, from this binary's place (`target/<profile>/cvctl`) or the
+/// working directory.
+fn repo_root() -> Result<PathBuf, BenchError> {
+    let exe = std::env::current_exe()?;
+    for dir in exe.ancestors().chain(std::env::current_dir()?.ancestors()) {
+        if dir.join("benches/tpch/spark_tpch.py").is_file() {
+            return Ok(dir.to_path_buf());
+        }
+    }
+    Err("cannot find benches/tpch/spark_tpch.py: run cvctl from the cv repository".into())
+}
+
+impl SparkTpchArgs {
+    fn tools(&self, dir: &Path) -> Result<Tools, BenchError> {
+        let root = repo_root()?;
+        let venv =
+            self.venv.clone().or_else(|| std::env::var_os("CV_SPARK_VENV").map(PathBuf::from)).unwrap_or_else(|| {
+                PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/cv/venv-spark")
+            });
+        let python = venv.join("bin/python");
+        if !python.is_file() {
+            return Err(format!("{}: no venv; run scripts/install-spark", venv.display()).into());
+        }
+        let cvctl = std::env::current_exe()?;
+        let native_lib = match &self.native_lib {
+            Some(p) => p.clone(),
+            None => cvctl.with_file_name("libcv_capi.so"),
+        };
+        if !native_lib.is_file() {
+            return Err(format!(
+                "{}: not there; build it with `cargo build --release -p cv-capi` or give --native-lib",
+                native_lib.display()
+            )
+            .into());
+        }
+        let jar = match &self.jar {
+            Some(j) => j.clone(),
+            None => {
+                let jar = dir.join("cv-hadoop.jar");
+                let ok = std::process::Command::new(root.join("scripts/build-hadoop-jar")).arg(&jar).status()?;
+                if !ok.success() {
+                    return Err("scripts/build-hadoop-jar failed".into());
+                }
+                jar
+            }
+        };
+        Ok(Tools { python, runner_dir: root.join("benches/tpch"), jar, native_lib, cvctl })
+    }
+
+    /// Runs the benchmark.
+    pub fn run(self) -> CmdResult {
+        cv_benches::embedded_s3::require()?;
+        if self.passes == 0 || self.sf.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
+            return Err("--passes must be at least 1 and --sf above 0".into());
+        }
+        let tmp = tempfile::Builder::new().prefix("cv-bench-spark-").tempdir()?;
+        let dir = self.dir.clone().unwrap_or_else(|| tmp.path().to_path_buf());
+        std::fs::create_dir_all(&dir)?;
+        let tools = self.tools(&dir)?;
+        let cfg = SparkTpchConfig {
+            sf: self.sf,
+            passes: self.passes,
+            cold_passes: self.cold_passes,
+            rtt: self.rtt.0,
+            queries: self.queries.clone(),
+            shuffle_partitions: self.shuffle_partitions,
+            dir: dir.clone(),
+            mount: "/tpch".into(),
+        };
+        let res: Result<(), BenchError> = runtime()?.block_on(async move {
+            let cluster_dir = dir.join("cluster");
+            let _ = std::fs::remove_dir_all(&cluster_dir);
+            let opts = ClusterOptions {
+                capacity: ByteSize((3.0 * self.sf * ByteSize::gib(1).bytes() as f64) as u64 + ByteSize::gib(1).bytes()),
+                ..ClusterOptions::ephemeral(&cluster_dir)
+            };
+            let cluster = LocalCluster::start(&opts).await?;
+            let client = cluster.client().await?;
+            let report = spark_tpch::run_bench(&tools, &cfg, &client, cluster.client_config()).await;
+            client.close();
+            cluster.shutdown().await?;
+            let report = report?;
+            if self.json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                spark_tpch::print(&report);
+            }
+            Ok(())
+        });
+        res
+    }
+}
