@@ -1,7 +1,7 @@
 //! The mount table: cv path → object-storage URL, mode and options. Stored only; the UFS
 //! behaviour behind a mount comes later.
 
-use super::types::{InodeBody, Mount, MountMode};
+use super::types::{Mount, MountMode};
 use super::{Applied, State, err};
 use crate::error::{ErrorKind, Result};
 use crate::path::CvPath;
@@ -32,9 +32,9 @@ impl State {
     }
 
     /// Removes the mount, and with it what cv held of the store there: every copy of one of
-    /// its objects (their blocks are queued for deletion), then the directories under the
-    /// mount point left empty. Files with no copy in the store (written through cv and not
-    /// exported, with `force`) stay, as do the mount point and the directories above them.
+    /// its objects (their blocks are queued for deletion). Directories stay (a snapshot of an
+    /// earlier version holds them, and replay must agree with it), as do files with no copy in
+    /// the store (written through cv and not exported, unmounted with `force`).
     pub(super) fn unmount(&mut self, path: &CvPath) -> Result<Applied> {
         if self.data.mounts.remove(path.as_str()).is_none() {
             return err(ErrorKind::NotFound, format!("mount at {path}"));
@@ -49,40 +49,7 @@ impl State {
             self.children_mut(dir).remove(name);
             blocks += self.remove_subtree(c.file_id);
         }
-        self.prune_empty_dirs_under(path);
         Ok(if blocks > 0 { Applied::Deleted { blocks } } else { Applied::Done })
-    }
-
-    /// Removes the directories below `top` (not `top`) that hold nothing, deepest first.
-    fn prune_empty_dirs_under(&mut self, top: &CvPath) {
-        let Ok(root) = self.lookup(top) else { return };
-        // Directories in an order where each comes after its parent; walked backwards, every
-        // child is pruned before its parent is looked at.
-        let mut order = Vec::new();
-        let mut stack = vec![root];
-        while let Some(id) = stack.pop() {
-            if let Ok(InodeBody::Dir { children }) = self.inode(id).map(|i| &i.body) {
-                let dirs: Vec<_> = children.values().copied().collect();
-                order.push(id);
-                stack.extend(dirs);
-            }
-        }
-        for id in order.into_iter().rev().filter(|id| *id != root) {
-            let Ok(inode) = self.inode(id) else { continue };
-            let empty = matches!(&inode.body, InodeBody::Dir { children } if children.is_empty());
-            let parent = inode.parent;
-            if !empty {
-                continue;
-            }
-            let name = self.inode(parent).ok().and_then(|p| match &p.body {
-                InodeBody::Dir { children } => children.iter().find(|(_, c)| **c == id).map(|(n, _)| n.clone()),
-                InodeBody::File(_) => None,
-            });
-            if let Some(name) = name {
-                self.children_mut(parent).remove(&name);
-                self.remove_subtree(id);
-            }
-        }
     }
 
     /// All mounts, sorted by path.
