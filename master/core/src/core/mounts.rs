@@ -39,7 +39,9 @@ impl MasterCore {
                     ),
                 ));
             }
-            copies = g.state.object_copies_under(path).into_iter().map(|c| c.file_id).collect();
+            // The same copies the state's unmount removes: those of this mount's objects.
+            let copies_here = g.state.object_copies_under(path).into_iter();
+            copies = copies_here.filter(|c| c.object.mount == path.as_str()).map(|c| c.file_id).collect();
             Ok(Mutation::Unmount { path: path.as_str().to_owned() })
         })?;
         let mut tails = super::lock(&self.tails);

@@ -40,6 +40,8 @@ final class CvHadoopInputStream extends FSInputStream
     private final IOStatisticsStore fsIo;
     private final int readahead;
     private byte[] buf = new byte[0];
+    /** For read(): no allocation per byte. */
+    private final byte[] one = new byte[1];
     private long bufStart;
     private int bufLen;
     private long pos;
@@ -146,8 +148,7 @@ final class CvHadoopInputStream extends FSInputStream
 
     @Override
     public synchronized int read() throws IOException {
-        byte[] one = new byte[1];
-        return read(one, 0, 1) < 0 ? -1 : one[0] & 0xff;
+        return read(one, 0, 1) <= 0 ? -1 : one[0] & 0xff;
     }
 
     @Override
