@@ -208,7 +208,7 @@ pub async fn run_bench(
     } else {
         None
     };
-    drop(proxy);
+    proxy.shutdown();
 
     let (file, warm_m) = (medians(&warm, 0)?, medians(&warm, 1)?);
     let mut queries: Vec<QueryRow> = file
