@@ -2,6 +2,7 @@
 //! both with their ratio. Run through `cvctl bench <name>` (release build):
 //! the machines are shared and noisy, so only same-run ratios are claimed.
 
+pub mod duckdb_tpch;
 pub mod embedded_s3;
 pub mod failover;
 pub mod fuse_bench;
@@ -12,5 +13,6 @@ pub mod read_bench;
 pub mod report;
 pub mod rtt;
 pub mod spark_tpch;
+pub mod tpch;
 pub mod ufs_scan;
 pub mod wire_codec;

@@ -1,9 +1,7 @@
 //! Spark SQL TPC-H (local mode, PySpark from PyPI) over `file://` on local disk and over
 //! `cv://` on a cache-mode mount of an S3 store behind an added round trip, warm and cold:
-//! issue 22's measure. The engine side is `benches/tpch/spark_tpch.py`; this file lays the
-//! lake out (DuckDB generates the tables, the embedded S3 server holds them, a delaying proxy
-//! stands in for the distance to object storage), runs the runner twice and prints the
-//! table.
+//! issue 22's measure. The engine side is `benches/tpch/spark_tpch.py`; `tpch.rs` lays the
+//! lake out; this file runs the runner twice and prints the table.
 //!
 //! Run order: one Spark session takes turns, pass by pass, between `file://` and `cv://`
 //! after one untimed pass of each (the cv one fills the cache): warm. A second session makes
@@ -11,12 +9,10 @@
 //! `cvctl mount sync` + `cvctl free --wait` dropped every cached block: cold. The runner
 //! checks that every answer is equal on both locations.
 
-use crate::embedded_s3::DelayProxy;
 use crate::open_latency::BenchError;
-use crate::ufs_scan::store::Store;
-use cv_client::{Client, MountMode};
+use crate::tpch::{Lake, medians, query_order, read_report, run};
+use cv_client::Client;
 use serde::Serialize;
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -98,40 +94,6 @@ pub struct SparkTpchReport {
     pub answers_equal: bool,
 }
 
-fn run(cmd: &mut Command) -> Result<String, BenchError> {
-    eprintln!("running {cmd:?}");
-    let out = cmd.stderr(std::process::Stdio::inherit()).output()?;
-    if !out.status.success() {
-        return Err(format!("{cmd:?} failed ({})", out.status).into());
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-/// Generates the tables under `dir/source` and puts them into the store under `<table>/…`;
-/// returns their bytes.
-async fn lay_out(tools: &Tools, cfg: &SparkTpchConfig, store: &Store) -> Result<u64, BenchError> {
-    let source = cfg.dir.join("source");
-    if !source.join("lineitem").is_dir() {
-        run(Command::new(&tools.python)
-            .arg(tools.runner_dir.join("tpch_data.py"))
-            .args(["gen", "--sf", &cfg.sf.to_string(), "--out"])
-            .arg(&source))?;
-    }
-    let mut bytes = 0;
-    for table in std::fs::read_dir(&source)? {
-        let table = table?.path();
-        let name = table.file_name().and_then(|n| n.to_str()).ok_or("a table directory without a name")?.to_string();
-        for f in std::fs::read_dir(&table)? {
-            let f = f?.path();
-            let data = std::fs::read(&f)?;
-            bytes += data.len() as u64;
-            let file = f.file_name().and_then(|n| n.to_str()).ok_or("a file without a name")?;
-            store.put(&format!("{name}/{file}"), data).await?;
-        }
-    }
-    Ok(bytes)
-}
-
 /// The runner's command line for `locations`, `warmup` untimed and `passes` timed passes.
 fn runner(tools: &Tools, cfg: &SparkTpchConfig, client_config: &Path, locations: &[String]) -> Command {
     let mut c = Command::new(&tools.python);
@@ -147,15 +109,6 @@ fn runner(tools: &Tools, cfg: &SparkTpchConfig, client_config: &Path, locations:
     c
 }
 
-fn medians(report: &serde_json::Value, i: usize) -> Result<BTreeMap<String, f64>, BenchError> {
-    let m = report["locations"][i]["medians"].as_object().ok_or("the runner's JSON has no medians")?;
-    Ok(m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_f64()?))).collect())
-}
-
-fn read_report(path: &Path) -> Result<serde_json::Value, BenchError> {
-    Ok(serde_json::from_slice(&std::fs::read(path)?)?)
-}
-
 /// Runs it against the cluster `client` is connected to (its config file `client_config`,
 /// for the Spark side and cvctl).
 pub async fn run_bench(
@@ -164,24 +117,8 @@ pub async fn run_bench(
     client: &Client,
     client_config: &Path,
 ) -> Result<SparkTpchReport, BenchError> {
-    crate::embedded_s3::require()?;
-    let store = Store::embedded(&cfg.dir.join("s3"))?;
-    let bytes = lay_out(tools, cfg, &store).await?;
-    let target = store.addr().ok_or("the embedded store has no address")?;
-    let proxy = DelayProxy::start(target, cfg.rtt / 2)?;
-    let mut options = store.options(Some(&proxy.endpoint()));
-    options.push(("cv.ttl".into(), "1h".into()));
-    client.mount(store.url(), &cfg.mount, MountMode::Cache, options).await?;
-    eprintln!(
-        "spark-tpch: SF {} ({:.0} MiB of Parquet) in {} behind +{:?}, mounted at {}",
-        cfg.sf,
-        bytes as f64 / (1 << 20) as f64,
-        store.url(),
-        cfg.rtt,
-        cfg.mount
-    );
-
-    let file_loc = format!("file://{}", std::fs::canonicalize(cfg.dir.join("source"))?.display());
+    let lake = Lake::start(&tools.python, &tools.runner_dir, cfg.sf, &cfg.dir, cfg.rtt, client, &cfg.mount).await?;
+    let file_loc = format!("file://{}", lake.source.display());
     let cv_loc = format!("cv://cluster{}", cfg.mount);
     let warm_json = cfg.dir.join("warm.json");
     run(runner(tools, cfg, client_config, &[file_loc, cv_loc.clone()])
@@ -208,7 +145,8 @@ pub async fn run_bench(
     } else {
         None
     };
-    proxy.shutdown();
+    let bytes = lake.bytes;
+    lake.shutdown();
 
     let (file, warm_m) = (medians(&warm, 0)?, medians(&warm, 1)?);
     let mut queries: Vec<QueryRow> = file
@@ -220,7 +158,7 @@ pub async fn run_bench(
             cold: cold.as_ref().and_then(|c| c.get(q).copied()),
         })
         .collect();
-    queries.sort_by_key(|r| r.query.trim_start_matches('q').parse::<u32>().unwrap_or(0));
+    queries.sort_by_key(|r| query_order(&r.query));
     Ok(SparkTpchReport {
         sf: cfg.sf,
         rtt_ms: cfg.rtt.as_secs_f64() * 1e3,

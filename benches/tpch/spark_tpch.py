@@ -12,15 +12,12 @@ and the fingerprints.
 """
 
 import argparse
-import hashlib
 import json
-import math
 import os
 import statistics
 import subprocess
 import sys
 import time
-from decimal import Decimal
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tpch_data  # noqa: E402
@@ -54,24 +51,6 @@ def session(a):
     spark = b.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
-
-
-def norm(v):
-    """A value as text that does not depend on how the engine summed: floats to 9 significant
-    digits (decimals are exact)."""
-    if isinstance(v, float):
-        return "nan" if math.isnan(v) else f"{v:.9g}"
-    if isinstance(v, Decimal):
-        return format(v.normalize(), "f")
-    return str(v)
-
-
-def fingerprint(rows, ordered):
-    lines = ["|".join(norm(v) for v in r) for r in rows]
-    if not ordered:
-        lines.sort()
-    h = hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16]
-    return f"{len(rows)}:{h}"
 
 
 def main():
@@ -122,7 +101,7 @@ def main():
                 rows = spark.sql(q).collect()
                 dt = time.perf_counter() - t0
                 total += dt
-                fp = fingerprint(rows, ordered="order by" in q.lower())
+                fp = tpch_data.fingerprint(rows, ordered="order by" in q.lower())
                 if prints.setdefault(n, (loc, fp))[1] != fp:
                     sys.exit(f"q{n} on {loc}, pass {p}: answered {fp}; {prints[n][0]} answered {prints[n][1]}")
                 if timed:

@@ -8,8 +8,11 @@ loaded from its file: nothing is downloaded at run time).
 
 import argparse
 import glob
+import hashlib
+import math
 import os
 import sys
+from decimal import Decimal
 
 TABLES = ["region", "nation", "supplier", "customer", "part", "partsupp", "orders", "lineitem"]
 
@@ -49,6 +52,26 @@ def queries():
     con = connect()
     rows = con.execute("SELECT query_nr, query FROM tpch_queries() ORDER BY query_nr").fetchall()
     return {n: q.strip().rstrip(";") for n, q in rows}
+
+
+def norm(v):
+    """A value as text that does not depend on how the engine summed: floats to 9 significant
+    digits (decimals are exact)."""
+    if isinstance(v, float):
+        return "nan" if math.isnan(v) else f"{v:.9g}"
+    if isinstance(v, Decimal):
+        return format(v.normalize(), "f")
+    return str(v)
+
+
+def fingerprint(rows, ordered):
+    """Row count and a hash of the rows as text (sorted unless the query orders them): two
+    locations answered the same iff their fingerprints are equal."""
+    lines = ["|".join(norm(v) for v in r) for r in rows]
+    if not ordered:
+        lines.sort()
+    h = hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16]
+    return f"{len(rows)}:{h}"
 
 
 def main():

@@ -1,6 +1,8 @@
 //! `cvctl bench …`: each benchmark prints the baseline and cv side by side
 //! from one run, with their ratio; `--json` prints the same as JSON.
 
+mod duckdb;
+mod engines;
 mod failover;
 mod fuse;
 mod meta;
@@ -148,6 +150,11 @@ pub enum Bench {
     /// and cold, with every answer checked equal. Needs feature `embedded-s3` and
     /// libcv_capi.so (`cargo build --release -p cv-capi`).
     SparkTpch(spark::SparkTpchArgs),
+    /// DuckDB TPC-H (duckdb from PyPI, `scripts/install-spark`'s venv) on local disk and through
+    /// a `cvctl fuse` mount of a cache-mode mount of an embedded S3 server behind an added round
+    /// trip: warm, and with the page cache dropped before every query; cv's CPU per pass. Needs
+    /// root and feature `embedded-s3`.
+    DuckdbTpch(duckdb::DuckdbTpchArgs),
     /// kill -9 one of three workers (each in its own network namespace, a real S3 server on
     /// the rig's bridge) while readers loop over cache-mode files: failed reads, wrong bytes,
     /// read latency before, during and after the failover, time until every read is served
@@ -182,6 +189,7 @@ impl Bench {
             Bench::Read(a) => a.run(),
             Bench::Scan(a) => a.run(),
             Bench::SparkTpch(a) => a.run(),
+            Bench::DuckdbTpch(a) => a.run(),
             Bench::Fuse(a) => a.run(),
             Bench::Failover(a) => a.run(),
             Bench::MasterCrash(a) => a.run(),

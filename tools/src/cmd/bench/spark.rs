@@ -3,6 +3,7 @@
 //! `embedded-s3`). The work is in `cv_benches::spark_tpch`; this file is the command line,
 //! where the engine's pieces are, and the cluster.
 
+use super::engines::{engine_python, repo_root};
 use crate::cluster::{ClusterOptions, LocalCluster};
 use crate::cmd::CmdResult;
 use crate::connect::runtime;
@@ -51,29 +52,10 @@ pub struct SparkTpchArgs {
     json: bool,
 }
 
-/// The repository's root, from this binary's place (`target/<profile>/cvctl`) or the
-/// working directory.
-fn repo_root() -> Result<PathBuf, BenchError> {
-    let exe = std::env::current_exe()?;
-    for dir in exe.ancestors().chain(std::env::current_dir()?.ancestors()) {
-        if dir.join("benches/tpch/spark_tpch.py").is_file() {
-            return Ok(dir.to_path_buf());
-        }
-    }
-    Err("cannot find benches/tpch/spark_tpch.py: run cvctl from the cv repository".into())
-}
-
 impl SparkTpchArgs {
     fn tools(&self, dir: &Path) -> Result<Tools, BenchError> {
         let root = repo_root()?;
-        let venv =
-            self.venv.clone().or_else(|| std::env::var_os("CV_SPARK_VENV").map(PathBuf::from)).unwrap_or_else(|| {
-                PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/cv/venv-spark")
-            });
-        let python = venv.join("bin/python");
-        if !python.is_file() {
-            return Err(format!("{}: no venv; run scripts/install-spark", venv.display()).into());
-        }
+        let python = engine_python(self.venv.as_deref())?;
         let cvctl = std::env::current_exe()?;
         let native_lib = match &self.native_lib {
             Some(p) => p.clone(),

@@ -1,0 +1,106 @@
+//! `cvctl bench duckdb-tpch`: DuckDB TPC-H on local disk and through a `cvctl fuse` mount of a
+//! cache-mode mount of the embedded S3 server behind an added round trip, warm and with the
+//! page cache dropped before every query (root; feature `embedded-s3`). The work is in
+//! `cv_benches::duckdb_tpch`; this file is the command line and the cluster.
+
+use super::engines::{engine_python, repo_root};
+use crate::cluster::{ClusterOptions, LocalCluster};
+use crate::cmd::CmdResult;
+use crate::connect::runtime;
+use clap::Args;
+use cv_benches::duckdb_tpch::{self, DuckdbTpchConfig, Tools};
+use cv_benches::open_latency::BenchError;
+use cv_net::config::{ByteSize, Dur};
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
+
+/// Arguments of `cvctl bench duckdb-tpch`.
+#[derive(Args, Debug)]
+pub struct DuckdbTpchArgs {
+    /// TPC-H scale factor.
+    #[arg(long, default_value_t = 1.0)]
+    sf: f64,
+    /// Timed warm passes of the 22 queries on each location (after one untimed pass each).
+    #[arg(long, default_value_t = 3)]
+    passes: u32,
+    /// Timed passes with the page cache dropped before every query; 0 skips them.
+    #[arg(long, default_value_t = 3)]
+    cold_passes: u32,
+    /// Round-trip time added in front of the store (a delaying TCP proxy).
+    #[arg(long, default_value = "5ms")]
+    rtt: Dur,
+    /// Only these queries, e.g. `1,6,14`.
+    #[arg(long, default_value = "")]
+    queries: String,
+    /// DuckDB's threads.
+    #[arg(long, default_value_t = 2)]
+    threads: u32,
+    /// The venv of `scripts/install-spark` (default ~/.cache/cv/venv-spark, or CV_SPARK_VENV).
+    #[arg(long)]
+    venv: Option<PathBuf>,
+    /// Work directory (default: a temporary one, removed at the end). A `source/` with the
+    /// tables from an earlier run is used again.
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+impl DuckdbTpchArgs {
+    /// Runs the benchmark.
+    pub fn run(self) -> CmdResult {
+        cv_benches::embedded_s3::require()?;
+        // Dropping the page cache and mounting without fusermount need root.
+        if std::fs::metadata("/proc/self")?.uid() != 0 {
+            return Err("cvctl bench duckdb-tpch drops the page cache and mounts cv with FUSE: run it as root".into());
+        }
+        if self.passes == 0 || self.threads == 0 || self.sf.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
+            return Err("--passes and --threads must be at least 1 and --sf above 0".into());
+        }
+        let tmp = tempfile::Builder::new().prefix("cv-bench-duckdb-").tempdir()?;
+        let dir = std::fs::canonicalize(match &self.dir {
+            Some(d) => {
+                std::fs::create_dir_all(d)?;
+                d.clone()
+            }
+            None => tmp.path().to_path_buf(),
+        })?;
+        let tools = Tools {
+            python: engine_python(self.venv.as_deref())?,
+            runner_dir: repo_root()?.join("benches/tpch"),
+            cvctl: std::env::current_exe()?,
+        };
+        let cfg = DuckdbTpchConfig {
+            sf: self.sf,
+            passes: self.passes,
+            cold_passes: self.cold_passes,
+            rtt: self.rtt.0,
+            queries: self.queries.clone(),
+            threads: self.threads,
+            dir: dir.clone(),
+            mount: "/tpch".into(),
+        };
+        let res: Result<(), BenchError> = runtime()?.block_on(async move {
+            let cluster_dir = dir.join("cluster");
+            let _ = std::fs::remove_dir_all(&cluster_dir);
+            let opts = ClusterOptions {
+                capacity: ByteSize((3.0 * self.sf * ByteSize::gib(1).bytes() as f64) as u64 + ByteSize::gib(1).bytes()),
+                ..ClusterOptions::ephemeral(&cluster_dir)
+            };
+            let cluster = LocalCluster::start(&opts).await?;
+            let client = cluster.client().await?;
+            let report = duckdb_tpch::run_bench(&tools, &cfg, &client, cluster.client_config()).await;
+            client.close();
+            cluster.shutdown().await?;
+            let report = report?;
+            if self.json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                duckdb_tpch::print(&report);
+            }
+            Ok(())
+        });
+        res
+    }
+}

@@ -1,0 +1,31 @@
+//! Where the engine benchmarks (`bench spark-tpch`, `bench duckdb-tpch`) find their runners
+//! and the Python that runs them.
+
+use cv_benches::open_latency::BenchError;
+use std::path::{Path, PathBuf};
+
+/// The repository's root (the one holding `benches/tpch`), from this binary's place
+/// (`target/<profile>/cvctl`) or the working directory.
+pub fn repo_root() -> Result<PathBuf, BenchError> {
+    let exe = std::env::current_exe()?;
+    for dir in exe.ancestors().chain(std::env::current_dir()?.ancestors()) {
+        if dir.join("benches/tpch/tpch_data.py").is_file() {
+            return Ok(dir.to_path_buf());
+        }
+    }
+    Err("cannot find benches/tpch: run cvctl from the cv repository".into())
+}
+
+/// Python of the venv `scripts/install-spark` makes (pyspark, duckdb, duckdb-extension-tpch):
+/// `venv`, else $CV_SPARK_VENV, else ~/.cache/cv/venv-spark.
+pub fn engine_python(venv: Option<&Path>) -> Result<PathBuf, BenchError> {
+    let venv = venv
+        .map(Path::to_path_buf)
+        .or_else(|| std::env::var_os("CV_SPARK_VENV").map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/cv/venv-spark"));
+    let python = venv.join("bin/python");
+    if !python.is_file() {
+        return Err(format!("{}: no venv; run scripts/install-spark", venv.display()).into());
+    }
+    Ok(python)
+}
