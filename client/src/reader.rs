@@ -1,5 +1,6 @@
 //! Sequential reads with read-ahead: up to `prefetch_depth` chunks are in
-//! flight ahead of the reader.
+//! flight ahead of the reader, starting from two and doubling as the reader
+//! takes them, so a reader that stops early has not fetched much it never reads.
 
 use crate::block::Received;
 use crate::error::{Error, ErrorKind, Result};
@@ -16,6 +17,8 @@ pub struct SequentialReader {
     /// Next byte to request.
     next_fetch: u64,
     inflight: VecDeque<JoinHandle<Result<Received>>>,
+    /// Chunks kept in flight now: grows to `prefetch_depth`.
+    window: usize,
     /// What is left of the chunk being read, as received (copied once, into the caller's buffer).
     current: Received,
 }
@@ -28,6 +31,7 @@ impl SequentialReader {
             pos: offset,
             next_fetch: offset,
             inflight: VecDeque::new(),
+            window: 2,
             current: Received::default(),
         }
     }
@@ -37,10 +41,16 @@ impl SequentialReader {
         self.pos
     }
 
+    /// End of the bytes already asked for: reading up to here costs no new request.
+    pub fn fetched_end(&self) -> u64 {
+        self.next_fetch
+    }
+
     fn refill(&mut self) {
         let settings = self.file.client().settings();
         let chunk = settings.read_chunk.bytes();
-        while self.inflight.len() < settings.prefetch_depth as usize && self.next_fetch < self.file.len() {
+        let window = self.window.min(settings.prefetch_depth as usize);
+        while self.inflight.len() < window && self.next_fetch < self.file.len() {
             let off = self.next_fetch;
             let len = chunk.min(self.file.len() - off) as usize;
             self.next_fetch += len as u64;
@@ -55,6 +65,7 @@ impl SequentialReader {
             self.refill();
             let Some(next) = self.inflight.pop_front() else { return Ok(0) };
             self.current = next.await.map_err(|e| Error::new(ErrorKind::Other, format!("read-ahead task: {e}")))??;
+            self.window = self.window.saturating_mul(2);
             self.refill();
             if self.current.is_empty() {
                 return Ok(0);
