@@ -26,7 +26,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use device::DeviceChoice;
-pub use series::{SerialBound, Series, Source, Verdict, Workload, serial_bounds, verdicts};
+pub use series::{SerialBound, Series, Source, Verdict, Workload, serial_bounds, short_circuit_verdicts, verdicts};
 
 /// What went wrong in the read benchmark.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -192,20 +192,28 @@ pub struct ReadReport {
     pub series: Vec<Series>,
     /// The issue's goals against this run's limits (the median round's value of each).
     pub verdicts: Vec<Verdict>,
+    /// Issue 23's goals for the short-circuit series, when measured.
+    pub short_circuit_verdicts: Vec<Verdict>,
     /// Not goals: where depth-1 reads stand against a disk read and a QUIC request in series.
     pub serial_bounds: Vec<SerialBound>,
 }
 
 /// Writes the data set through `client`, warms it, then measures every
 /// series; the data set is removed from cv afterwards, also on error. `log`
-/// receives progress lines.
-pub async fn run(client: &Client, opts: &ReadBenchOptions, log: &dyn Fn(&str)) -> Result<ReadReport> {
+/// receives progress lines. With `local`, a client that reads short-circuit (`client` then
+/// should not), every workload is also measured through it.
+pub async fn run(
+    client: &Client,
+    local: Option<&Client>,
+    opts: &ReadBenchOptions,
+    log: &dyn Fn(&str),
+) -> Result<ReadReport> {
     opts.validate(client.settings().read_chunk.bytes())?;
     let tool = device::DeviceTool::pick(opts.device)?;
 
     log(&format!("writing {} B through cv under {} ({} B files)", opts.total, opts.cv_dir, opts.file_size));
     let data = cv::DataSet::write(client, &opts.cv_dir, opts.total, opts.file_size).await?;
-    let measured = measure(client, opts, &data, &tool, log).await;
+    let measured = measure(client, local, opts, &data, &tool, log).await;
     let removed = data.remove(client).await;
     let (series, verified) = measured?;
     removed?;
@@ -220,6 +228,7 @@ pub async fn run(client: &Client, opts: &ReadBenchOptions, log: &dyn Fn(&str)) -
         dataset_bytes: opts.total,
         verified_bytes: verified,
         verdicts: verdicts(&series),
+        short_circuit_verdicts: short_circuit_verdicts(&series),
         serial_bounds: serial_bounds(&series),
         series,
     })
@@ -229,6 +238,7 @@ pub async fn run(client: &Client, opts: &ReadBenchOptions, log: &dyn Fn(&str)) -
 /// device, QUIC and cv back to back. Returns the series and the bytes checked.
 async fn measure(
     client: &Client,
+    local: Option<&Client>,
     opts: &ReadBenchOptions,
     data: &cv::DataSet,
     tool: &device::DeviceTool,
@@ -238,6 +248,15 @@ async fn measure(
     let (seq_block, seq_depth) = (settings.read_chunk.bytes(), settings.prefetch_depth);
     log("warming: reading every byte once through cv and checking it");
     let mut verified = data.warm(client).await?;
+    let local = match local {
+        Some(c) => {
+            log("warming the short-circuit client (a lease per block)");
+            let set = data.reopen(c).await?;
+            verified += set.warm(c).await?;
+            Some((c, set))
+        }
+        None => None,
+    };
 
     log(&format!("writing the {} B device file under {}", opts.total, opts.device_dir.display()));
     let dev_file = device::DeviceFile::create(&opts.device_dir, opts.total).await?;
@@ -255,6 +274,12 @@ async fn measure(
         let (s, v) = data.sequential(client, opts.verify_all).await?;
         series.push(s.with_cpu(&cpu).with_stages(stages(opts)).in_round(r));
         verified += v;
+        if let Some((c, set)) = &local {
+            let cpu = cpu::Snapshot::take();
+            let (s, v) = set.sequential(c, opts.verify_all).await?;
+            series.push(short_circuit(s).with_cpu(&cpu).in_round(r));
+            verified += v;
+        }
         for &depth in &opts.rand_depths {
             let (block, secs) = (opts.rand_block, opts.duration);
             log(&format!("{round}random {block} B reads, depth {depth}, {secs:?} each: device, QUIC, cv"));
@@ -266,11 +291,24 @@ async fn measure(
             let (s, v) = data.random(block, depth, secs, opts.verify_all).await?;
             series.push(s.with_cpu(&cpu).with_stages(stages(opts)).in_round(r));
             verified += v;
+            if let Some((_, set)) = &local {
+                let cpu = cpu::Snapshot::take();
+                let (s, v) = set.random(block, depth, secs, opts.verify_all).await?;
+                series.push(short_circuit(s).with_cpu(&cpu).in_round(r));
+                verified += v;
+            }
         }
     }
     quic.shutdown();
     dev_file.remove();
     Ok((series, verified))
+}
+
+/// A cv series measured through the short-circuit client.
+fn short_circuit(mut s: Series) -> Series {
+    s.source = Source::ShortCircuit;
+    s.label = format!("{} (short-circuit)", s.label);
+    s
 }
 
 fn arm(opts: &ReadBenchOptions) {

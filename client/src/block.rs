@@ -34,6 +34,19 @@ impl Dst<'_> {
         }
     }
 
+    /// Puts `bytes`, exactly the length asked for, there.
+    pub(crate) fn put(&mut self, bytes: Bytes) {
+        match self {
+            Dst::Slice(s) => s.copy_from_slice(&bytes),
+            Dst::Received(r) => {
+                r.clear();
+                if !bytes.is_empty() {
+                    r.push(bytes);
+                }
+            }
+        }
+    }
+
     fn len(&self, want: usize) -> usize {
         match self {
             Dst::Slice(s) => s.len(),

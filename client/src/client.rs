@@ -31,6 +31,8 @@ pub(crate) struct Inner {
     /// Request ids, one per call: its retries reuse it, so a mutation whose reply was lost
     /// is answered again by the master, not applied twice.
     call_ids: AtomicU64,
+    /// Short-circuit reads of blocks on this host's workers.
+    local: crate::local::Local,
 }
 
 impl Client {
@@ -45,7 +47,7 @@ impl Client {
         let pool = Pool::new(endpoint, settings.node.clone(), transport.idle_timeout.get());
         let call_ids = AtomicU64::new(cv_net::rpc::random_request_id());
         let masters = MasterList::new(settings.master, &settings.masters);
-        let client = Client { inner: Arc::new(Inner { settings, pool, masters, call_ids }) };
+        let client = Client { inner: Arc::new(Inner { settings, pool, masters, call_ids, local: Default::default() }) };
         // Dials the masters so that errors show early: all at once, the first to answer becomes
         // the current one (the first call finds the leader), so one that is down costs nothing.
         let inner = &client.inner;
@@ -149,6 +151,12 @@ impl Client {
         let addr = loc.addr.socket_addr();
         let worker = WorkerAt { worker_id: loc.worker_id, shard: loc.shard, addr };
         worker.check_down(self, confirmed)?;
+        if self.inner.settings.short_circuit
+            && let Some(bytes) = self.inner.local.read(self, worker, req.block_id, req.offset, req.len).await
+        {
+            dst.put(bytes);
+            return Ok(());
+        }
         let mut attempts = Attempts::until(&self.inner.settings, "read block", deadline);
         let mut verified: Option<ReadBlock> = None;
         loop {
@@ -169,6 +177,11 @@ impl Client {
                 }
             }
         }
+    }
+
+    /// Counters of short-circuit reads (blocks read from a local worker's data files).
+    pub fn short_circuit_stats(&self) -> crate::LocalStats {
+        self.inner.local.stats()
     }
 
     /// One call to a worker's shard, with the retries of [`Client::call`] until the deadline,

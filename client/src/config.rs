@@ -28,6 +28,9 @@ pub struct ClientSettings {
     pub read_chunk: cv_net::config::ByteSize,
     /// Name shown in server logs.
     pub node: String,
+    /// Read blocks of workers on this host straight from their data files (short-circuit
+    /// reads, `wire/FORMAT.md`) instead of over QUIC. Off: every read goes over QUIC.
+    pub short_circuit: bool,
 }
 
 impl Default for ClientSettings {
@@ -41,6 +44,7 @@ impl Default for ClientSettings {
             prefetch_depth: 8,
             read_chunk: cv_net::config::ByteSize::mib(1),
             node: "cv-client".into(),
+            short_circuit: true,
         }
     }
 }

@@ -8,6 +8,7 @@
 
 pub mod config;
 mod error;
+pub mod local;
 pub mod masters;
 pub mod quic;
 pub mod timeline;

@@ -154,6 +154,12 @@ kinds! {
     DeleteBlocks = 68 => msg::DeleteBlocks,
     StatBlock = 69 => msg::StatBlock,
     StatBlockOk = 70 => msg::StatBlockOk,
+    LocalHello = 71 => msg::LocalHello,
+    LocalHelloOk = 72 => msg::LocalHelloOk,
+    LeaseBlock = 73 => msg::LeaseBlock,
+    LeaseBlockOk = 74 => msg::LeaseBlockOk,
+    LocalOpen = 75 => msg::LocalOpen,
+    LocalOpenOk = 76 => msg::LocalOpenOk,
 
     Report = 96 => msg::Report,
     ReportOk = 97 => msg::ReportOk,

@@ -27,6 +27,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::store::{DataDir, StoreConfig, Watermarks};
 
+/// Longest path a Unix socket may be bound to (`sun_path` less its NUL).
+const MAX_SOCKET_PATH: usize = 107;
+
 /// One data directory and the bytes the whole worker may use in it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -105,6 +108,14 @@ pub struct WorkerSettings {
     pub mount_refresh: Dur,
     /// Deadline of the fetch pool's connect to the master and of each of its calls there.
     pub master_call_timeout: Dur,
+    /// Serve short-circuit reads: clients on this host read committed blocks from the data
+    /// files themselves, through descriptors passed on a Unix socket (`wire/FORMAT.md`).
+    pub local_reads: bool,
+    /// That socket's path; empty: `local.sock` in the first data directory.
+    pub local_socket: PathBuf,
+    /// How long a short-circuit reader's lease on a block's extent lasts: an evicted or
+    /// deleted block's space is reused that much later at most.
+    pub local_lease: Dur,
 }
 
 impl Default for WorkerSettings {
@@ -131,6 +142,9 @@ impl Default for WorkerSettings {
             ufs_threads: 2,
             mount_refresh: Dur::secs(30),
             master_call_timeout: Dur::secs(5),
+            local_reads: true,
+            local_socket: PathBuf::new(),
+            local_lease: Dur::secs(5),
         }
     }
 }
@@ -219,7 +233,24 @@ impl WorkerSettings {
         if self.master_call_timeout.get().is_zero() {
             return Err(ConfigError::new(f("master_call_timeout"), "must be > 0"));
         }
+        let lease = self.local_lease.get();
+        if lease < std::time::Duration::from_millis(100) || lease > std::time::Duration::from_secs(60) {
+            return Err(ConfigError::new(f("local_lease"), "must be between 100ms and 60s"));
+        }
+        if self.local_socket.as_os_str().len() > MAX_SOCKET_PATH {
+            return Err(ConfigError::new(f("local_socket"), format!("must be at most {MAX_SOCKET_PATH} bytes")));
+        }
         Ok(())
+    }
+
+    /// The short-circuit socket's path: `local_socket`, else `local.sock` in the first data
+    /// directory; `None` if that default is longer than a Unix socket path may be.
+    pub fn local_socket_path(&self) -> Option<PathBuf> {
+        let path = match self.local_socket.as_os_str().is_empty() {
+            false => self.local_socket.clone(),
+            true => self.data_dirs.first()?.path.join("local.sock"),
+        };
+        (path.as_os_str().len() <= MAX_SOCKET_PATH).then_some(path)
     }
 
     /// The store configuration of shard `index` out of `shards`: its directory under each

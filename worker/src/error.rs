@@ -18,6 +18,8 @@ pub enum WorkerErrorKind {
     Bind,
     /// A shard thread ended unexpectedly (it panicked or exited early).
     ShardGone,
+    /// The short-circuit socket could not be served (its files or socket).
+    Local,
 }
 
 impl WorkerErrorKind {
@@ -30,6 +32,7 @@ impl WorkerErrorKind {
             WorkerErrorKind::Store => "store",
             WorkerErrorKind::Bind => "bind",
             WorkerErrorKind::ShardGone => "shard_gone",
+            WorkerErrorKind::Local => "local",
         }
     }
 }

@@ -15,6 +15,7 @@ pub mod config;
 mod control;
 pub mod cores;
 mod error;
+mod local;
 mod server;
 mod shard;
 pub mod store;

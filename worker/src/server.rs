@@ -14,6 +14,7 @@ use crate::config::WorkerSettings;
 use crate::control::{self, ControlHandle, ControlSpec};
 use crate::cores::allowed_cpus;
 use crate::error::{Result, WorkerError, WorkerErrorKind};
+use crate::local::{LocalServe, LocalServer};
 use crate::shard::{self, ShardCmd, ShardSpec, Started, host_port};
 use crate::ufs::{MasterSpec, PoolSpec, UfsPool};
 use cv_rt::quic::EndpointOptions;
@@ -31,6 +32,7 @@ pub struct WorkerHandle {
     routes: Arc<[String]>,
     control: Option<ControlHandle>,
     ufs: Option<UfsPool>,
+    local: Option<LocalServer>,
 }
 
 impl WorkerServer {
@@ -82,6 +84,7 @@ impl WorkerServer {
             None => None,
         };
 
+        let local = local_serve(&settings);
         let mut starting = Vec::with_capacity(usize::from(n));
         for i in 0..n {
             let port = if settings.base_port == 0 { 0 } else { settings.base_port + i };
@@ -97,6 +100,7 @@ impl WorkerServer {
                 node: format!("{}/shard-{i}", settings.node),
                 limits: Limits::DEFAULT,
                 ufs: ufs.as_ref().map(UfsPool::fetcher),
+                local: local.clone(),
             };
             match shard::spawn(spec) {
                 Ok(s) => starting.push(s),
@@ -126,7 +130,14 @@ impl WorkerServer {
             let _ = s.routes.send(routes.clone());
         }
         let shards: Vec<_> = started.into_iter().map(|s| (s.cmds, s.thread)).collect();
-        let mut handle = WorkerHandle { shards, addrs, routes, control: None, ufs };
+        // After the shards: their stores have created the data files it opens.
+        let local = local.as_ref().and_then(|serve| {
+            let files: Vec<_> = (0..n).map(|i| settings.store_config(i, n).data_paths()).collect();
+            LocalServer::start(serve, &files)
+                .inspect_err(|e| tracing::warn!(error = %e, "short-circuit reads not served"))
+                .ok()
+        });
+        let mut handle = WorkerHandle { shards, addrs, routes, control: None, ufs, local };
         if let Some(masters) = masters {
             let heartbeat = settings.heartbeat_interval.get();
             let spec = ControlSpec {
@@ -160,6 +171,27 @@ impl WorkerServer {
         }
         tracing::info!(shards = n, routes = ?handle.routes, master = ?settings.master, "worker started");
         Ok(handle)
+    }
+}
+
+/// What the shards answer `LocalHello` with, if short-circuit reads are served: a setting,
+/// and a socket path that fits (a worker that cannot serve them still serves over QUIC).
+fn local_serve(settings: &WorkerSettings) -> Option<Arc<LocalServe>> {
+    if !settings.local_reads {
+        return None;
+    }
+    let Some(path) = settings.local_socket_path() else {
+        tracing::warn!(
+            "short-circuit reads not served: the socket path in the first data dir is too long (set worker.local_socket)"
+        );
+        return None;
+    };
+    match LocalServe::new(&path, settings.local_lease.get()) {
+        Ok(s) => Some(Arc::new(s)),
+        Err(e) => {
+            tracing::warn!(error = %e, "short-circuit reads not served");
+            None
+        }
     }
 }
 
@@ -207,6 +239,9 @@ impl WorkerHandle {
     fn stop(&mut self) -> Result<()> {
         if let Some(c) = self.control.take() {
             c.stop();
+        }
+        if let Some(l) = self.local.take() {
+            l.stop();
         }
         for (cmds, _) in &self.shards {
             let _ = cmds.send(ShardCmd::Shutdown);

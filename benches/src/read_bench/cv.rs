@@ -68,6 +68,15 @@ impl DataSet {
         Ok(DataSet { dir: dir.to_string(), files })
     }
 
+    /// The same files opened through another client.
+    pub async fn reopen(&self, client: &Client) -> Result<DataSet> {
+        let mut files = Vec::with_capacity(self.files.len());
+        for f in &self.files {
+            files.push(client.open(&f.status().path).await.map_err(|e| ReadBenchError::cv("open", e))?);
+        }
+        Ok(DataSet { dir: self.dir.clone(), files })
+    }
+
     /// Files in the set.
     pub fn len(&self) -> usize {
         self.files.len()

@@ -26,6 +26,10 @@ pub enum Source {
     Cv,
     /// cv through its FUSE mount: kernel → mount (client) → worker shard.
     Fuse,
+    /// cv's short-circuit reads: the client on the worker's host reads the data files itself
+    /// (O_DIRECT on its own io_uring), after a lease per block over QUIC.
+    #[serde(rename = "short-circuit")]
+    ShortCircuit,
 }
 
 /// Access pattern.
@@ -207,6 +211,30 @@ pub fn verdicts(series: &[Series]) -> Vec<Verdict> {
         match out.iter_mut().find(|o| o.goal == v.goal) {
             Some(o) => o.rounds.push(v.value),
             None => out.push(v),
+        }
+    }
+    out.into_iter().map(|v| Verdict { value: median(&v.rounds), ..v }.judged()).collect()
+}
+
+/// Issue 23's goal for short-circuit reads: ≥ 90 % of the device's throughput or IOPS at the
+/// same depth, per round, judged on the median of the rounds.
+pub fn short_circuit_verdicts(series: &[Series]) -> Vec<Verdict> {
+    let mut out: Vec<Verdict> = Vec::new();
+    for sc in series.iter().filter(|s| s.source == Source::ShortCircuit) {
+        let Some(dev) = find(series, Source::Device, sc) else { continue };
+        let (goal, value) = match sc.workload {
+            Workload::Sequential => (
+                format!("sequential, depth {}: short-circuit ≥ 90 % of the device", sc.depth),
+                sc.gib_s / dev.gib_s.max(1e-12),
+            ),
+            Workload::Random => (
+                format!("random, depth {}: short-circuit IOPS ≥ 90 % of the device's", sc.depth),
+                sc.iops / dev.iops.max(1e-12),
+            ),
+        };
+        match out.iter_mut().find(|o| o.goal == goal) {
+            Some(o) => o.rounds.push(value),
+            None => out.push(Verdict::at_least(goal, value, 0.9)),
         }
     }
     out.into_iter().map(|v| Verdict { value: median(&v.rounds), ..v }.judged()).collect()

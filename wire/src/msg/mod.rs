@@ -5,6 +5,7 @@
 mod admin;
 mod block;
 mod conn;
+mod local;
 mod mount;
 mod namespace;
 mod raft;
@@ -13,6 +14,7 @@ mod registry;
 pub use admin::*;
 pub use block::*;
 pub use conn::*;
+pub use local::*;
 pub use mount::*;
 pub use namespace::*;
 pub use raft::*;

@@ -36,6 +36,8 @@ pub(crate) struct ShardCtx {
     pub(crate) gate: Gate,
     /// Blocks being fetched from object storage (one fetch per block).
     pub(crate) fills: Rc<Fills>,
+    /// Short-circuit reads, when served.
+    pub(crate) local: Option<Arc<crate::local::LocalServe>>,
 }
 
 /// Accepts connections until the endpoint closes.

@@ -5,8 +5,8 @@
 //! block of a sibling shard is refused with `WrongShard` naming that shard's address.
 
 use cv_wire::msg::{
-    ArchivedBlockSource, BlockSource, DeleteBlocks, Done, Ping, Pong, ReadBlock, ReadBlockOk, StatBlock, StatBlockOk,
-    UfsRef, WriteBlock, WriteBlockOk,
+    ArchivedBlockSource, BlockSource, DeleteBlocks, Done, LeaseBlock, LeaseBlockOk, LocalHello, LocalHelloOk, Ping,
+    Pong, ReadBlock, ReadBlockOk, StatBlock, StatBlockOk, UfsRef, WriteBlock, WriteBlockOk,
 };
 use cv_wire::{ErrorCode, Frame, Inbound, Kind, Message, block_shard};
 
@@ -44,6 +44,8 @@ pub(crate) async fn dispatch(ctx: &ShardCtx, head: Inbound, recv: &mut RecvStrea
     let result = match frame.kind() {
         Kind::ReadBlock => read_block(ctx, &frame).await,
         Kind::StatBlock => stat_block(ctx, &frame),
+        Kind::LocalHello => local_hello(ctx, &frame),
+        Kind::LeaseBlock => lease_block(ctx, &frame),
         Kind::DeleteBlocks => delete_blocks(ctx, &frame).await,
         Kind::Ping => match frame.access::<Ping>() {
             Ok(p) => {
@@ -195,6 +197,41 @@ fn stat_block(ctx: &ShardCtx, frame: &Frame) -> Result<Reply, Refusal> {
     owned(ctx, block_id)?;
     let block = ctx.store.lookup(block_id)?;
     let ok = StatBlockOk { len: block.len(), pinned: block.pinned(), in_memory: ctx.store.in_memory(&block) };
+    Ok(Reply::ok(frame.header().request_id, &ok))
+}
+
+/// How a client on this host reaches the data files (`wire/FORMAT.md`, short-circuit reads).
+fn local_hello(ctx: &ShardCtx, frame: &Frame) -> Result<Reply, Refusal> {
+    frame.access::<LocalHello>()?;
+    let Some(local) = &ctx.local else {
+        return Err(Refusal::new(ErrorCode::Unsupported, "this worker does not serve short-circuit reads"));
+    };
+    let ok = LocalHelloOk {
+        boot_id: local.boot_id.clone(),
+        socket: local.socket.clone(),
+        token: local.token.to_vec(),
+        shard: ctx.index,
+    };
+    Ok(Reply::ok(frame.header().request_id, &ok))
+}
+
+/// Leases a committed block's extent to a short-circuit reader. A block not stored here is
+/// `NotFound`: the reader reads it over QUIC, which fills it.
+fn lease_block(ctx: &ShardCtx, frame: &Frame) -> Result<Reply, Refusal> {
+    let block_id = frame.access::<LeaseBlock>()?.block_id.to_native();
+    owned(ctx, block_id)?;
+    let Some(local) = &ctx.local else {
+        return Err(Refusal::new(ErrorCode::Unsupported, "this worker does not serve short-circuit reads"));
+    };
+    let (stat, crcs) = ctx.store.lease(block_id, local.lease)?;
+    let ok = LeaseBlockOk {
+        dir: stat.dir,
+        disk_offset: stat.disk_offset,
+        len: stat.len,
+        chunk_size: stat.chunk_size,
+        crcs: crcs.to_vec(),
+        lease_ms: u32::try_from(local.lease.as_millis()).unwrap_or(u32::MAX),
+    };
     Ok(Reply::ok(frame.header().request_id, &ok))
 }
 

@@ -11,6 +11,7 @@ use super::conn::{ShardCtx, accept_loop};
 use super::fill::Fills;
 use super::{ShardCmd, ShardReport};
 use crate::error::{Result, WorkerError, WorkerErrorKind};
+use crate::local::LocalServe;
 use crate::store::BlockStore;
 use crate::store::StoreConfig;
 use crate::ufs::Fetcher;
@@ -37,6 +38,8 @@ pub(crate) struct ShardSpec {
     pub(crate) limits: Limits,
     /// The object-store fetch pool (none without a master to resolve mounts).
     pub(crate) ufs: Option<Fetcher>,
+    /// Short-circuit reads, when served.
+    pub(crate) local: Option<Arc<LocalServe>>,
 }
 
 pub(crate) fn thread_main(
@@ -95,6 +98,7 @@ async fn shard_main(
             limits: spec.limits,
             gate: gate.clone(),
             fills: Rc::new(Fills::new(store.clone(), spec.ufs)),
+            local: spec.local,
         });
         if let Ok(task) = gate.spawn(accept_loop(ep.clone(), c.clone())) {
             task.detach();

@@ -8,6 +8,7 @@ use std::cell::{RefCell, RefMut};
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::rc::Rc;
+use std::time::{Duration, Instant};
 
 use super::config::StoreConfig;
 use super::dma::{ALIGN, DirectFile, align_down};
@@ -18,6 +19,7 @@ use super::format::{
     decode_data_header, encode_data_header,
 };
 use super::journal::{IndexLog, sync_parent};
+use super::lease::Leases;
 use super::memtier::MemTier;
 use super::policy::S3Fifo;
 use super::report::{BlockReport, ReportDeltas};
@@ -96,6 +98,8 @@ pub(crate) struct State {
     deltas: ReportDeltas,
     pub(crate) disk_stats: TierStats,
     pub(crate) corrupt_blocks: u64,
+    /// Extents leased to short-circuit readers, and those held for them.
+    pub(crate) leases: Leases,
     next_seq: u64,
     pinned_bytes: u64,
     live_log_bytes: u64,
@@ -148,6 +152,21 @@ impl State {
             && !a.free(offset, len)
         {
             tracing::error!(dir, offset, len, "double free of a data extent refused");
+        }
+    }
+
+    /// An incarnation taken out by [`State::detach`] is gone for good: its extent is free,
+    /// or held while a short-circuit reader's lease on it lasts.
+    pub(crate) fn release(&mut self, e: &Entry) {
+        if let Some((dir, offset, len)) = self.leases.retire(e.seq, (e.dir, e.offset, e.alloc_len), Instant::now()) {
+            self.free(dir, offset, len);
+        }
+    }
+
+    /// Frees the held extents whose leases have run out.
+    fn reclaim(&mut self) {
+        for (dir, offset, len) in self.leases.reclaim(Instant::now()) {
+            self.free(dir, offset, len);
         }
     }
 
@@ -220,7 +239,7 @@ impl BlockStore {
         let mut fresh = Vec::with_capacity(cfg.data_dirs.len());
         for (i, d) in cfg.data_dirs.iter().enumerate() {
             let header = DataHeader { store_id, dir: i as u32, capacity: align_down(d.capacity_bytes) };
-            let path = d.path.join(format!("{}.data", cfg.name));
+            let path = cfg.data_path(d);
             let (file, was_fresh) = open_data_file(path, header, replayed.created).await?;
             files.push(file);
             fresh.push(was_fresh);
@@ -257,6 +276,7 @@ impl BlockStore {
             deltas: ReportDeltas::default(),
             disk_stats: TierStats::default(),
             corrupt_blocks: 0,
+            leases: Leases::default(),
             next_seq: 0,
             pinned_bytes: 0,
             live_log_bytes: 0,
@@ -345,6 +365,7 @@ impl BlockStore {
         loop {
             let victims = {
                 let mut st = self.state();
+                st.reclaim();
                 if let Some(found) = st.allocate(len) {
                     return Ok(found);
                 }
@@ -352,6 +373,12 @@ impl BlockStore {
                 st.pick_victims(target, true)
             };
             if victims.is_empty() {
+                // Space held for short-circuit readers comes back when their leases end.
+                let release = self.state().leases.next_release();
+                if let Some(at) = release {
+                    cv_rt::sleep(at.saturating_duration_since(Instant::now())).await;
+                    continue;
+                }
                 let st = self.state();
                 return Err(StoreError::new(
                     ErrorKind::NoSpace,
@@ -396,7 +423,7 @@ impl BlockStore {
         {
             let mut st = self.state();
             for (_, e) in &victims {
-                st.free(e.dir, e.offset, e.alloc_len);
+                st.release(e);
             }
         }
         self.maybe_compact(&mut log).await
@@ -410,8 +437,8 @@ impl BlockStore {
         let stat = entry.stat(block_id);
         let mut st = self.state();
         if let Some(old) = st.blocks.get(&block_id).cloned() {
-            // The durable ADD supersedes it: its extent is free.
-            st.free(old.dir, old.offset, old.alloc_len);
+            // The durable ADD supersedes it: its extent is free (or held for a lease).
+            st.release(&old);
         }
         st.insert(block_id, entry);
         st.writing.remove(&block_id);
@@ -447,6 +474,23 @@ impl BlockStore {
             snapshot(&st)
         };
         log.rewrite(&snap).await
+    }
+
+    /// Leases block `block_id`'s extent to a short-circuit reader for `lease` (`wire/FORMAT.md`):
+    /// until then the extent is not reused, whatever happens to the block. Counts as a
+    /// disk-tier hit and refreshes the block's recency, as a read would.
+    pub fn lease(&self, block_id: u64, lease: Duration) -> Result<(BlockStat, Rc<[u32]>)> {
+        let mut st = self.state();
+        let Some(e) = st.blocks.get(&block_id) else {
+            st.disk_stats.misses += 1;
+            return Err(not_found(block_id));
+        };
+        let (stat, crcs, seq) = (e.stat(block_id), e.crcs.clone(), e.seq);
+        let now = Instant::now();
+        st.leases.grant(seq, now + lease, now);
+        st.disk_stats.hits += 1;
+        st.disk_policy.touch(&block_id);
+        Ok((stat, crcs))
     }
 
     /// Deletes a block; `Ok(false)` if it was not there.

@@ -51,6 +51,16 @@ pub struct StoreConfig {
 }
 
 impl StoreConfig {
+    /// The data file in directory `d`: `<dir>/<name>.data`.
+    pub fn data_path(&self, d: &DataDir) -> PathBuf {
+        d.path.join(format!("{}.data", self.name))
+    }
+
+    /// Every data file, in directory order.
+    pub fn data_paths(&self) -> Vec<PathBuf> {
+        self.data_dirs.iter().map(|d| self.data_path(d)).collect()
+    }
+
     /// Defaults: 4 MiB blocks, 64 KiB chunks, 64 MiB memory tier, 95/85 % watermarks.
     pub fn new(name: impl Into<String>, data_dirs: Vec<DataDir>) -> Self {
         Self {

@@ -67,10 +67,14 @@ impl DirectFile {
     /// Creates (or overwrites) `path` holding `head` at offset 0, durably, then opens it.
     pub(crate) async fn create_with_head(path: &Path, head: &[u8]) -> Result<Self> {
         use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        // The worker's user only: others read blocks through the worker (over QUIC, or by a
+        // descriptor it passes to a short-circuit reader), never by opening the file.
         let mut f = std::fs::OpenOptions::new()
             .write(true)
             .create(true)
             .truncate(false)
+            .mode(0o600)
             .open(path)
             .map_err(|e| StoreError::io(format!("create {}", path.display()), e))?;
         f.write_all(head)

@@ -10,7 +10,7 @@
 //!
 //! Layout: [`dma`] is the only O_DIRECT code; [`format`](mod@format) the byte formats;
 //! `journal` the index log file; `extent` free space; [`policy`] S3-FIFO; `memtier` hot
-//! chunks in RAM; `block_ref` a lookup and the rule of a read's range; `read` the read path.
+//! chunks in RAM; `lease` extents leased to short-circuit readers; `block_ref` a lookup and the rule of a read's range; `read` the read path.
 
 mod block_ref;
 mod block_store;
@@ -20,6 +20,7 @@ mod error;
 mod extent;
 pub mod format;
 mod journal;
+mod lease;
 mod memtier;
 pub mod policy;
 mod read;

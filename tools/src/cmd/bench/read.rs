@@ -1,7 +1,7 @@
-//! `cvctl bench read`: cached sequential and random reads through cv, next
-//! to the device limit (fio or an in-tree io_uring O_DIRECT reader on the
-//! worker's file system) and the bare QUIC limit (quinn on tokio), in one
-//! run, with ratios and the issue's goals.
+//! `cvctl bench read`: cached sequential and random reads through cv, over QUIC and
+//! short-circuit (the client reading the worker's data files itself), next to the device
+//! limit (fio or an in-tree io_uring O_DIRECT reader on the worker's file system) and the
+//! bare QUIC limit (quinn on tokio), in one run, with ratios and the issues' goals.
 
 use crate::cluster::{ClusterOptions, LocalCluster};
 use crate::cmd::CmdResult;
@@ -42,6 +42,9 @@ pub struct ReadArgs {
     /// marks the client and the shards record; embedded cluster only).
     #[arg(long)]
     pub(crate) timeline: bool,
+    /// Leave out the short-circuit series (cv is then measured over QUIC only).
+    #[arg(long)]
+    no_short_circuit: bool,
     /// Work directory (default: a temporary one, removed at the end).
     #[arg(long)]
     dir: Option<PathBuf>,
@@ -82,12 +85,18 @@ impl ReadArgs {
         opts.validate(self.reads.seq_block.bytes())?;
         self.reads.tune(ClientSettings::default()).validate("bench")?;
         runtime()?.block_on(async move {
-            let tuned = |s| self.reads.tune(s);
-            let (cluster, client) = match self.target.master {
+            // The cv series goes over QUIC; the short-circuit one has a client of its own.
+            let tuned = |s| ClientSettings { short_circuit: false, ..self.reads.tune(s) };
+            let local_settings = |s| ClientSettings { short_circuit: true, ..self.reads.tune(s) };
+            let (cluster, client, local) = match self.target.master {
                 Some(m) => {
                     let client = self.target.connect_tuned(m, tuned).await?;
+                    let local = match self.no_short_circuit {
+                        true => None,
+                        false => Some(self.target.connect_tuned(m, local_settings).await?),
+                    };
                     opts.device_dir = self.reads.device_dir.clone().unwrap_or_else(|| dir.clone());
-                    (None, client)
+                    (None, client, local)
                 }
                 None => {
                     let total = self.size.bytes();
@@ -109,12 +118,25 @@ impl ReadArgs {
                     let settings = tuned(c.client_settings());
                     settings.validate("client")?;
                     let client = c.client_with(settings).await?;
+                    let local = match self.no_short_circuit {
+                        true => None,
+                        false => Some(c.client_with(local_settings(c.client_settings())).await?),
+                    };
                     opts.device_dir = self.reads.device_dir.clone().unwrap_or_else(|| cluster_opts.dir.join("worker"));
-                    (Some(c), client)
+                    (Some(c), client, local)
                 }
             };
-            let report = read_bench::run(&client, &opts, &|m| eprintln!("{m}")).await;
+            let report = read_bench::run(&client, local.as_ref(), &opts, &|m| eprintln!("{m}")).await;
+            if let (Ok(r), Some(l)) = (&report, &local) {
+                let s = l.short_circuit_stats();
+                if r.series.iter().any(|x| x.source == Source::ShortCircuit) && s.reads == 0 {
+                    eprintln!("note: the short-circuit client read nothing locally (a worker on another host?): its series went over QUIC");
+                }
+            }
             client.close();
+            if let Some(l) = local {
+                l.close();
+            }
             if let Some(c) = cluster {
                 c.shutdown().await?;
             }
@@ -156,31 +178,58 @@ fn print_table(r: &ReadReport, args: &ReadArgs) {
     }
     println!("device: {}", r.device_tool);
     println!("QUIC:   bare quinn on tokio in this process, cv's TLS and transport settings, no disk");
+    let with_sc = r.series.iter().any(|s| s.source == Source::ShortCircuit);
+    if with_sc {
+        println!(
+            "short-circuit: the client reads the worker's data files itself (lease per block over QUIC, O_DIRECT on its io_uring, every chunk's crc checked)"
+        );
+    }
     println!(
-        "{:<18} {:>5}  {:<30} {:<30} {:<30} {:>9} {:>9}",
-        "workload", "depth", "device", "bare QUIC", "cv", "cv/device", "cv/QUIC"
+        "{:<18} {:>5}  {:<30} {:<30} {:<30} {:<30} {:>9} {:>9} {:>9}",
+        "workload",
+        "depth",
+        "device",
+        "bare QUIC",
+        "cv (QUIC)",
+        "cv short-circuit",
+        "cv/device",
+        "cv/QUIC",
+        "sc/device"
     );
     let rounds = r.series.iter().map(|s| s.round + 1).max().unwrap_or(1);
-    // Rows come in threes per round, workload and depth: device, QUIC, cv.
-    for w in r.series.chunks(3) {
-        let [dev, quic, cv] = w else { continue };
+    // Rows come in groups per round, workload and depth: device, QUIC, cv, and short-circuit.
+    let group = if with_sc { 4 } else { 3 };
+    let dash = || "-".to_string();
+    for w in r.series.chunks(group) {
+        let (dev, quic, cv, sc) = match w {
+            [dev, quic, cv] => (dev, quic, cv, None),
+            [dev, quic, cv, sc] => (dev, quic, cv, Some(sc)),
+            _ => continue,
+        };
         let kind = row_name(cv, rounds);
         println!(
-            "{:<18} {:>5}  {:<30} {:<30} {:<30} {:>9} {:>9}",
+            "{:<18} {:>5}  {:<30} {:<30} {:<30} {:<30} {:>9} {:>9} {:>9}",
             kind,
             cv.depth,
             dev.summary(),
             quic.summary(),
             cv.summary(),
+            sc.map_or_else(dash, Series::summary),
             cv.percent_of(dev),
-            cv.percent_of(quic)
+            cv.percent_of(quic),
+            sc.map_or_else(dash, |s| s.percent_of(dev))
         );
     }
     println!("CPU per request, µs of this process's threads (server + client; on shared cores less noisy than rates):");
-    for w in r.series.chunks(3) {
-        let [_, quic, cv] = w else { continue };
+    for w in r.series.chunks(group) {
+        let (quic, cv, sc) = match w {
+            [_, quic, cv] => (quic, cv, None),
+            [_, quic, cv, sc] => (quic, cv, Some(sc)),
+            _ => continue,
+        };
         let kind = row_name(cv, rounds);
-        println!("  {kind:<16} {:>5}  bare QUIC {:<14} cv {}", cv.depth, quic.cpu_summary(), cv.cpu_summary());
+        let sc = sc.map_or_else(String::new, |s| format!("  short-circuit {}", s.cpu_summary()));
+        println!("  {kind:<16} {:>5}  bare QUIC {:<14} cv {:<14}{sc}", cv.depth, quic.cpu_summary(), cv.cpu_summary());
     }
     if r.series.iter().any(|s| s.stages.is_some()) {
         print_stages(r, rounds);
@@ -191,7 +240,7 @@ fn print_table(r: &ReadReport, args: &ReadArgs) {
         println!("goals (issue 4):");
     }
     let show = |v: &Verdict, x: f64| if v.ceiling { format!("{x:+.0} µs") } else { format!("{:.0} %", x * 100.0) };
-    for v in &r.verdicts {
+    for v in r.verdicts.iter().chain(&r.short_circuit_verdicts) {
         let mut shown = show(v, v.value);
         if v.rounds.len() > 1 {
             let each: Vec<String> = v.rounds.iter().map(|&x| show(v, x)).collect();

@@ -1,0 +1,303 @@
+//! Short-circuit reads (`wire/FORMAT.md`, kinds 71–76): a client on a worker's host reads
+//! that worker's committed blocks from its data files, without QUIC.
+//!
+//! Per shard, once: the shard says how (`LocalHello`), the client checks it is on the same
+//! host (the same boot id, and the shard's address is one of its own), and trades the token
+//! on the worker's Unix socket for descriptors of the shard's data files. Per block: a lease
+//! (`LeaseBlock`) says where the block is and its chunk crcs, and promises the extent is not
+//! reused until it runs out. A read reads whole chunks with O_DIRECT on the client's io_uring
+//! thread, checks every chunk's crc32, and keeps the bytes only if, after the read, the lease
+//! still holds and the worker's socket has not hung up (a dead worker's leases die with it).
+//! Anything else, and any failure, is answered by reading over QUIC as before.
+
+mod io;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use cv_rt::fs::RingFile;
+use cv_wire::msg::{LeaseBlock, LeaseBlockOk, LocalHello, LocalHelloOk, LocalOpen, LocalOpenOk, MAX_LOCAL_DIRS};
+use tokio::sync::OnceCell;
+
+use crate::client::{Client, WorkerAt};
+use crate::error::{Error, ErrorKind, Result};
+use io::IoThread;
+
+/// O_DIRECT alignment of offsets and lengths (the worker's extents are aligned to it).
+const ALIGN: u64 = 4096;
+/// After a block was not leasable (not stored there yet), how long before asking again.
+const MISS_FOR: Duration = Duration::from_millis(250);
+/// Frames on the Unix socket are small.
+const SOCKET_LIMITS: cv_wire::Limits = cv_wire::Limits { max_body: 4096, max_payload: 0, ..cv_wire::Limits::DEFAULT };
+
+/// Counters of short-circuit reads, for tests and benchmarks.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct LocalStats {
+    /// Reads answered from the data files.
+    pub reads: u64,
+    /// Bytes they returned.
+    pub bytes: u64,
+    /// Reads that tried and went over QUIC after all (lease refused or lapsed, bad crc,
+    /// worker gone).
+    pub fallbacks: u64,
+}
+
+/// Whether a shard is local, found out once (`None`: it is not, or cannot be used).
+type Slot = Arc<OnceCell<Option<Arc<LocalShard>>>>;
+
+/// The client's short-circuit state: per shard address, whether it is local and its files.
+#[derive(Debug, Default)]
+pub(crate) struct Local {
+    shards: Mutex<HashMap<SocketAddr, Slot>>,
+    io: OnceLock<Option<IoThread>>,
+    reads: AtomicU64,
+    bytes: AtomicU64,
+    fallbacks: AtomicU64,
+}
+
+/// One local shard: the open socket (watched for the worker's death), its data files.
+#[derive(Debug)]
+struct LocalShard {
+    socket: UnixStream,
+    files: Vec<Arc<RingFile>>,
+    leases: Mutex<HashMap<u64, Lease>>,
+    /// Blocks not leasable a moment ago, and when.
+    misses: Mutex<HashMap<u64, Instant>>,
+}
+
+#[derive(Debug, Clone)]
+struct Lease {
+    dir: u16,
+    disk_offset: u64,
+    len: u64,
+    chunk_size: u64,
+    crcs: Arc<[u32]>,
+    /// From before the request was sent: never later than the worker's own end of it.
+    granted: Instant,
+    until: Instant,
+}
+
+impl Local {
+    pub(crate) fn stats(&self) -> LocalStats {
+        LocalStats {
+            reads: self.reads.load(Ordering::Relaxed),
+            bytes: self.bytes.load(Ordering::Relaxed),
+            fallbacks: self.fallbacks.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Block `block_id`'s `[offset, offset + len)` from the shard's data file, if the shard
+    /// is local and the block leasable; `None` to read over QUIC.
+    pub(crate) async fn read(&self, c: &Client, at: WorkerAt, block_id: u64, offset: u64, len: u64) -> Option<Bytes> {
+        let shard = self.shard(c, at).await?;
+        let io = self
+            .io
+            .get_or_init(|| {
+                IoThread::start()
+                    .inspect_err(|e| tracing::warn!(error = %e, "no io thread for short-circuit reads"))
+                    .ok()
+            })
+            .as_ref()?;
+        match shard.read(c, at, io, block_id, offset, len).await {
+            Ok(Some(b)) => {
+                self.reads.fetch_add(1, Ordering::Relaxed);
+                self.bytes.fetch_add(b.len() as u64, Ordering::Relaxed);
+                Some(b)
+            }
+            Ok(None) => None,
+            Err(e) => {
+                self.fallbacks.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(block = block_id, shard = %at.addr, error = %e, "short-circuit read fell back to QUIC");
+                if shard.gone() {
+                    // The worker went away (or restarted): ask again next time.
+                    self.shards.lock().expect("local lock").remove(&at.addr);
+                }
+                None
+            }
+        }
+    }
+
+    /// The shard at `at` as a local one, asked once per address (until it goes away).
+    async fn shard(&self, c: &Client, at: WorkerAt) -> Option<Arc<LocalShard>> {
+        let cell = self.shards.lock().expect("local lock").entry(at.addr).or_default().clone();
+        cell.get_or_init(|| async {
+            LocalShard::open(c, at)
+                .await
+                .inspect_err(
+                    |e| tracing::debug!(shard = %at.addr, error = %e, "no short-circuit reads from this shard"),
+                )
+                .ok()
+                .flatten()
+                .map(Arc::new)
+        })
+        .await
+        .clone()
+    }
+}
+
+impl LocalShard {
+    /// `None` if the shard is not on this host or does not serve short-circuit reads.
+    async fn open(c: &Client, at: WorkerAt) -> Result<Option<LocalShard>> {
+        // An address of this host is one a socket can be bound to (loopback always is); a
+        // shard elsewhere (another host, another network namespace) is read over QUIC.
+        if std::net::UdpSocket::bind(SocketAddr::new(at.addr.ip(), 0)).is_err() {
+            return Ok(None);
+        }
+        let hello: LocalHelloOk = match c.call_worker(at, "local hello", &LocalHello {}, &[]).await {
+            Ok(f) => f.decode_body()?,
+            Err(e) if e.kind() == ErrorKind::Unsupported => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let ours = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+        if ours.trim() != hello.boot_id || hello.boot_id.is_empty() {
+            return Ok(None);
+        }
+        let path = hello.socket.clone();
+        let req = LocalOpen { token: hello.token, shard: hello.shard };
+        let opened = tokio::task::spawn_blocking(move || open_files(&path, &req))
+            .await
+            .map_err(|e| Error::new(ErrorKind::Other, format!("local open: {e}")))??;
+        let (socket, files) = opened;
+        tracing::debug!(shard = %at.addr, socket = %hello.socket, files = files.len(), "short-circuit reads on");
+        Ok(Some(LocalShard { socket, files, leases: Mutex::default(), misses: Mutex::default() }))
+    }
+
+    /// Whether the worker's end of the socket is gone.
+    fn gone(&self) -> bool {
+        cv_net::local::hung_up(&self.socket)
+    }
+
+    async fn read(
+        &self,
+        c: &Client,
+        at: WorkerAt,
+        io: &IoThread,
+        block_id: u64,
+        offset: u64,
+        len: u64,
+    ) -> Result<Option<Bytes>> {
+        let Some(lease) = self.lease(c, at, block_id).await? else {
+            return Ok(None);
+        };
+        let end = offset.checked_add(len).filter(|&e| e <= lease.len).ok_or_else(|| {
+            Error::new(
+                ErrorKind::InvalidArgument,
+                format!("block {block_id}: {offset}+{len} is past its {} bytes", lease.len),
+            )
+        })?;
+        if len == 0 {
+            return Ok(Some(Bytes::new()));
+        }
+        let cs = lease.chunk_size;
+        let (first, last) = (offset / cs, (end - 1) / cs);
+        let start = first * cs;
+        let data_end = ((last + 1) * cs).min(lease.len);
+        let read_len = (data_end - start).div_ceil(ALIGN) * ALIGN;
+        let file = self.files.get(usize::from(lease.dir)).ok_or_else(|| {
+            Error::new(
+                ErrorKind::Protocol,
+                format!("block {block_id}: lease names data file {}, {} passed", lease.dir, self.files.len()),
+            )
+        })?;
+        let (buf, n) = io
+            .read(file.clone(), lease.disk_offset + start, read_len as usize)
+            .await
+            .map_err(|e| Error::new(ErrorKind::Other, format!("block {block_id}: local read: {e}")))?;
+        if (n as u64) < data_end - start {
+            return Err(Error::new(ErrorKind::Other, format!("block {block_id}: local read returned {n} bytes")));
+        }
+        // Only now, after the read: bytes read under a lease that has run out, or from a
+        // worker that has died (and may have restarted without our lease), are not trusted.
+        if Instant::now() >= lease.until || self.gone() {
+            self.leases.lock().expect("lease lock").remove(&block_id);
+            return Err(Error::new(ErrorKind::Unavailable, format!("block {block_id}: lease lapsed during the read")));
+        }
+        let bytes = buf.as_slice();
+        for ch in first..=last {
+            let (lo, hi) = ((ch * cs - start) as usize, (((ch + 1) * cs).min(lease.len) - start) as usize);
+            if Some(crc32fast::hash(&bytes[lo..hi])) != lease.crcs.get(ch as usize).copied() {
+                self.leases.lock().expect("lease lock").remove(&block_id);
+                return Err(Error::new(
+                    ErrorKind::Corrupt,
+                    format!("block {block_id} chunk {ch}: checksum mismatch in the local file"),
+                ));
+            }
+        }
+        let from = (offset - start) as usize;
+        Ok(Some(Bytes::from_owner(buf).slice(from..from + len as usize)))
+    }
+
+    /// A lease on `block_id` with at least half its time left, asked for if needed; `None`
+    /// if the shard does not hold the block (it is read over QUIC, which fills it).
+    async fn lease(&self, c: &Client, at: WorkerAt, block_id: u64) -> Result<Option<Lease>> {
+        let now = Instant::now();
+        if let Some(l) = self.leases.lock().expect("lease lock").get(&block_id)
+            && now < l.until - (l.until - l.granted) / 2
+        {
+            return Ok(Some(l.clone()));
+        }
+        if self.misses.lock().expect("lease lock").get(&block_id).is_some_and(|t| now.duration_since(*t) < MISS_FOR) {
+            return Ok(None);
+        }
+        let granted = Instant::now();
+        let ok: LeaseBlockOk = match c.call_worker(at, "lease block", &LeaseBlock { block_id }, &[]).await {
+            Ok(f) => f.decode_body()?,
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                let mut misses = self.misses.lock().expect("lease lock");
+                if misses.len() > 4096 {
+                    misses.retain(|_, t| now.duration_since(*t) < MISS_FOR);
+                }
+                misses.insert(block_id, now);
+                return Ok(None);
+            }
+            Err(e) => return Err(e),
+        };
+        let chunks = if ok.chunk_size == 0 { u64::MAX } else { ok.len.div_ceil(u64::from(ok.chunk_size)) };
+        if ok.chunk_size == 0 || !ok.disk_offset.is_multiple_of(ALIGN) || ok.crcs.len() as u64 != chunks {
+            return Err(Error::new(ErrorKind::Protocol, format!("block {block_id}: lease {ok:?} is not a block's")));
+        }
+        let lease = Lease {
+            dir: ok.dir,
+            disk_offset: ok.disk_offset,
+            len: ok.len,
+            chunk_size: u64::from(ok.chunk_size),
+            crcs: ok.crcs.into(),
+            granted,
+            until: granted + Duration::from_millis(u64::from(ok.lease_ms)),
+        };
+        let mut leases = self.leases.lock().expect("lease lock");
+        if leases.len() > 4096 {
+            leases.retain(|_, l| l.until > now);
+        }
+        leases.insert(block_id, lease.clone());
+        Ok(Some(lease))
+    }
+}
+
+/// Connects to the worker's socket and trades the token for the shard's data files.
+fn open_files(path: &str, req: &LocalOpen) -> Result<(UnixStream, Vec<Arc<RingFile>>)> {
+    let io = |what: &str, e: std::io::Error| Error::new(ErrorKind::Other, format!("{what} {path}: {e}"));
+    let socket = UnixStream::connect(path).map_err(|e| io("connect to", e))?;
+    socket.set_read_timeout(Some(Duration::from_secs(5))).map_err(|e| io("set a timeout on", e))?;
+    let frame = cv_wire::encode(req, 1, &[]).map_err(|e| Error::new(ErrorKind::Protocol, e.to_string()))?;
+    cv_net::local::send_frame(&socket, frame.head(), &[])?;
+    let (reply, fds) = cv_net::local::recv_frame(&socket, &SOCKET_LIMITS, MAX_LOCAL_DIRS)?;
+    if reply.kind() == cv_wire::Kind::Error {
+        let e: cv_wire::msg::ErrorReply = reply.decode_body()?;
+        return Err(Error::new(ErrorKind::PermissionDenied, format!("{path} refused: {}", e.message)));
+    }
+    let ok: LocalOpenOk = reply.decode_body()?;
+    if usize::from(ok.dirs) != fds.len() {
+        return Err(Error::new(
+            ErrorKind::Protocol,
+            format!("{path}: {} descriptors for {} data files", fds.len(), ok.dirs),
+        ));
+    }
+    let files = fds.into_iter().map(|fd| Arc::new(RingFile::new(std::fs::File::from(fd)))).collect();
+    Ok((socket, files))
+}

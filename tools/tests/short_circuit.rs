@@ -1,0 +1,177 @@
+//! Short-circuit reads end to end: a real cluster on loopback (master + a worker with 2
+//! shards, real O_DIRECT stores), a client on the same host reading blocks from the data
+//! files through descriptors passed on the worker's Unix socket (wire/FORMAT.md).
+
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+
+use cv_client::{Client, ClientSettings};
+use cv_net::config::ByteSize;
+use cv_tools::cluster::{ClusterOptions, LocalCluster};
+
+const BLOCK: usize = 4 << 20;
+
+fn pattern(len: usize, seed: u32) -> Vec<u8> {
+    (0..len as u32).map(|i| (i.wrapping_add(seed).wrapping_mul(2_654_435_761) >> 13) as u8).collect()
+}
+
+async fn start() -> (tempfile::TempDir, LocalCluster) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut opts = ClusterOptions::ephemeral(dir.path());
+    // Small data files, so a test can find a block in them by its bytes.
+    opts.capacity = ByteSize::mib(128);
+    let cluster = LocalCluster::start(&opts).await.unwrap();
+    (dir, cluster)
+}
+
+async fn write(client: &Client, path: &str, data: &[u8]) {
+    let mut w = client.create(path, false).await.unwrap();
+    w.write(data).await.unwrap();
+    w.close().await.unwrap();
+}
+
+fn files_named(dir: &Path, name: &str, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            files_named(&p, name, out);
+        } else if p.file_name().is_some_and(|n| n == name) {
+            out.push(p);
+        }
+    }
+}
+
+/// Where `needle` is in one of the worker's data files.
+fn find_on_disk(dir: &Path, needle: &[u8]) -> (PathBuf, u64) {
+    let mut files = Vec::new();
+    files_named(dir, "blocks.data", &mut files);
+    for path in files {
+        let bytes = std::fs::read(&path).unwrap();
+        if let Some(at) = bytes.windows(needle.len()).position(|w| w == needle) {
+            return (path, at as u64);
+        }
+    }
+    panic!("{} bytes not found in any data file", needle.len());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_on_the_workers_host_come_from_its_files_and_match_quic() {
+    let (_dir, cluster) = start().await;
+    let client = cluster.client().await.unwrap();
+    let data = pattern(BLOCK * 5 / 2 + 12345, 1);
+    write(&client, "/sc.bin", &data).await;
+
+    let f = client.open("/sc.bin").await.unwrap();
+    let mut all = vec![0u8; data.len()];
+    assert_eq!(f.read_at(0, &mut all).await.unwrap(), data.len());
+    assert!(all == data, "whole file");
+    // Ranges inside a chunk, across chunks, across blocks, at the very end.
+    for (off, len) in [(1usize, 10usize), (65_530, 20), (BLOCK - 7, 4096 * 3 + 5), (data.len() - 3, 3)] {
+        let mut buf = vec![0u8; len];
+        let n = f.read_at(off as u64, &mut buf).await.unwrap();
+        assert_eq!(&buf[..n], &data[off..(off + len).min(data.len())], "read_at({off}, {len})");
+    }
+    let got = f.read_vectored(&[(3, 100_000), (BLOCK as u64 - 50, 100)]).await.unwrap();
+    assert_eq!(got[0], data[3..100_003]);
+    assert_eq!(got[1], data[BLOCK - 50..BLOCK + 50]);
+    let s = client.short_circuit_stats();
+    assert!(s.reads >= 6, "reads went over QUIC: {s:?}");
+    assert_eq!(s.fallbacks, 0, "{s:?}");
+
+    // The switch: the same reads over QUIC, the same bytes.
+    let quic = cluster.client_with(ClientSettings { short_circuit: false, ..cluster.client_settings() }).await.unwrap();
+    let f = quic.open("/sc.bin").await.unwrap();
+    let mut all = vec![0u8; data.len()];
+    assert_eq!(f.read_at(0, &mut all).await.unwrap(), data.len());
+    assert!(all == data);
+    assert_eq!(quic.short_circuit_stats().reads, 0);
+    cluster.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupt_chunk_in_the_file_is_never_returned() {
+    let (dir, cluster) = start().await;
+    let client = cluster.client().await.unwrap();
+    let data = pattern(BLOCK, 7);
+    write(&client, "/bad.bin", &data).await;
+    let f = client.open("/bad.bin").await.unwrap();
+    let mut head = vec![0u8; 4096];
+    f.read_at(0, &mut head).await.unwrap();
+    assert_eq!(head, data[..4096]);
+    assert_eq!(client.short_circuit_stats().reads, 1, "the first chunk read from the file, under a lease");
+    // Damage one byte in the middle of the block's second chunk, on disk.
+    let at = 65_536 + 1000;
+    let (path, base) = find_on_disk(dir.path(), &data[..4096]);
+    let mut file = std::fs::OpenOptions::new().read(true).write(true).open(&path).unwrap();
+    file.seek(SeekFrom::Start(base + at as u64)).unwrap();
+    file.write_all(&[!data[at]]).unwrap();
+    file.sync_all().unwrap();
+    drop(file);
+
+    let mut buf = vec![0u8; 100];
+    match f.read_at(at as u64 - 50, &mut buf).await {
+        // Served from a copy the worker still holds in memory, checked against its crc.
+        Ok(n) => assert_eq!(&buf[..n], &data[at - 50..at + 50]),
+        Err(e) => assert!(matches!(e.kind(), cv_client::ErrorKind::DataLoss | cv_client::ErrorKind::Corrupt), "{e}"),
+    }
+    let s = client.short_circuit_stats();
+    assert_eq!((s.reads, s.fallbacks), (1, 1), "the bad chunk was caught in the client: {s:?}");
+    // The worker, asked over QUIC, found the damage too and dropped its only copy: the intact
+    // first chunk is not read from the file under the old lease either.
+    let err = f.read_at(0, &mut head).await.unwrap_err();
+    assert_eq!(err.kind(), cv_client::ErrorKind::DataLoss, "{err}");
+    assert_eq!(client.short_circuit_stats().reads, 1);
+    cluster.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_worker_is_not_read_behind_its_back_and_a_restarted_one_is_again() {
+    let (_dir, mut cluster) = start().await;
+    let client = cluster
+        .client_with(ClientSettings { deadline: cv_net::config::Dur::secs(3), ..cluster.client_settings() })
+        .await
+        .unwrap();
+    let data = pattern(BLOCK / 2, 3);
+    write(&client, "/w.bin", &data).await;
+    let f = client.open("/w.bin").await.unwrap();
+    let mut buf = vec![0u8; 8192];
+    f.read_at(0, &mut buf).await.unwrap();
+    let s = client.short_circuit_stats();
+    assert_eq!(s.reads, 1, "{s:?}");
+
+    // The lease is still young and the descriptors open, but the worker is gone: the read
+    // must not use them (the worker may come back and reuse the extent).
+    cluster.stop_worker().await.unwrap();
+    let err = f.read_at(0, &mut buf).await.unwrap_err();
+    assert_eq!(client.short_circuit_stats().reads, 1, "read from a stopped worker's file: {err}");
+
+    cluster.start_worker().await.unwrap();
+    let f = client.open("/w.bin").await.unwrap();
+    let mut again = vec![0u8; 8192];
+    f.read_at(0, &mut again).await.unwrap();
+    assert_eq!(again, data[..8192]);
+    assert_eq!(client.short_circuit_stats().reads, 2, "{:?}", client.short_circuit_stats());
+    cluster.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_socket_refuses_a_wrong_token() {
+    let (dir, cluster) = start().await;
+    let mut socks = Vec::new();
+    files_named(dir.path(), "local.sock", &mut socks);
+    assert_eq!(socks.len(), 1, "{socks:?}");
+    let s = UnixStream::connect(&socks[0]).unwrap();
+    let req = cv_wire::msg::LocalOpen { token: vec![0; 32], shard: 0 };
+    let frame = cv_wire::encode(&req, 1, &[]).unwrap();
+    cv_net::local::send_frame(&s, frame.head(), &[]).unwrap();
+    let (reply, fds) = cv_net::local::recv_frame(&s, &cv_wire::Limits::DEFAULT, 8).unwrap();
+    assert!(fds.is_empty(), "descriptors passed for a wrong token");
+    let e: cv_wire::msg::ErrorReply = reply.decode_body().unwrap();
+    assert_eq!(e.code, cv_wire::ErrorCode::PermissionDenied as u16, "{}", e.message);
+    // And the connection is closed.
+    let mut rest = Vec::new();
+    (&s).read_to_end(&mut rest).unwrap();
+    assert!(rest.is_empty());
+    cluster.shutdown().await.unwrap();
+}
