@@ -194,6 +194,9 @@ pub struct ReadReport {
     pub verdicts: Vec<Verdict>,
     /// Issue 23's goals for the short-circuit series, when measured.
     pub short_circuit_verdicts: Vec<Verdict>,
+    /// What the short-circuit client read from the worker's files and where it fell back to
+    /// QUIC, over the whole run (warm pass included), when it was measured.
+    pub short_circuit: Option<cv_client::LocalStats>,
     /// Not goals: where depth-1 reads stand against a disk read and a QUIC request in series.
     pub serial_bounds: Vec<SerialBound>,
 }
@@ -229,6 +232,7 @@ pub async fn run(
         verified_bytes: verified,
         verdicts: verdicts(&series),
         short_circuit_verdicts: short_circuit_verdicts(&series),
+        short_circuit: local.map(Client::short_circuit_stats),
         serial_bounds: serial_bounds(&series),
         series,
     })

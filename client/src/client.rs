@@ -152,6 +152,7 @@ impl Client {
         let worker = WorkerAt { worker_id: loc.worker_id, shard: loc.shard, addr };
         worker.check_down(self, confirmed)?;
         if self.inner.settings.short_circuit
+            && !req.fill_only
             && let Some(bytes) = self.inner.local.read(self, worker, req.block_id, req.offset, req.len).await
         {
             dst.put(bytes);

@@ -17,15 +17,18 @@ fn bench_read(device: &str, rounds: u32, extra: &[&str]) -> Value {
     serde_json::from_slice(&out.stdout).expect("JSON report")
 }
 
-fn check(report: &Value, rounds: usize) {
+/// `sc`: the run measured the short-circuit series too.
+fn check(report: &Value, rounds: usize, sc: bool) {
+    let per = if sc { 4 } else { 3 };
     assert_eq!(report["files"], 3);
     assert_eq!(report["dataset_bytes"], 6 << 20);
     assert_eq!(report["memory_tier_bytes"], 0, "the embedded default measures the disk tier");
     let series = report["series"].as_array().expect("series");
-    // Each round: sequential plus two random depths, each from device, QUIC and cv.
-    assert_eq!(series.len(), 9 * rounds, "{series:?}");
+    // Each round: sequential plus two random depths, each from device, QUIC, cv and maybe
+    // short-circuit.
+    assert_eq!(series.len(), 3 * per * rounds, "{series:?}");
     for (i, s) in series.iter().enumerate() {
-        assert_eq!(s["round"].as_u64(), Some((i / 9) as u64), "{s}");
+        assert_eq!(s["round"].as_u64(), Some((i / (3 * per)) as u64), "{s}");
     }
     for s in series {
         assert!(s["ops"].as_u64().unwrap() > 0, "a series did nothing: {s}");
@@ -36,21 +39,36 @@ fn check(report: &Value, rounds: usize) {
         }
     }
     let sources: Vec<&str> = series.iter().map(|s| s["source"].as_str().unwrap()).collect();
-    assert_eq!(sources, ["device", "quic", "cv"].repeat(3 * rounds));
+    let group: &[&str] = if sc { &["device", "quic", "cv", "short-circuit"] } else { &["device", "quic", "cv"] };
+    assert_eq!(sources, group.repeat(3 * rounds));
     // QUIC and cv series carry CPU per request of both sides (the embedded shards are threads
     // of this process); fio's is its own process's and is not measured.
     for s in series {
         let cpu = &s["cpu"];
         if s["source"] == "device" {
             assert!(cpu.is_null(), "{s}");
+        } else if s["source"] == "short-circuit" {
+            // The worker only grants leases: its share may round to nothing.
+            assert!(cpu["server_us"].as_f64().is_some_and(|v| v >= 0.0), "{s}");
+            assert!(cpu["client_us"].as_f64().is_some_and(|v| v > 0.0), "{s}");
         } else {
             assert!(cpu["server_us"].as_f64().is_some_and(|v| v > 0.0), "{s}");
             assert!(cpu["client_us"].as_f64().is_some_and(|v| v > 0.0), "{s}");
         }
     }
     // The warm pass (every byte) and every measured cv read were compared with the pattern.
-    let cv_bytes: u64 = series.iter().filter(|s| s["source"] == "cv").map(|s| s["bytes"].as_u64().unwrap()).sum();
-    assert_eq!(report["verified_bytes"].as_u64(), Some((6 << 20) + cv_bytes));
+    let read =
+        |src: &str| series.iter().filter(|s| s["source"] == src).map(|s| s["bytes"].as_u64().unwrap()).sum::<u64>();
+    let warm = if sc { 2 * (6 << 20) } else { 6 << 20 };
+    assert_eq!(report["verified_bytes"].as_u64(), Some(warm + read("cv") + read("short-circuit")));
+    // The short-circuit series really read the worker's files, and never fell back.
+    if sc {
+        let st = &report["short_circuit"];
+        assert!(st["reads"].as_u64().is_some_and(|n| n > 0), "{st}");
+        assert_eq!(st["fallbacks"].as_u64(), Some(0), "{st}");
+    } else {
+        assert!(report["short_circuit"].is_null());
+    }
     // One verdict per goal, with its value in every round.
     let verdicts = report["verdicts"].as_array().unwrap();
     assert!(!verdicts.is_empty());
@@ -68,7 +86,7 @@ fn check(report: &Value, rounds: usize) {
 fn bench_read_moves_the_right_bytes_with_the_in_tree_device_reader() {
     let report = bench_read("uring", 2, &[]);
     assert!(report["device_tool"].as_str().unwrap().contains("in-tree reader"), "{report}");
-    check(&report, 2);
+    check(&report, 2, true);
 }
 
 #[test]
@@ -77,15 +95,16 @@ fn bench_read_with_fio_when_installed() {
     if !fio {
         eprintln!("fio is not installed (scripts/install-bench-deps); the auto run uses the in-tree reader");
     }
-    let report = bench_read("auto", 1, &[]);
+    // Without the short-circuit series: the run as it was before it had one.
+    let report = bench_read("auto", 1, &["--no-short-circuit"]);
     assert_eq!(report["device_tool"].as_str().unwrap().starts_with("fio"), fio, "{report}");
-    check(&report, 1);
+    check(&report, 1, false);
 }
 
 #[test]
 fn bench_read_timeline_splits_every_cv_request_into_stages() {
     let report = bench_read("uring", 1, &["--timeline"]);
-    check(&report, 1);
+    check(&report, 1, true);
     let series = report["series"].as_array().expect("series");
     for s in series {
         if s["source"] != "cv" {

@@ -183,6 +183,25 @@ fn every_message_round_trips() {
         round_trip(DeleteBlocks { block_ids: vec![1, 2, 3] }, &[]),
         round_trip(StatBlock { block_id: 1 }, &[]),
         round_trip(StatBlockOk { len: 1, pinned: false, in_memory: true }, &[]),
+        round_trip(LocalHello {}, &[]),
+        round_trip(
+            LocalHelloOk { boot_id: "b7c1".into(), socket: "/data/local.sock".into(), token: vec![7; 32], shard: 1 },
+            &[],
+        ),
+        round_trip(LeaseBlock { block_id: 65_537 }, &[]),
+        round_trip(
+            LeaseBlockOk {
+                dir: 0,
+                disk_offset: 1 << 20,
+                len: 70_000,
+                chunk_size: 65_536,
+                crcs: vec![1, 2],
+                lease_ms: 5000,
+            },
+            &[],
+        ),
+        round_trip(LocalOpen { token: vec![7; 32], shard: 1 }, &[]),
+        round_trip(LocalOpenOk { dirs: 2 }, &[]),
         round_trip(Report {}, &[]),
         round_trip(
             ReportOk {

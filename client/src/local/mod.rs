@@ -36,7 +36,7 @@ const MISS_FOR: Duration = Duration::from_millis(250);
 const SOCKET_LIMITS: cv_wire::Limits = cv_wire::Limits { max_body: 4096, max_payload: 0, ..cv_wire::Limits::DEFAULT };
 
 /// Counters of short-circuit reads, for tests and benchmarks.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct LocalStats {
     /// Reads answered from the data files.
     pub reads: u64,

@@ -127,12 +127,6 @@ impl ReadArgs {
                 }
             };
             let report = read_bench::run(&client, local.as_ref(), &opts, &|m| eprintln!("{m}")).await;
-            if let (Ok(r), Some(l)) = (&report, &local) {
-                let s = l.short_circuit_stats();
-                if r.series.iter().any(|x| x.source == Source::ShortCircuit) && s.reads == 0 {
-                    eprintln!("note: the short-circuit client read nothing locally (a worker on another host?): its series went over QUIC");
-                }
-            }
             client.close();
             if let Some(l) = local {
                 l.close();
@@ -183,6 +177,15 @@ fn print_table(r: &ReadReport, args: &ReadArgs) {
         println!(
             "short-circuit: the client reads the worker's data files itself (lease per block over QUIC, O_DIRECT on its io_uring, every chunk's crc checked)"
         );
+        if let Some(s) = r.short_circuit {
+            let why = if s.reads == 0 { " (a worker on another host? its series went over QUIC)" } else { "" };
+            println!(
+                "               it read {} requests ({}) from the files; {} fell back to QUIC{why}",
+                s.reads,
+                ByteSize(s.bytes),
+                s.fallbacks
+            );
+        }
     }
     println!(
         "{:<18} {:>5}  {:<30} {:<30} {:<30} {:<30} {:>9} {:>9} {:>9}",
