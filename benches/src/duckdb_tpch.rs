@@ -53,6 +53,8 @@ pub struct DuckdbTpchConfig {
     pub dir: PathBuf,
     /// The cv path of the mount.
     pub mount: String,
+    /// Threads of the `cvctl fuse` process's runtime.
+    pub fuse_threads: usize,
 }
 
 /// One query's medians, seconds.
@@ -154,9 +156,22 @@ struct FuseProcess {
 
 impl FuseProcess {
     /// Mounts cv at `mnt` and waits until `expect` (a path under it) is there.
-    fn start(cvctl: &Path, client_config: &Path, mnt: &Path, expect: &Path) -> Result<FuseProcess, BenchError> {
+    fn start(
+        cvctl: &Path,
+        client_config: &Path,
+        mnt: &Path,
+        expect: &Path,
+        threads: usize,
+    ) -> Result<FuseProcess, BenchError> {
         std::fs::create_dir_all(mnt)?;
-        let child = Command::new(cvctl).arg("fuse").arg(mnt).arg("--config").arg(client_config).spawn()?;
+        let child = Command::new(cvctl)
+            .arg("fuse")
+            .arg(mnt)
+            .arg("--config")
+            .arg(client_config)
+            .arg("--threads")
+            .arg(threads.to_string())
+            .spawn()?;
         let mut fuse = FuseProcess { child, mnt: mnt.to_path_buf() };
         let deadline = Instant::now() + Duration::from_secs(30);
         while !expect.exists() {
@@ -235,7 +250,7 @@ pub async fn run_bench(
     let lake = Lake::start(&tools.python, &tools.runner_dir, cfg.sf, &cfg.dir, cfg.rtt, client, &cfg.mount).await?;
     let mnt = cfg.dir.join("mnt");
     let cv_dir = mnt.join(cfg.mount.trim_start_matches('/'));
-    let fuse = FuseProcess::start(&tools.cvctl, client_config, &mnt, &cv_dir.join("lineitem"))?;
+    let fuse = FuseProcess::start(&tools.cvctl, client_config, &mnt, &cv_dir.join("lineitem"), cfg.fuse_threads)?;
     let local = lake.source.clone();
 
     // Fill cv's cache from the store: not timed, not counted.

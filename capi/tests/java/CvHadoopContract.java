@@ -132,6 +132,13 @@ public final class CvHadoopContract {
         conf.set("fs.cv.retries", "many");
         fails(IOException.class, () -> FileSystem.newInstance(URI.create("cv://keys/"), conf), "a bad fs.cv.retries");
         conf.set("fs.cv.retries", "2");
+        conf.set("fs.cv.short-circuit", "false");
+        try (FileSystem fs = FileSystem.newInstance(URI.create("cv://keys/"), conf)) {
+            check(fs.exists(new Path("/hc/other")), "short-circuit reads turned off");
+        }
+        conf.set("fs.cv.short-circuit", "sometimes");
+        fails(IOException.class, () -> FileSystem.newInstance(URI.create("cv://keys/"), conf), "a bad fs.cv.short-circuit");
+        conf.unset("fs.cv.short-circuit");
         conf.set("fs.cv.deadline", "soon");
         try {
             FileSystem.newInstance(URI.create("cv://keys/"), conf).close();

@@ -1,20 +1,62 @@
 //! The client's io_uring thread for short-circuit reads: one cv-rt runtime on a thread of
 //! its own (never a tokio worker), taking reads by message and answering each by a oneshot.
 //! O_DIRECT reads through the ring cost one submission each and no copy into the page cache.
+//!
+//! The buffers come back: a read's bytes leave as [`Bytes`] owning the buffer, and dropping
+//! them (on whatever thread) sends it home to be used again. Without that, every read took a
+//! fresh buffer, large ones straight from mmap, so the kernel faulted in and zeroed the pages
+//! of each read and unmapped them after: most of a page-cache-cold DuckDB pass's client CPU.
 
 use std::io;
 use std::sync::Arc;
 
+use bytes::Bytes;
 use cv_rt::fs::RingFile;
 use cv_rt::{AlignedBuf, Runtime, RuntimeConfig};
 use tokio::sync::oneshot;
+
+/// Buffers on their way back to the io thread; more are freed where they are dropped.
+const RETURNING: usize = 64;
 
 /// One read: `len` bytes at `pos` of `file` (both aligned for O_DIRECT).
 struct Job {
     file: Arc<RingFile>,
     pos: u64,
     len: usize,
-    reply: oneshot::Sender<io::Result<(AlignedBuf, usize)>>,
+    reply: oneshot::Sender<io::Result<(Lent, usize)>>,
+}
+
+/// A buffer of the io thread, lent out; it goes back when dropped.
+#[derive(Debug)]
+pub(crate) struct Lent {
+    buf: Option<AlignedBuf>,
+    home: flume::Sender<AlignedBuf>,
+}
+
+impl Lent {
+    pub(crate) fn as_slice(&self) -> &[u8] {
+        self.buf.as_ref().map_or(&[], AlignedBuf::as_slice)
+    }
+
+    /// Its bytes as `Bytes`, which own the buffer (and send it home when the last is dropped).
+    pub(crate) fn into_bytes(self) -> Bytes {
+        Bytes::from_owner(self)
+    }
+}
+
+impl AsRef<[u8]> for Lent {
+    fn as_ref(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+impl Drop for Lent {
+    fn drop(&mut self) {
+        if let Some(b) = self.buf.take() {
+            // A full queue or a gone thread: freed here instead.
+            let _ = self.home.try_send(b);
+        }
+    }
 }
 
 /// The thread; it ends when the last handle is dropped.
@@ -26,6 +68,7 @@ pub(crate) struct IoThread {
 impl IoThread {
     pub(crate) fn start() -> io::Result<IoThread> {
         let (jobs, rx) = flume::unbounded::<Job>();
+        let (home, returned) = flume::bounded::<AlignedBuf>(RETURNING);
         let rt_ready = flume::bounded::<io::Result<()>>(1);
         let ready = rt_ready.0;
         std::thread::Builder::new().name("cv-client-io".into()).spawn(move || {
@@ -41,10 +84,13 @@ impl IoThread {
             };
             rt.block_on(async move {
                 while let Ok(job) = rx.recv_async().await {
+                    // Returned buffers go to this thread's pool, where the next read finds one.
+                    returned.try_iter().for_each(drop);
+                    let home = home.clone();
                     cv_rt::spawn_local(async move {
                         let buf = AlignedBuf::with_capacity(job.len);
                         let (res, buf) = job.file.read_at(buf, job.len, job.pos).await;
-                        let _ = job.reply.send(res.map(|n| (buf, n)));
+                        let _ = job.reply.send(res.map(|n| (Lent { buf: Some(buf), home }, n)));
                     })
                     .detach();
                 }
@@ -55,7 +101,7 @@ impl IoThread {
     }
 
     /// Reads `len` bytes at `pos` of `file`; returns the buffer and the bytes read.
-    pub(crate) async fn read(&self, file: Arc<RingFile>, pos: u64, len: usize) -> io::Result<(AlignedBuf, usize)> {
+    pub(crate) async fn read(&self, file: Arc<RingFile>, pos: u64, len: usize) -> io::Result<(Lent, usize)> {
         let (reply, answer) = oneshot::channel();
         self.jobs.send(Job { file, pos, len, reply }).map_err(|_| io::Error::other("the io thread is gone"))?;
         answer.await.map_err(|_| io::Error::other("the io thread dropped a read"))?

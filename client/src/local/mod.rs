@@ -229,7 +229,7 @@ impl LocalShard {
             }
         }
         let from = (offset - start) as usize;
-        Ok(Some(Bytes::from_owner(buf).slice(from..from + len as usize)))
+        Ok(Some(buf.into_bytes().slice(from..from + len as usize)))
     }
 
     /// A lease on `block_id` with at least half its time left, asked for if needed; `None`

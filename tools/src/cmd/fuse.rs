@@ -2,7 +2,7 @@
 //! an external `umount`.
 
 use super::CmdResult;
-use crate::connect::{ClientArgs, runtime};
+use crate::connect::ClientArgs;
 use clap::Args;
 use cv_fuse::MountOptions;
 use cv_net::config::Dur;
@@ -29,6 +29,9 @@ pub struct FuseArgs {
     /// published at close and fsync); default the system's temporary directory.
     #[arg(long)]
     staging_dir: Option<PathBuf>,
+    /// Threads of the runtime that serves the mount's requests.
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
 }
 
 impl FuseArgs {
@@ -42,7 +45,11 @@ impl FuseArgs {
             staging_dir: self.staging_dir.clone(),
             ..MountOptions::default()
         };
-        runtime()?.block_on(async move {
+        if !(1..=64).contains(&self.threads) {
+            return Err("--threads must be between 1 and 64".into());
+        }
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(self.threads).enable_all().build()?;
+        rt.block_on(async move {
             let client = self.conn.connect().await?;
             let mounted = cv_fuse::mount(client.clone(), &self.mountpoint, opts).await?;
             println!("cvctl: cv {} mounted at {}", self.root, self.mountpoint.display());

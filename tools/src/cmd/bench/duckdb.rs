@@ -42,6 +42,13 @@ pub struct DuckdbTpchArgs {
     /// tables from an earlier run is used again.
     #[arg(long)]
     dir: Option<PathBuf>,
+    /// The mount reads every block over QUIC, not from the worker's files (short-circuit reads
+    /// are on by default), to compare the two.
+    #[arg(long)]
+    no_short_circuit: bool,
+    /// Threads of the `cvctl fuse` process's runtime (`cvctl fuse --threads`).
+    #[arg(long, default_value_t = 2)]
+    fuse_threads: usize,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -80,6 +87,7 @@ impl DuckdbTpchArgs {
             threads: self.threads,
             dir: dir.clone(),
             mount: "/tpch".into(),
+            fuse_threads: self.fuse_threads,
         };
         let res: Result<(), BenchError> = runtime()?.block_on(async move {
             let cluster_dir = dir.join("cluster");
@@ -90,7 +98,16 @@ impl DuckdbTpchArgs {
             };
             let cluster = LocalCluster::start(&opts).await?;
             let client = cluster.client().await?;
-            let report = duckdb_tpch::run_bench(&tools, &cfg, &client, cluster.client_config()).await;
+            let mut fuse_config = cluster.client_config().to_path_buf();
+            if self.no_short_circuit {
+                fuse_config = dir.join("client-quic.toml");
+                without_short_circuit(cluster.client_config(), &fuse_config)?;
+            }
+            eprintln!(
+                "the mount reads {}",
+                if self.no_short_circuit { "over QUIC" } else { "short-circuit (the worker's files) where it can" }
+            );
+            let report = duckdb_tpch::run_bench(&tools, &cfg, &client, &fuse_config).await;
             client.close();
             cluster.shutdown().await?;
             let report = report?;
@@ -103,4 +120,16 @@ impl DuckdbTpchArgs {
         });
         res
     }
+}
+
+/// Writes `from`'s client config to `to` with `[client] short_circuit = false`.
+fn without_short_circuit(from: &std::path::Path, to: &std::path::Path) -> Result<(), BenchError> {
+    let mut doc: toml::Table = toml::from_str(&std::fs::read_to_string(from)?).map_err(|e| e.to_string())?;
+    let client = doc.entry("client").or_insert_with(|| toml::Value::Table(toml::Table::new()));
+    let Some(client) = client.as_table_mut() else {
+        return Err(format!("{}: [client] is not a table", from.display()).into());
+    };
+    client.insert("short_circuit".into(), toml::Value::Boolean(false));
+    std::fs::write(to, toml::to_string(&doc).map_err(|e| e.to_string())?)?;
+    Ok(())
 }

@@ -31,6 +31,7 @@ final class CvHadoopConfig {
         PREFETCH_DEPTH("fs.cv.prefetch.depth", "client", "prefetch_depth", Kind.INT),
         READ_CHUNK("fs.cv.read.chunk", "client", "read_chunk", Kind.STRING),
         NODE("fs.cv.node", "client", "node", Kind.STRING),
+        SHORT_CIRCUIT("fs.cv.short-circuit", "client", "short_circuit", Kind.BOOL),
         TLS_CA("fs.cv.tls.ca", "tls", "ca", Kind.STRING),
         TLS_CERT("fs.cv.tls.cert", "tls", "cert", Kind.STRING),
         TLS_KEY("fs.cv.tls.key", "tls", "key", Kind.STRING);
@@ -51,6 +52,7 @@ final class CvHadoopConfig {
     private enum Kind {
         STRING,
         INT,
+        BOOL,
         LIST
     }
 
@@ -109,6 +111,11 @@ final class CvHadoopConfig {
                 } catch (NumberFormatException e) {
                     throw new IllegalArgumentException("cv: " + k.hadoop + " = '" + v + "' is not a whole number");
                 }
+            case BOOL:
+                if (v.trim().equalsIgnoreCase("true") || v.trim().equalsIgnoreCase("false")) {
+                    return v.trim().toLowerCase(java.util.Locale.ROOT);
+                }
+                throw new IllegalArgumentException("cv: " + k.hadoop + " = '" + v + "' is not true or false");
             case LIST:
                 List<String> items = new ArrayList<>();
                 for (String s : v.split(",")) {
