@@ -41,6 +41,8 @@ pub struct ClusterOptions {
     pub tail_budget: ByteSize,
     /// Masters: 1, or a Raft group of 3 or 5 (master/HA.md) on consecutive ports.
     pub masters: usize,
+    /// How long the worker leases a block to a short-circuit reader.
+    pub local_lease: Dur,
 }
 
 impl ClusterOptions {
@@ -58,6 +60,7 @@ impl ClusterOptions {
             spin_before_park: Dur::millis(0),
             tail_budget: ServerConfig::default().tail_budget,
             masters: 1,
+            local_lease: WorkerSettings::default().local_lease,
         }
     }
 }
@@ -150,6 +153,7 @@ impl LocalCluster {
             sync_data: opts.sync_data,
             pin_cores: opts.pin_cores,
             spin_before_park: opts.spin_before_park,
+            local_lease: opts.local_lease,
             ..WorkerSettings::default()
         };
         let mut cluster = LocalCluster {

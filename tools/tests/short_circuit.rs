@@ -175,3 +175,45 @@ async fn the_socket_refuses_a_wrong_token() {
     assert!(rest.is_empty());
     cluster.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_block_read_for_longer_than_its_lease_stays_local_and_a_deleted_one_is_not_read_from_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut opts = ClusterOptions::ephemeral(dir.path());
+    opts.local_lease = cv_net::config::Dur::millis(400);
+    opts.capacity = ByteSize::mib(128);
+    let cluster = LocalCluster::start(&opts).await.unwrap();
+    let client = cluster.client().await.unwrap();
+    let data = pattern(BLOCK, 11);
+    write(&client, "/long.bin", &data).await;
+    let f = client.open("/long.bin").await.unwrap();
+    // Reads for three lease terms: each past half a term renews in the background, so
+    // none waits for a lapsed lease or falls back.
+    let until = std::time::Instant::now() + std::time::Duration::from_millis(1200);
+    let mut n = 0u64;
+    while std::time::Instant::now() < until {
+        let off = (n as usize * 70_001) % (BLOCK - 4096);
+        let mut buf = vec![0u8; 4096];
+        f.read_at(off as u64, &mut buf).await.unwrap();
+        assert_eq!(buf, data[off..off + 4096], "read {n} at {off}");
+        n += 1;
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let s = client.short_circuit_stats();
+    assert_eq!((s.reads, s.fallbacks), (n, 0), "{s:?}");
+    // The block goes (its file deleted). Once the worker has dropped it (a QUIC reader sees it
+    // gone) and the lease has run out, the short-circuit reader does not read the stale extent.
+    let quic = cluster.client_with(ClientSettings { short_circuit: false, ..cluster.client_settings() }).await.unwrap();
+    let g = quic.open("/long.bin").await.unwrap();
+    client.delete("/long.bin", false).await.unwrap();
+    let gone_by = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut buf = vec![0u8; 4096];
+    while g.read_at(0, &mut buf).await.is_ok() {
+        assert!(std::time::Instant::now() < gone_by, "the worker kept the deleted block for 10 s");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let err = f.read_at(0, &mut buf).await.unwrap_err();
+    assert_eq!(client.short_circuit_stats().reads, n, "a deleted block was read from the file: {err}");
+    cluster.shutdown().await.unwrap();
+}

@@ -12,7 +12,7 @@
 
 mod io;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -68,6 +68,8 @@ struct LocalShard {
     leases: Mutex<HashMap<u64, Lease>>,
     /// Blocks not leasable a moment ago, and when.
     misses: Mutex<HashMap<u64, Instant>>,
+    /// Blocks whose lease is being renewed in the background.
+    renewing: Mutex<HashSet<u64>>,
 }
 
 #[derive(Debug, Clone)]
@@ -164,7 +166,13 @@ impl LocalShard {
             .map_err(|e| Error::new(ErrorKind::Other, format!("local open: {e}")))??;
         let (socket, files) = opened;
         tracing::debug!(shard = %at.addr, socket = %hello.socket, files = files.len(), "short-circuit reads on");
-        Ok(Some(LocalShard { socket, files, leases: Mutex::default(), misses: Mutex::default() }))
+        Ok(Some(LocalShard {
+            socket,
+            files,
+            leases: Mutex::default(),
+            misses: Mutex::default(),
+            renewing: Mutex::default(),
+        }))
     }
 
     /// Whether the worker's end of the socket is gone.
@@ -173,7 +181,7 @@ impl LocalShard {
     }
 
     async fn read(
-        &self,
+        self: &Arc<Self>,
         c: &Client,
         at: WorkerAt,
         io: &IoThread,
@@ -232,19 +240,41 @@ impl LocalShard {
         Ok(Some(buf.into_bytes().slice(from..from + len as usize)))
     }
 
-    /// A lease on `block_id` with at least half its time left, asked for if needed; `None`
-    /// if the shard does not hold the block (it is read over QUIC, which fills it).
-    async fn lease(&self, c: &Client, at: WorkerAt, block_id: u64) -> Result<Option<Lease>> {
+    /// A lease on `block_id` with at least a quarter of its time left, asked for if needed;
+    /// `None` if the shard does not hold the block (it is read over QUIC, which fills it).
+    /// One past half its time is renewed in the background, so reads of a block in use do
+    /// not wait for its lease (and the renewal keeps the block recent on the worker).
+    async fn lease(self: &Arc<Self>, c: &Client, at: WorkerAt, block_id: u64) -> Result<Option<Lease>> {
         let now = Instant::now();
-        if let Some(l) = self.leases.lock().expect("lease lock").get(&block_id)
-            && now < l.until - (l.until - l.granted) / 2
-        {
-            return Ok(Some(l.clone()));
+        let cached = self.leases.lock().expect("lease lock").get(&block_id).cloned();
+        if let Some(l) = cached {
+            let term = l.until - l.granted;
+            if now < l.granted + term / 2 {
+                return Ok(Some(l));
+            }
+            if now < l.until - term / 4 {
+                if self.renewing.lock().expect("lease lock").insert(block_id) {
+                    let (me, c) = (self.clone(), c.clone());
+                    tokio::spawn(async move {
+                        if let Err(e) = me.ask_lease(&c, at, block_id).await {
+                            tracing::debug!(block = block_id, error = %e, "lease renewal failed");
+                        }
+                        me.renewing.lock().expect("lease lock").remove(&block_id);
+                    });
+                }
+                return Ok(Some(l));
+            }
         }
         if self.misses.lock().expect("lease lock").get(&block_id).is_some_and(|t| now.duration_since(*t) < MISS_FOR) {
             return Ok(None);
         }
-        let granted = Instant::now();
+        self.ask_lease(c, at, block_id).await
+    }
+
+    /// Asks the shard for a lease on `block_id` and keeps it.
+    async fn ask_lease(&self, c: &Client, at: WorkerAt, block_id: u64) -> Result<Option<Lease>> {
+        let now = Instant::now();
+        let granted = now;
         let ok: LeaseBlockOk = match c.call_worker(at, "lease block", &LeaseBlock { block_id }, &[]).await {
             Ok(f) => f.decode_body()?,
             Err(e) if e.kind() == ErrorKind::NotFound => {
