@@ -180,6 +180,10 @@ impl Client {
         }
     }
 
+    pub(crate) fn local(&self) -> &crate::local::Local {
+        &self.inner.local
+    }
+
     /// Counters of short-circuit reads (blocks read from a local worker's data files).
     pub fn short_circuit_stats(&self) -> crate::LocalStats {
         self.inner.local.stats()

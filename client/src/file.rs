@@ -287,6 +287,28 @@ impl File {
         Ok(n)
     }
 
+    /// A read of `[offset, offset + len)` that can start now from the data files of a worker
+    /// on this host, with nothing to wait for first: the range is inside one block and before
+    /// the tail, the block's shard is known to be local and its lease is fresh. `None`
+    /// otherwise: [`File::read_at`] reads it and gets what is missing (a lease, the files).
+    /// For callers that can finish on the client's io thread (a FUSE reply), saving wake-ups.
+    pub fn local_read(&self, offset: u64, len: usize) -> Option<crate::LocalRead> {
+        let client = &self.inner.client;
+        let end = offset.checked_add(len as u64)?;
+        if !client.settings().short_circuit || len == 0 || end > self.len() {
+            return None;
+        }
+        if self.inner.tail.as_ref().is_some_and(|(t, _)| end > *t) {
+            return None;
+        }
+        let (loc, at) = self.one_block(offset, len as u64)?;
+        let loc = self.inner.current(loc);
+        if loc.lost {
+            return None;
+        }
+        client.local().ready(loc.addr.socket_addr(), loc.block_id, at, len as u64)
+    }
+
     /// Reads up to `len` bytes at `offset` (empty at the end). A range inside one block and
     /// outside the tail is kept as the reply's received pieces, not copied.
     pub(crate) async fn read_owned(&self, offset: u64, len: usize) -> Result<Received> {

@@ -23,6 +23,6 @@ pub use config_file::{ClientConfig, toml_error};
 pub use cv_wire::msg::{FileKind, FileStatus, FreeOk, MountInfo, MountMode, UfsRef};
 pub use error::{Error, ErrorKind, Result};
 pub use file::File;
-pub use local::LocalStats;
+pub use local::{LocalRead, LocalStats};
 pub use reader::SequentialReader;
 pub use writer::Writer;

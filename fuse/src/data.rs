@@ -9,7 +9,7 @@ use crate::read::ReadHandle;
 use crate::volume::{Handle, Volume};
 use crate::write::{Streamed, WriteHandle};
 use cv_client::{ErrorKind, FileKind};
-use fuser::{Errno, FileAttr, FopenFlags};
+use fuser::{Errno, FileAttr, FopenFlags, ReplyData};
 use std::ffi::OsStr;
 use std::sync::Arc;
 
@@ -109,6 +109,28 @@ impl Volume {
         let st = w.close().await.map_err(|e| errno_of(&e))?;
         let ino = self.inodes().remember(&path);
         Ok(self.attr_from(ino, &st).await)
+    }
+
+    /// Starts a read the client can serve at once from a local worker's files
+    /// ([`ReadHandle::read_now`]); the reply comes back when it cannot.
+    pub(crate) fn read_now(
+        &self,
+        fh: u64,
+        ino: u64,
+        offset: u64,
+        size: u32,
+        reply: ReplyData,
+        rt: &tokio::runtime::Handle,
+    ) -> Result<(), ReplyData> {
+        if self.stage(ino).is_some() {
+            return Err(reply);
+        }
+        match self.handle(fh) {
+            Ok(Handle::Read { r: Some(r), .. } | Handle::Write { read: Some(r), .. }) => {
+                r.read_now(offset, size, reply, rt)
+            }
+            _ => Err(reply),
+        }
     }
 
     pub(crate) async fn read(&self, fh: u64, ino: u64, offset: u64, size: u32) -> Result<Vec<u8>, Errno> {

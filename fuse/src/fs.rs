@@ -234,6 +234,11 @@ impl Filesystem for CvFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
+        // A read the client can serve at once from a local worker's files is answered from the
+        // client's io thread, without the runtime: two thread hops fewer per request.
+        let Err(reply) = self.vol.read_now(fh.0, ino.0, offset, size, reply, &self.rt) else {
+            return;
+        };
         self.run(|vol| async move {
             match vol.read(fh.0, ino.0, offset, size).await {
                 Ok(bytes) => reply.data(&bytes),

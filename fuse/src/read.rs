@@ -9,7 +9,8 @@
 
 use crate::errno::errno_of;
 use cv_client::{File, SequentialReader};
-use fuser::Errno;
+use fuser::{Errno, ReplyData};
+use std::sync::Arc;
 use tokio::sync::Mutex;
 
 /// Bytes read in file order before the sequential reader takes over: more than a column
@@ -43,6 +44,50 @@ impl ReadHandle {
 
     pub(crate) fn file(&self) -> &File {
         &self.file
+    }
+
+    /// Answers `reply` with up to `size` bytes at `offset` from the client's io thread, if the
+    /// client can read them at once from a local worker's files (`File::local_read`) and no
+    /// scan's reader has the handle; gives `reply` back otherwise. A read that fails after it
+    /// started is read again through [`ReadHandle::read`] on `rt`.
+    pub(crate) fn read_now(
+        self: &Arc<Self>,
+        offset: u64,
+        size: u32,
+        reply: ReplyData,
+        rt: &tokio::runtime::Handle,
+    ) -> Result<(), ReplyData> {
+        let len = self.file.len();
+        if offset >= len || size == 0 {
+            return Err(reply);
+        }
+        let want = (u64::from(size)).min(len - offset) as usize;
+        let end = offset + want as u64;
+        let Ok(mut seq) = self.seq.try_lock() else { return Err(reply) };
+        if seq.reader.is_some() {
+            return Err(reply);
+        }
+        let Some(read) = self.file.local_read(offset, want) else { return Err(reply) };
+        // The run is kept as `read` keeps it, so a scan is still seen as one.
+        if offset >= seq.run_start && offset <= seq.run_end + RUN_SLACK {
+            seq.run_end = seq.run_end.max(end);
+        } else {
+            (seq.run_start, seq.run_end) = (offset, end);
+        }
+        drop(seq);
+        let (me, rt) = (self.clone(), rt.clone());
+        read.start(move |bytes| match bytes {
+            Some(b) => reply.data(&b),
+            None => {
+                rt.spawn(async move {
+                    match me.read(offset, size).await {
+                        Ok(b) => reply.data(&b),
+                        Err(e) => reply.error(e),
+                    }
+                });
+            }
+        });
+        Ok(())
     }
 
     /// Up to `size` bytes at `offset`; fewer only at the end of the file.

@@ -217,3 +217,32 @@ async fn a_block_read_for_longer_than_its_lease_stays_local_and_a_deleted_one_is
     assert_eq!(client.short_circuit_stats().reads, n, "a deleted block was read from the file: {err}");
     cluster.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_that_can_start_at_once_is_answered_from_the_io_thread() {
+    let (_dir, cluster) = start().await;
+    let client = cluster.client().await.unwrap();
+    let data = pattern(BLOCK * 2, 5);
+    write(&client, "/now.bin", &data).await;
+    let f = client.open("/now.bin").await.unwrap();
+    // Nothing is known yet about the shard or the block: not at once.
+    assert!(f.local_read(0, 4096).is_none());
+    let mut buf = vec![0u8; 4096];
+    f.read_at(0, &mut buf).await.unwrap();
+    // Now the shard's files and the block's lease are at hand.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let read = f.local_read(100, 70_000).expect("a leased block of a local shard");
+    read.start(move |b| tx.send(b).unwrap());
+    let got = tokio::task::spawn_blocking(move || rx.recv().unwrap()).await.unwrap().expect("bytes");
+    assert_eq!(&got[..], &data[100..70_100]);
+    assert_eq!(client.short_circuit_stats().reads, 2);
+    // Across two blocks, or into the tail, it is the async path's work.
+    assert!(f.local_read(BLOCK as u64 - 10, 20).is_none(), "spans two blocks");
+    assert!(f.local_read(data.len() as u64 - 10, 10).is_none(), "the tail is served from memory");
+    assert!(f.local_read(0, 0).is_none());
+    let quic = cluster.client_with(ClientSettings { short_circuit: false, ..cluster.client_settings() }).await.unwrap();
+    let g = quic.open("/now.bin").await.unwrap();
+    g.read_at(0, &mut buf).await.unwrap();
+    assert!(g.local_read(0, 4096).is_none(), "short-circuit reads are off for this client");
+    cluster.shutdown().await.unwrap();
+}

@@ -18,12 +18,16 @@ use tokio::sync::oneshot;
 /// Buffers on their way back to the io thread; more are freed where they are dropped.
 const RETURNING: usize = 64;
 
+/// What a read's buffer and byte count go to.
+type Done = Box<dyn FnOnce(io::Result<(Lent, usize)>) + Send>;
+
 /// One read: `len` bytes at `pos` of `file` (both aligned for O_DIRECT).
 struct Job {
     file: Arc<RingFile>,
     pos: u64,
     len: usize,
-    reply: oneshot::Sender<io::Result<(Lent, usize)>>,
+    /// Called on the io thread when the read completes.
+    done: Done,
 }
 
 /// A buffer of the io thread, lent out; it goes back when dropped.
@@ -90,7 +94,7 @@ impl IoThread {
                     cv_rt::spawn_local(async move {
                         let buf = AlignedBuf::with_capacity(job.len);
                         let (res, buf) = job.file.read_at(buf, job.len, job.pos).await;
-                        let _ = job.reply.send(res.map(|n| (Lent { buf: Some(buf), home }, n)));
+                        (job.done)(res.map(|n| (Lent { buf: Some(buf), home }, n)));
                     })
                     .detach();
                 }
@@ -103,7 +107,15 @@ impl IoThread {
     /// Reads `len` bytes at `pos` of `file`; returns the buffer and the bytes read.
     pub(crate) async fn read(&self, file: Arc<RingFile>, pos: u64, len: usize) -> io::Result<(Lent, usize)> {
         let (reply, answer) = oneshot::channel();
-        self.jobs.send(Job { file, pos, len, reply }).map_err(|_| io::Error::other("the io thread is gone"))?;
+        self.read_then(file, pos, len, Box::new(move |r| drop(reply.send(r))));
         answer.await.map_err(|_| io::Error::other("the io thread dropped a read"))?
+    }
+
+    /// Reads `len` bytes at `pos` of `file` and calls `done` with them on the io thread: for a
+    /// caller that can finish there (a FUSE reply), without a wake-up of its own.
+    pub(crate) fn read_then(&self, file: Arc<RingFile>, pos: u64, len: usize, done: Done) {
+        if let Err(flume::SendError(job)) = self.jobs.send(Job { file, pos, len, done }) {
+            (job.done)(Err(io::Error::other("the io thread is gone")));
+        }
     }
 }

@@ -55,9 +55,75 @@ type Slot = Arc<OnceCell<Option<Arc<LocalShard>>>>;
 pub(crate) struct Local {
     shards: Mutex<HashMap<SocketAddr, Slot>>,
     io: OnceLock<Option<IoThread>>,
+    counters: Arc<Counters>,
+}
+
+/// [`LocalStats`] as they are counted (also on the io thread).
+#[derive(Debug, Default)]
+struct Counters {
     reads: AtomicU64,
     bytes: AtomicU64,
     fallbacks: AtomicU64,
+}
+
+impl Counters {
+    fn served(&self, b: &Bytes) {
+        self.reads.fetch_add(1, Ordering::Relaxed);
+        self.bytes.fetch_add(b.len() as u64, Ordering::Relaxed);
+    }
+}
+
+/// A short-circuit read ready to start without waiting (see [`crate::File::local_read`]).
+#[derive(Debug)]
+pub struct LocalRead {
+    shard: Arc<LocalShard>,
+    io: IoThread,
+    counters: Arc<Counters>,
+    block_id: u64,
+    lease: Lease,
+    plan: Plan,
+}
+
+impl LocalRead {
+    /// Starts the read; `done` is called on the client's io thread with the bytes, or with
+    /// `None` if the read failed after all (lease lapsed, bad crc, worker gone): read them
+    /// the usual way then.
+    pub fn start(self, done: impl FnOnce(Option<Bytes>) + Send + 'static) {
+        let LocalRead { shard, io, counters, block_id, lease, plan } = self;
+        let file = plan.file.clone();
+        io.read_then(
+            file,
+            plan.pos,
+            plan.read_len,
+            Box::new(move |res| {
+                let out = shard.finish(block_id, &lease, &plan, res);
+                match &out {
+                    Ok(b) => counters.served(b),
+                    Err(e) => {
+                        counters.fallbacks.fetch_add(1, Ordering::Relaxed);
+                        tracing::debug!(block = block_id, error = %e, "short-circuit read failed; read again");
+                    }
+                }
+                done(out.ok());
+            }),
+        );
+    }
+}
+
+/// Where a read of a leased block goes on disk.
+#[derive(Debug)]
+struct Plan {
+    file: Arc<RingFile>,
+    /// Aligned position and length of the read in the data file.
+    pos: u64,
+    read_len: usize,
+    /// The chunks read, and the first byte of the first in the block.
+    first: u64,
+    last: u64,
+    start: u64,
+    /// Where the bytes asked for start in the read, and how many.
+    from: usize,
+    len: usize,
 }
 
 /// One local shard: the open socket (watched for the worker's death), its data files.
@@ -86,11 +152,27 @@ struct Lease {
 
 impl Local {
     pub(crate) fn stats(&self) -> LocalStats {
+        let c = &self.counters;
         LocalStats {
-            reads: self.reads.load(Ordering::Relaxed),
-            bytes: self.bytes.load(Ordering::Relaxed),
-            fallbacks: self.fallbacks.load(Ordering::Relaxed),
+            reads: c.reads.load(Ordering::Relaxed),
+            bytes: c.bytes.load(Ordering::Relaxed),
+            fallbacks: c.fallbacks.load(Ordering::Relaxed),
         }
+    }
+
+    /// A read of `[offset, offset + len)` of block `block_id` at shard `addr` that can start
+    /// now: the shard is known to be local, the io thread runs, and the block's lease is fresh.
+    /// `None` otherwise (the async path then asks for what is missing).
+    pub(crate) fn ready(&self, addr: SocketAddr, block_id: u64, offset: u64, len: u64) -> Option<LocalRead> {
+        let slot = self.shards.lock().expect("local lock").get(&addr).cloned()?;
+        let shard = slot.get()?.clone()?;
+        let io = self.io.get()?.clone()?;
+        let lease = shard.leases.lock().expect("lease lock").get(&block_id).cloned()?;
+        if Instant::now() >= lease.granted + (lease.until - lease.granted) / 2 || len == 0 {
+            return None;
+        }
+        let plan = shard.plan(block_id, &lease, offset, len).ok()?;
+        Some(LocalRead { shard, io, counters: self.counters.clone(), block_id, lease, plan })
     }
 
     /// Block `block_id`'s `[offset, offset + len)` from the shard's data file, if the shard
@@ -107,13 +189,12 @@ impl Local {
             .as_ref()?;
         match shard.read(c, at, io, block_id, offset, len).await {
             Ok(Some(b)) => {
-                self.reads.fetch_add(1, Ordering::Relaxed);
-                self.bytes.fetch_add(b.len() as u64, Ordering::Relaxed);
+                self.counters.served(&b);
                 Some(b)
             }
             Ok(None) => None,
             Err(e) => {
-                self.fallbacks.fetch_add(1, Ordering::Relaxed);
+                self.counters.fallbacks.fetch_add(1, Ordering::Relaxed);
                 tracing::debug!(block = block_id, shard = %at.addr, error = %e, "short-circuit read fell back to QUIC");
                 if shard.gone() {
                     // The worker went away (or restarted): ask again next time.
@@ -192,31 +273,51 @@ impl LocalShard {
         let Some(lease) = self.lease(c, at, block_id).await? else {
             return Ok(None);
         };
-        let end = offset.checked_add(len).filter(|&e| e <= lease.len).ok_or_else(|| {
-            Error::new(
-                ErrorKind::InvalidArgument,
-                format!("block {block_id}: {offset}+{len} is past its {} bytes", lease.len),
-            )
-        })?;
         if len == 0 {
             return Ok(Some(Bytes::new()));
         }
+        let plan = self.plan(block_id, &lease, offset, len)?;
+        let res = io.read(plan.file.clone(), plan.pos, plan.read_len).await;
+        self.finish(block_id, &lease, &plan, res).map(Some)
+    }
+
+    /// Where `[offset, offset + len)` (not empty) of the leased block is read from: whole
+    /// chunks, aligned for O_DIRECT.
+    fn plan(&self, block_id: u64, lease: &Lease, offset: u64, len: u64) -> Result<Plan> {
+        let end = offset.checked_add(len).filter(|&e| e <= lease.len && len > 0).ok_or_else(|| {
+            Error::new(
+                ErrorKind::InvalidArgument,
+                format!("block {block_id}: {offset}+{len} is not inside its {} bytes", lease.len),
+            )
+        })?;
         let cs = lease.chunk_size;
         let (first, last) = (offset / cs, (end - 1) / cs);
         let start = first * cs;
         let data_end = ((last + 1) * cs).min(lease.len);
-        let read_len = (data_end - start).div_ceil(ALIGN) * ALIGN;
-        let file = self.files.get(usize::from(lease.dir)).ok_or_else(|| {
+        let read_len = ((data_end - start).div_ceil(ALIGN) * ALIGN) as usize;
+        let file = self.files.get(usize::from(lease.dir)).cloned().ok_or_else(|| {
             Error::new(
                 ErrorKind::Protocol,
                 format!("block {block_id}: lease names data file {}, {} passed", lease.dir, self.files.len()),
             )
         })?;
-        let (buf, n) = io
-            .read(file.clone(), lease.disk_offset + start, read_len as usize)
-            .await
-            .map_err(|e| Error::new(ErrorKind::Other, format!("block {block_id}: local read: {e}")))?;
-        if (n as u64) < data_end - start {
+        let pos = lease.disk_offset + start;
+        Ok(Plan { file, pos, read_len, first, last, start, from: (offset - start) as usize, len: len as usize })
+    }
+
+    /// The bytes a completed read returns, if they can be trusted: the read was whole, the
+    /// lease held and the worker's socket was up after it, and every chunk's crc matches.
+    fn finish(
+        &self,
+        block_id: u64,
+        lease: &Lease,
+        plan: &Plan,
+        res: std::io::Result<(io::Lent, usize)>,
+    ) -> Result<Bytes> {
+        let (buf, n) = res.map_err(|e| Error::new(ErrorKind::Other, format!("block {block_id}: local read: {e}")))?;
+        let cs = lease.chunk_size;
+        let data_end = ((plan.last + 1) * cs).min(lease.len);
+        if (n as u64) < data_end - plan.start {
             return Err(Error::new(ErrorKind::Other, format!("block {block_id}: local read returned {n} bytes")));
         }
         // Only now, after the read: bytes read under a lease that has run out, or from a
@@ -226,8 +327,8 @@ impl LocalShard {
             return Err(Error::new(ErrorKind::Unavailable, format!("block {block_id}: lease lapsed during the read")));
         }
         let bytes = buf.as_slice();
-        for ch in first..=last {
-            let (lo, hi) = ((ch * cs - start) as usize, (((ch + 1) * cs).min(lease.len) - start) as usize);
+        for ch in plan.first..=plan.last {
+            let (lo, hi) = ((ch * cs - plan.start) as usize, (((ch + 1) * cs).min(lease.len) - plan.start) as usize);
             if Some(crc32fast::hash(&bytes[lo..hi])) != lease.crcs.get(ch as usize).copied() {
                 self.leases.lock().expect("lease lock").remove(&block_id);
                 return Err(Error::new(
@@ -236,8 +337,7 @@ impl LocalShard {
                 ));
             }
         }
-        let from = (offset - start) as usize;
-        Ok(Some(buf.into_bytes().slice(from..from + len as usize)))
+        Ok(buf.into_bytes().slice(plan.from..plan.from + plan.len))
     }
 
     /// A lease on `block_id` with at least a quarter of its time left, asked for if needed;
