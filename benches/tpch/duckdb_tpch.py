@@ -12,7 +12,6 @@ per-query times of every timed pass, their medians, and the fingerprints, as spa
 """
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -113,11 +112,7 @@ def main():
             "read_per_pass": io[loc][0] // max(a.passes, 1),
             "device_read_per_pass": io[loc][1] // max(a.passes, 1),
         })
-    if a.out:
-        with open(a.out, "w") as f:
-            json.dump(result, f, indent=1)
-    for r in result["locations"]:
-        print(json.dumps({"location": r["location"], "sum_of_medians": r["sum_of_medians"]}))
+    tpch_data.report(result, a.out)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@ and the fingerprints.
 """
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -120,11 +119,7 @@ def main():
             "medians": {f"q{n}": m for n, m in medians.items()},
             "sum_of_medians": sum(medians.values()),
         })
-    if a.out:
-        with open(a.out, "w") as f:
-            json.dump(result, f, indent=1)
-    for r in result["locations"]:
-        print(json.dumps({"location": r["location"], "sum_of_medians": r["sum_of_medians"]}))
+    tpch_data.report(result, a.out)
 
 
 if __name__ == "__main__":

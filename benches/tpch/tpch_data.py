@@ -74,6 +74,16 @@ def fingerprint(rows, ordered):
     return f"{len(rows)}:{h}"
 
 
+def report(result, out):
+    """Writes a runner's result to `out` (JSON, if given) and prints each location's sum."""
+    import json
+    if out:
+        with open(out, "w") as f:
+            json.dump(result, f, indent=1)
+    for r in result["locations"]:
+        print(json.dumps({"location": r["location"], "sum_of_medians": r["sum_of_medians"]}))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)

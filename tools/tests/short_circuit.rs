@@ -202,7 +202,8 @@ async fn a_block_read_for_longer_than_its_lease_stays_local_and_a_deleted_one_is
     let s = client.short_circuit_stats();
     assert_eq!((s.reads, s.fallbacks), (n, 0), "{s:?}");
     // The block goes (its file deleted). Once the worker has dropped it (a QUIC reader sees it
-    // gone) and the lease has run out, the short-circuit reader does not read the stale extent.
+    // gone), the short-circuit reader does not read the stale extent, though its lease may
+    // still run: the worker revoked it on the socket.
     let quic = cluster.client_with(ClientSettings { short_circuit: false, ..cluster.client_settings() }).await.unwrap();
     let g = quic.open("/long.bin").await.unwrap();
     client.delete("/long.bin", false).await.unwrap();
@@ -212,7 +213,6 @@ async fn a_block_read_for_longer_than_its_lease_stays_local_and_a_deleted_one_is
         assert!(std::time::Instant::now() < gone_by, "the worker kept the deleted block for 10 s");
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     let err = f.read_at(0, &mut buf).await.unwrap_err();
     assert_eq!(client.short_circuit_stats().reads, n, "a deleted block was read from the file: {err}");
     cluster.shutdown().await.unwrap();
@@ -244,5 +244,31 @@ async fn a_read_that_can_start_at_once_is_answered_from_the_io_thread() {
     let g = quic.open("/now.bin").await.unwrap();
     g.read_at(0, &mut buf).await.unwrap();
     assert!(g.local_read(0, 4096).is_none(), "short-circuit reads are off for this client");
+    cluster.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_block_that_goes_under_a_live_lease_is_revoked_not_read() {
+    let (_dir, cluster) = start().await;
+    let client = cluster.client().await.unwrap();
+    let data = pattern(BLOCK / 4, 13);
+    write(&client, "/gone.bin", &data).await;
+    let f = client.open("/gone.bin").await.unwrap();
+    let mut buf = vec![0u8; 4096];
+    f.read_at(0, &mut buf).await.unwrap();
+    let leased = std::time::Instant::now();
+    assert_eq!(client.short_circuit_stats().reads, 1);
+    let quic = cluster.client_with(ClientSettings { short_circuit: false, ..cluster.client_settings() }).await.unwrap();
+    let g = quic.open("/gone.bin").await.unwrap();
+    client.delete("/gone.bin", false).await.unwrap();
+    while g.read_at(0, &mut buf).await.is_ok() {
+        assert!(leased.elapsed() < std::time::Duration::from_secs(4), "the worker kept the deleted block");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    // The 5 s lease still runs, but the worker said the block went.
+    assert!(leased.elapsed() < std::time::Duration::from_secs(4));
+    assert!(f.read_at(0, &mut buf).await.is_err());
+    assert!(f.local_read(0, 4096).is_none());
+    assert_eq!(client.short_circuit_stats().reads, 1, "{:?}", client.short_circuit_stats());
     cluster.shutdown().await.unwrap();
 }

@@ -160,6 +160,7 @@ kinds! {
     LeaseBlockOk = 74 => msg::LeaseBlockOk,
     LocalOpen = 75 => msg::LocalOpen,
     LocalOpenOk = 76 => msg::LocalOpenOk,
+    LocalRevoke = 77 => msg::LocalRevoke,
 
     Report = 96 => msg::Report,
     ReportOk = 97 => msg::ReportOk,

@@ -202,6 +202,7 @@ fn every_message_round_trips() {
         ),
         round_trip(LocalOpen { token: vec![7; 32], shard: 1 }, &[]),
         round_trip(LocalOpenOk { dirs: 2 }, &[]),
+        round_trip(LocalRevoke { block_id: 9 }, &[]),
         round_trip(Report {}, &[]),
         round_trip(
             ReportOk {

@@ -3,14 +3,14 @@
 //! socket that trades the token for read-only O_DIRECT descriptors of a shard's data files.
 //!
 //! The socket is served by threads of its own, never a shard: one accepts, and one per
-//! connection answers it and then keeps it open without a word until the client closes it,
-//! so that a client sees this process die as a hang-up (and stops trusting its leases,
-//! which die with it).
+//! connection answers it and then keeps it open until the client closes it, so that a client
+//! sees this process die as a hang-up (and stops trusting its leases, which die with it). The
+//! only word on it after that is a shard's `LocalRevoke` when a leased block goes.
 
 use std::collections::HashMap;
 use std::fs::File;
 use std::io;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -20,8 +20,9 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use cv_net::local::{recv_frame, send_frame};
-use cv_wire::msg::{ErrorReply, LOCAL_TOKEN_LEN, LocalOpen, LocalOpenOk, MAX_LOCAL_DIRS};
+use cv_wire::msg::{ErrorReply, LOCAL_TOKEN_LEN, LocalOpen, LocalOpenOk, LocalRevoke, MAX_LOCAL_DIRS};
 use cv_wire::{ErrorCode, Frame, Kind, Limits};
+use nix::sys::socket::MsgFlags;
 
 use crate::error::{Result, WorkerError, WorkerErrorKind};
 
@@ -32,13 +33,16 @@ const REQUEST_WITHIN: Duration = Duration::from_secs(5);
 /// Frames on the socket are small.
 const LIMITS: Limits = Limits { max_body: 4096, max_payload: 0, ..Limits::DEFAULT };
 
-/// What a shard answers a client's `LocalHello` with.
+/// What a shard answers a client's `LocalHello` with, and how it tells the socket's clients
+/// that a leased block went.
 #[derive(Debug)]
 pub(crate) struct LocalServe {
     pub(crate) boot_id: String,
     pub(crate) socket: String,
     pub(crate) token: [u8; LOCAL_TOKEN_LEN],
     pub(crate) lease: Duration,
+    /// The socket's open connections (shared with [`LocalServer`]).
+    conns: Conns,
 }
 
 impl LocalServe {
@@ -47,8 +51,28 @@ impl LocalServe {
         let boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")?.trim().to_string();
         let mut token = [0u8; LOCAL_TOKEN_LEN];
         io::Read::read_exact(&mut File::open("/dev/urandom")?, &mut token)?;
-        Ok(LocalServe { boot_id, socket: socket.display().to_string(), token, lease })
+        Ok(LocalServe { boot_id, socket: socket.display().to_string(), token, lease, conns: Conns::default() })
     }
+
+    /// Tells every client that holds shard `shard`'s files that block `block_id` went
+    /// (`LocalRevoke`): it drops its leases on the shard and asks again. Called on the shard's
+    /// thread, so it never waits: a client whose socket buffer is full has unread news already.
+    pub(crate) fn revoke(&self, shard: u16, block_id: u64) {
+        let Ok(frame) = cv_wire::encode(&LocalRevoke { block_id }, 0, &[]) else { return };
+        let flags = MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL;
+        for c in self.conns.lock().unwrap_or_else(PoisonError::into_inner).values() {
+            if c.shard == Some(shard) {
+                let _ = nix::sys::socket::send(c.stream.as_raw_fd(), frame.head(), flags);
+            }
+        }
+    }
+}
+
+/// One open connection of the socket: a second handle of it, and the shard whose files it got.
+#[derive(Debug)]
+struct Conn {
+    stream: UnixStream,
+    shard: Option<u16>,
 }
 
 /// The running socket server; [`LocalServer::stop`] ends it and removes the socket file.
@@ -71,8 +95,8 @@ struct Shared {
     next_conn: AtomicUsize,
 }
 
-/// A second handle of each open connection, by number: shut down at stop.
-type Conns = Arc<Mutex<HashMap<usize, UnixStream>>>;
+/// The open connections, by number: told of revoked blocks, shut down at stop.
+type Conns = Arc<Mutex<HashMap<usize, Conn>>>;
 
 impl LocalServer {
     /// Binds `serve.socket` (replacing a stale socket file; mode 0660) and serves the data
@@ -101,7 +125,7 @@ impl LocalServer {
             .map_err(|e| fail(format!("chmod {}", path.display()), e))?;
         listener.set_nonblocking(true).map_err(|e| fail("local socket".into(), e))?;
         let stop = Arc::new(AtomicBool::new(false));
-        let conns = Conns::default();
+        let conns = serve.conns.clone();
         let shared = Arc::new(Shared {
             token: serve.token,
             files,
@@ -127,7 +151,7 @@ impl LocalServer {
     fn halt(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
         for (_, c) in self.conns.lock().unwrap_or_else(PoisonError::into_inner).drain() {
-            let _ = c.shutdown(std::net::Shutdown::Both);
+            let _ = c.stream.shutdown(std::net::Shutdown::Both);
         }
         if let Some(t) = self.thread.take() {
             let _ = t.join();
@@ -184,7 +208,7 @@ fn serve_conn(shared: &Shared, stream: UnixStream) {
     let _ = stream.set_read_timeout(Some(REQUEST_WITHIN));
     let me = shared.next_conn.fetch_add(1, Ordering::Relaxed);
     if let Ok(c) = stream.try_clone() {
-        shared.conns.lock().unwrap_or_else(PoisonError::into_inner).insert(me, c);
+        shared.conns.lock().unwrap_or_else(PoisonError::into_inner).insert(me, Conn { stream: c, shard: None });
     }
     loop {
         let frame = match recv_frame(&stream, &LIMITS, 0) {
@@ -203,8 +227,12 @@ fn serve_conn(shared: &Shared, stream: UnixStream) {
                     tracing::debug!(error = %e, "local socket reply failed");
                     break;
                 }
-                // From now on the connection is only watched for its close.
+                // From now on the connection is only watched for its close, and told of
+                // this shard's revoked blocks.
                 let _ = stream.set_read_timeout(None);
+                if let Some(c) = shared.conns.lock().unwrap_or_else(PoisonError::into_inner).get_mut(&me) {
+                    c.shard = Some(shard);
+                }
             }
             Err((code, why)) => {
                 tracing::info!(%why, "local socket request refused");

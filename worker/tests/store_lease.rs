@@ -63,12 +63,16 @@ fn a_rewritten_block_keeps_its_old_extent_for_the_lease_and_no_space_waits_for_n
     let data_file = cfg.data_paths()[0].clone();
     run(|| async move {
         let store = BlockStore::open(cfg).await.unwrap();
+        let told = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+        let t = told.clone();
+        store.on_revoke(move |id| t.borrow_mut().push(id));
         put(&store, 1, &pattern(1, BLOCK), true).await;
         let (old, _) = store.lease(1, LEASE).unwrap();
         // A new incarnation of block 1 goes elsewhere; the old extent is held, not freed.
         put(&store, 1, &pattern(101, BLOCK), true).await;
         let new = store.lookup(1).unwrap().stat();
         assert_ne!(new.disk_offset, old.disk_offset);
+        assert_eq!(*told.borrow(), vec![1], "the lease holders are told the incarnation went");
         assert_eq!(on_disk(&data_file, old.disk_offset, BLOCK), pattern(1, BLOCK));
         // The disk is full of pinned and held bytes: a write waits for the lease to end and
         // then takes the old extent.
@@ -81,6 +85,9 @@ fn a_rewritten_block_keeps_its_old_extent_for_the_lease_and_no_space_waits_for_n
         let err = store.begin_write(3, BLOCK as u64, true).await.unwrap_err();
         assert_eq!(err.kind(), ErrorKind::NoSpace);
         assert!(t.elapsed() < LEASE / 2);
+        // Block 2 was never leased: its readers have nothing to be told.
+        assert!(store.delete(2).await.unwrap());
+        assert_eq!(*told.borrow(), vec![1]);
         // A block that is not stored cannot be leased.
         assert_eq!(store.lease(99, LEASE).unwrap_err().kind(), ErrorKind::NotFound);
     });

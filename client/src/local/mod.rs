@@ -166,6 +166,9 @@ impl Local {
     pub(crate) fn ready(&self, addr: SocketAddr, block_id: u64, offset: u64, len: u64) -> Option<LocalRead> {
         let slot = self.shards.lock().expect("local lock").get(&addr).cloned()?;
         let shard = slot.get()?.clone()?;
+        if shard.gone() {
+            return None;
+        }
         let io = self.io.get()?.clone()?;
         let lease = shard.leases.lock().expect("lease lock").get(&block_id).cloned()?;
         if Instant::now() >= lease.granted + (lease.until - lease.granted) / 2 || len == 0 {
@@ -205,9 +208,19 @@ impl Local {
         }
     }
 
-    /// The shard at `at` as a local one, asked once per address (until it goes away).
+    /// The shard at `at` as a local one, asked once per address until its socket says
+    /// otherwise (the worker went, or revoked a block: asked again then).
     async fn shard(&self, c: &Client, at: WorkerAt) -> Option<Arc<LocalShard>> {
         let cell = self.shards.lock().expect("local lock").entry(at.addr).or_default().clone();
+        let cell = if cell.get().is_some_and(|s| s.as_ref().is_some_and(|s| s.gone())) {
+            let mut shards = self.shards.lock().expect("local lock");
+            if shards.get(&at.addr).is_some_and(|now| Arc::ptr_eq(now, &cell)) {
+                shards.remove(&at.addr);
+            }
+            shards.entry(at.addr).or_default().clone()
+        } else {
+            cell
+        };
         cell.get_or_init(|| async {
             LocalShard::open(c, at)
                 .await

@@ -83,6 +83,16 @@ pub struct LocalOpenOk {
     pub dirs: u16,
 }
 
+/// Sent by the worker on the Unix socket, unasked: a block this connection's client may hold
+/// a lease on is gone (evicted, deleted, rewritten). The client drops the connection with its
+/// leases and descriptors, and asks again (`LocalHello`) before its next short-circuit read.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+pub struct LocalRevoke {
+    /// The block that went.
+    pub block_id: u64,
+}
+
 impl CheckLimits for ArchivedLocalHelloOk {
     fn check_limits(&self, l: &Limits) -> Result<(), WireError> {
         check_str(&self.boot_id, l, "local_hello_ok.boot_id")?;
@@ -103,4 +113,4 @@ impl CheckLimits for ArchivedLocalOpen {
     }
 }
 
-super::no_limits!(ArchivedLocalHello, ArchivedLeaseBlock, ArchivedLocalOpenOk);
+super::no_limits!(ArchivedLocalHello, ArchivedLeaseBlock, ArchivedLocalOpenOk, ArchivedLocalRevoke);

@@ -89,6 +89,9 @@ async fn shard_main(
         && let Ok(routes) = routes.recv_async().await
     {
         tracing::info!(shard = index, addr = %ep.local_addr(), "shard serving");
+        if let Some(local) = spec.local.clone() {
+            store.on_revoke(move |block_id| local.revoke(index, block_id));
+        }
         let c = Rc::new(ShardCtx {
             index,
             port: ep.local_addr().port(),

@@ -100,6 +100,8 @@ pub(crate) struct State {
     pub(crate) corrupt_blocks: u64,
     /// Extents leased to short-circuit readers, and those held for them.
     pub(crate) leases: Leases,
+    /// Leased blocks that went since their readers were last told ([`BlockStore::on_revoke`]).
+    revoked: Vec<u64>,
     next_seq: u64,
     pinned_bytes: u64,
     live_log_bytes: u64,
@@ -157,9 +159,10 @@ impl State {
 
     /// An incarnation taken out by [`State::detach`] is gone for good: its extent is free,
     /// or held while a short-circuit reader's lease on it lasts.
-    pub(crate) fn release(&mut self, e: &Entry) {
-        if let Some((dir, offset, len)) = self.leases.retire(e.seq, (e.dir, e.offset, e.alloc_len), Instant::now()) {
-            self.free(dir, offset, len);
+    pub(crate) fn release(&mut self, block_id: u64, e: &Entry) {
+        match self.leases.retire(e.seq, (e.dir, e.offset, e.alloc_len), Instant::now()) {
+            Some((dir, offset, len)) => self.free(dir, offset, len),
+            None => self.revoked.push(block_id),
         }
     }
 
@@ -202,11 +205,16 @@ impl State {
     }
 }
 
+/// What the store tells of a leased block that went.
+type Revoke = Box<dyn Fn(u64)>;
+
 pub(crate) struct Inner {
     pub(crate) cfg: StoreConfig,
     pub(crate) files: Vec<DirectFile>,
     pub(crate) state: RefCell<State>,
     log: AsyncMutex<IndexLog>,
+    /// Told of leased blocks that went ([`BlockStore::on_revoke`]).
+    revoke: RefCell<Option<Revoke>>,
 }
 
 impl std::fmt::Debug for Inner {
@@ -277,6 +285,7 @@ impl BlockStore {
             disk_stats: TierStats::default(),
             corrupt_blocks: 0,
             leases: Leases::default(),
+            revoked: Vec::new(),
             next_seq: 0,
             pinned_bytes: 0,
             live_log_bytes: 0,
@@ -316,7 +325,15 @@ impl BlockStore {
             let snapshot = snapshot(&state);
             log.rewrite(&snapshot).await?;
         }
-        Ok(BlockStore { inner: Rc::new(Inner { cfg, files, state: RefCell::new(state), log: AsyncMutex::new(log) }) })
+        Ok(BlockStore {
+            inner: Rc::new(Inner {
+                cfg,
+                files,
+                state: RefCell::new(state),
+                log: AsyncMutex::new(log),
+                revoke: RefCell::new(None),
+            }),
+        })
     }
 
     /// The configuration the store was opened with.
@@ -422,10 +439,11 @@ impl BlockStore {
         }
         {
             let mut st = self.state();
-            for (_, e) in &victims {
-                st.release(e);
+            for (id, e) in &victims {
+                st.release(*id, e);
             }
         }
+        self.tell_revoked();
         self.maybe_compact(&mut log).await
     }
 
@@ -438,10 +456,12 @@ impl BlockStore {
         let mut st = self.state();
         if let Some(old) = st.blocks.get(&block_id).cloned() {
             // The durable ADD supersedes it: its extent is free (or held for a lease).
-            st.release(&old);
+            st.release(block_id, &old);
         }
         st.insert(block_id, entry);
         st.writing.remove(&block_id);
+        drop(st);
+        self.tell_revoked();
         Ok(stat)
     }
 
@@ -491,6 +511,19 @@ impl BlockStore {
         st.disk_stats.hits += 1;
         st.disk_policy.touch(&block_id);
         Ok((stat, crcs))
+    }
+
+    /// Calls `f` with the id of every leased block that goes (evicted, deleted, dropped as
+    /// corrupt, rewritten) while a lease on it lasts, so its readers can be told at once.
+    pub fn on_revoke(&self, f: impl Fn(u64) + 'static) {
+        *self.inner.revoke.borrow_mut() = Some(Box::new(f));
+    }
+
+    fn tell_revoked(&self) {
+        let ids = std::mem::take(&mut self.state().revoked);
+        if let Some(f) = self.inner.revoke.borrow().as_ref() {
+            ids.into_iter().for_each(f);
+        }
     }
 
     /// Deletes a block; `Ok(false)` if it was not there.

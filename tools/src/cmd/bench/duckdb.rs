@@ -3,7 +3,7 @@
 //! page cache dropped before every query (root; feature `embedded-s3`). The work is in
 //! `cv_benches::duckdb_tpch`; this file is the command line and the cluster.
 
-use super::engines::{engine_python, repo_root};
+use super::engines::{engine_python, finish, repo_root};
 use crate::cluster::{ClusterOptions, LocalCluster};
 use crate::cmd::CmdResult;
 use crate::connect::runtime;
@@ -108,15 +108,7 @@ impl DuckdbTpchArgs {
                 if self.no_short_circuit { "over QUIC" } else { "short-circuit (the worker's files) where it can" }
             );
             let report = duckdb_tpch::run_bench(&tools, &cfg, &client, &fuse_config).await;
-            client.close();
-            cluster.shutdown().await?;
-            let report = report?;
-            if self.json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
-            } else {
-                duckdb_tpch::print(&report);
-            }
-            Ok(())
+            finish(cluster, client, report, self.json, duckdb_tpch::print).await
         });
         res
     }

@@ -29,3 +29,23 @@ pub fn engine_python(venv: Option<&Path>) -> Result<PathBuf, BenchError> {
     }
     Ok(python)
 }
+
+/// The end of an engine bench: closes the client and the cluster (also when the run failed),
+/// then prints the report as JSON or with `print`.
+pub async fn finish<R: serde::Serialize>(
+    cluster: crate::cluster::LocalCluster,
+    client: cv_client::Client,
+    report: Result<R, BenchError>,
+    json: bool,
+    print: fn(&R),
+) -> Result<(), BenchError> {
+    client.close();
+    cluster.shutdown().await?;
+    let report = report?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print(&report);
+    }
+    Ok(())
+}

@@ -3,7 +3,7 @@
 //! `embedded-s3`). The work is in `cv_benches::spark_tpch`; this file is the command line,
 //! where the engine's pieces are, and the cluster.
 
-use super::engines::{engine_python, repo_root};
+use super::engines::{engine_python, finish, repo_root};
 use crate::cluster::{ClusterOptions, LocalCluster};
 use crate::cmd::CmdResult;
 use crate::connect::runtime;
@@ -112,15 +112,7 @@ impl SparkTpchArgs {
             let cluster = LocalCluster::start(&opts).await?;
             let client = cluster.client().await?;
             let report = spark_tpch::run_bench(&tools, &cfg, &client, cluster.client_config()).await;
-            client.close();
-            cluster.shutdown().await?;
-            let report = report?;
-            if self.json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
-            } else {
-                spark_tpch::print(&report);
-            }
-            Ok(())
+            finish(cluster, client, report, self.json, spark_tpch::print).await
         });
         res
     }
