@@ -257,7 +257,19 @@ impl LocalCluster {
     /// Starts master `i` again on its files.
     pub async fn start_master(&mut self, i: usize) -> Result<(), ClusterError> {
         let cfg = ServerConfig { bootstrap: false, ..self.masters[i].0.clone() };
-        let server = MasterServer::start(&cfg, &self.node, &self.transport).await?;
+        // Its port was an ephemeral one: while it was down, another socket of this machine may
+        // have been given it for a moment (a client's probe, a dial). Try again for a while.
+        let mut tries = 0;
+        let server = loop {
+            match MasterServer::start(&cfg, &self.node, &self.transport).await {
+                Ok(s) => break s,
+                Err(e) if tries < 30 && addr_in_use(&e) => {
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        };
         self.masters[i].1 = Some(server);
         Ok(())
     }
@@ -298,4 +310,16 @@ impl LocalCluster {
         }
         Ok(())
     }
+}
+
+/// Whether the cause of `e`, at any depth, is an address already in use.
+fn addr_in_use(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut at = Some(e);
+    while let Some(err) = at {
+        if err.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::AddrInUse) {
+            return true;
+        }
+        at = err.source();
+    }
+    false
 }
