@@ -3,14 +3,13 @@
 //! page cache dropped before every query (root; feature `embedded-s3`). The work is in
 //! `cv_benches::duckdb_tpch`; this file is the command line and the cluster.
 
-use super::engines::{engine_python, finish, repo_root};
-use crate::cluster::{ClusterOptions, LocalCluster};
+use super::engines::{engine_python, finish, repo_root, tpch_cluster};
 use crate::cmd::CmdResult;
 use crate::connect::runtime;
 use clap::Args;
 use cv_benches::duckdb_tpch::{self, DuckdbTpchConfig, Tools};
 use cv_benches::open_latency::BenchError;
-use cv_net::config::{ByteSize, Dur};
+use cv_net::config::Dur;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 
@@ -90,14 +89,7 @@ impl DuckdbTpchArgs {
             fuse_threads: self.fuse_threads,
         };
         let res: Result<(), BenchError> = runtime()?.block_on(async move {
-            let cluster_dir = dir.join("cluster");
-            let _ = std::fs::remove_dir_all(&cluster_dir);
-            let opts = ClusterOptions {
-                capacity: ByteSize((3.0 * self.sf * ByteSize::gib(1).bytes() as f64) as u64 + ByteSize::gib(1).bytes()),
-                ..ClusterOptions::ephemeral(&cluster_dir)
-            };
-            let cluster = LocalCluster::start(&opts).await?;
-            let client = cluster.client().await?;
+            let (cluster, client) = tpch_cluster(&dir, self.sf).await?;
             let mut fuse_config = cluster.client_config().to_path_buf();
             if self.no_short_circuit {
                 fuse_config = dir.join("client-quic.toml");

@@ -49,3 +49,21 @@ pub async fn finish<R: serde::Serialize>(
     }
     Ok(())
 }
+
+/// A fresh embedded cluster under `<dir>/cluster` with room for TPC-H at scale factor `sf`
+/// (3 × sf GiB + 1 GiB), and a client of it.
+pub async fn tpch_cluster(
+    dir: &Path,
+    sf: f64,
+) -> Result<(crate::cluster::LocalCluster, cv_client::Client), BenchError> {
+    use cv_net::config::ByteSize;
+    let cluster_dir = dir.join("cluster");
+    let _ = std::fs::remove_dir_all(&cluster_dir);
+    let opts = crate::cluster::ClusterOptions {
+        capacity: ByteSize((3.0 * sf * ByteSize::gib(1).bytes() as f64) as u64 + ByteSize::gib(1).bytes()),
+        ..crate::cluster::ClusterOptions::ephemeral(&cluster_dir)
+    };
+    let cluster = crate::cluster::LocalCluster::start(&opts).await?;
+    let client = cluster.client().await?;
+    Ok((cluster, client))
+}

@@ -3,14 +3,13 @@
 //! `embedded-s3`). The work is in `cv_benches::spark_tpch`; this file is the command line,
 //! where the engine's pieces are, and the cluster.
 
-use super::engines::{engine_python, finish, repo_root};
-use crate::cluster::{ClusterOptions, LocalCluster};
+use super::engines::{engine_python, finish, repo_root, tpch_cluster};
 use crate::cmd::CmdResult;
 use crate::connect::runtime;
 use clap::Args;
 use cv_benches::open_latency::BenchError;
 use cv_benches::spark_tpch::{self, SparkTpchConfig, Tools};
-use cv_net::config::{ByteSize, Dur};
+use cv_net::config::Dur;
 use std::path::{Path, PathBuf};
 
 /// Arguments of `cvctl bench spark-tpch`.
@@ -103,14 +102,7 @@ impl SparkTpchArgs {
             mount: "/tpch".into(),
         };
         let res: Result<(), BenchError> = runtime()?.block_on(async move {
-            let cluster_dir = dir.join("cluster");
-            let _ = std::fs::remove_dir_all(&cluster_dir);
-            let opts = ClusterOptions {
-                capacity: ByteSize((3.0 * self.sf * ByteSize::gib(1).bytes() as f64) as u64 + ByteSize::gib(1).bytes()),
-                ..ClusterOptions::ephemeral(&cluster_dir)
-            };
-            let cluster = LocalCluster::start(&opts).await?;
-            let client = cluster.client().await?;
+            let (cluster, client) = tpch_cluster(&dir, self.sf).await?;
             let report = spark_tpch::run_bench(&tools, &cfg, &client, cluster.client_config()).await;
             finish(cluster, client, report, self.json, spark_tpch::print).await
         });
