@@ -37,6 +37,18 @@ struct Seq {
     run_end: u64,
 }
 
+impl Seq {
+    /// A read of `[offset, end)`: it continues the run if it starts in it or just past it,
+    /// else it starts a new one.
+    fn extend(&mut self, offset: u64, end: u64) {
+        if offset >= self.run_start && offset <= self.run_end + RUN_SLACK {
+            self.run_end = self.run_end.max(end);
+        } else {
+            (self.run_start, self.run_end) = (offset, end);
+        }
+    }
+}
+
 impl ReadHandle {
     pub(crate) fn new(file: File) -> Self {
         ReadHandle { file, seq: Mutex::new(Seq::default()) }
@@ -69,11 +81,7 @@ impl ReadHandle {
         }
         let Some(read) = self.file.local_read(offset, want) else { return Err(reply) };
         // The run is kept as `read` keeps it, so a scan is still seen as one.
-        if offset >= seq.run_start && offset <= seq.run_end + RUN_SLACK {
-            seq.run_end = seq.run_end.max(end);
-        } else {
-            (seq.run_start, seq.run_end) = (offset, end);
-        }
+        seq.extend(offset, end);
         drop(seq);
         let (me, rt) = (self.clone(), rt.clone());
         read.start(move |bytes| match bytes {
@@ -115,12 +123,8 @@ impl ReadHandle {
                 (seq.run_start, seq.run_end) = (offset, offset);
             }
         }
-        if offset >= seq.run_start && offset <= seq.run_end + RUN_SLACK {
-            seq.run_end = seq.run_end.max(end);
-        } else {
-            (seq.run_start, seq.run_end) = (offset, end);
-        }
-        if seq.reader.is_none() && seq.run_end - seq.run_start >= SCAN_AFTER && offset + want as u64 == seq.run_end {
+        seq.extend(offset, end);
+        if seq.reader.is_none() && seq.run_end - seq.run_start >= SCAN_AFTER && end == seq.run_end {
             let mut r = self.file.sequential(offset);
             let out = fill(&mut r, want).await?;
             seq.reader = Some(r);

@@ -201,8 +201,9 @@ fn accept_loop(listener: UnixListener, shared: Arc<Shared>) {
     }
 }
 
-/// Answers the connection's requests; after the first descriptors are sent it waits, silent,
-/// for the client to close (or for the worker to stop).
+/// Answers the connection's one `LocalOpen`, then holds it open until the client closes it
+/// (or sends anything more, or the worker stops), telling it only of that shard's revoked
+/// blocks. One shard per connection: a revocation goes to exactly the clients of its shard.
 fn serve_conn(shared: &Shared, stream: UnixStream) {
     let _ = stream.set_nonblocking(false);
     let _ = stream.set_read_timeout(Some(REQUEST_WITHIN));
@@ -210,11 +211,8 @@ fn serve_conn(shared: &Shared, stream: UnixStream) {
     if let Ok(c) = stream.try_clone() {
         shared.conns.lock().unwrap_or_else(PoisonError::into_inner).insert(me, Conn { stream: c, shard: None });
     }
-    loop {
-        let frame = match recv_frame(&stream, &LIMITS, 0) {
-            Ok((f, _)) => f,
-            Err(_) => break, // closed, timed out, or not a frame: nothing to answer
-        };
+    // Closed, timed out, or not a frame: nothing to answer.
+    if let Ok((frame, _)) = recv_frame(&stream, &LIMITS, 0) {
         match open(shared, &frame) {
             Ok(shard) => {
                 let files = &shared.files[usize::from(shard)];
@@ -223,15 +221,16 @@ fn serve_conn(shared: &Shared, stream: UnixStream) {
                 let sent = cv_wire::encode(&ok, frame.header().request_id, &[])
                     .map_err(|e| e.to_string())
                     .and_then(|f| send_frame(&stream, f.head(), &fds).map_err(|e| e.to_string()));
-                if let Err(e) = sent {
-                    tracing::debug!(error = %e, "local socket reply failed");
-                    break;
-                }
-                // From now on the connection is only watched for its close, and told of
-                // this shard's revoked blocks.
-                let _ = stream.set_read_timeout(None);
-                if let Some(c) = shared.conns.lock().unwrap_or_else(PoisonError::into_inner).get_mut(&me) {
-                    c.shard = Some(shard);
+                match sent {
+                    Err(e) => tracing::debug!(error = %e, "local socket reply failed"),
+                    Ok(()) => {
+                        if let Some(c) = shared.conns.lock().unwrap_or_else(PoisonError::into_inner).get_mut(&me) {
+                            c.shard = Some(shard);
+                        }
+                        // Returns when the client closes (or breaks the rule and writes).
+                        let _ = stream.set_read_timeout(None);
+                        let _ = io::Read::read(&mut &stream, &mut [0u8; 1]);
+                    }
                 }
             }
             Err((code, why)) => {
@@ -240,7 +239,6 @@ fn serve_conn(shared: &Shared, stream: UnixStream) {
                 if let Ok(f) = cv_wire::encode(&reply, frame.header().request_id, &[]) {
                     let _ = send_frame(&stream, f.head(), &[]);
                 }
-                break;
             }
         }
     }

@@ -18,8 +18,23 @@ use tokio::sync::oneshot;
 /// Buffers on their way back to the io thread; more are freed where they are dropped.
 const RETURNING: usize = 64;
 
-/// What a read's buffer and byte count go to.
-type Done = Box<dyn FnOnce(io::Result<(Lent, usize)>) + Send>;
+/// A read's buffer and byte count.
+type Read = io::Result<(Lent, usize)>;
+
+/// Where a completed read goes: to an awaiting task, or to a call made on the io thread.
+pub(crate) enum Done {
+    Await(oneshot::Sender<Read>),
+    Call(Box<dyn FnOnce(Read) + Send>),
+}
+
+impl Done {
+    fn give(self, r: Read) {
+        match self {
+            Done::Await(tx) => drop(tx.send(r)),
+            Done::Call(f) => f(r),
+        }
+    }
+}
 
 /// One read: `len` bytes at `pos` of `file` (both aligned for O_DIRECT).
 struct Job {
@@ -94,7 +109,7 @@ impl IoThread {
                     cv_rt::spawn_local(async move {
                         let buf = AlignedBuf::with_capacity(job.len);
                         let (res, buf) = job.file.read_at(buf, job.len, job.pos).await;
-                        (job.done)(res.map(|n| (Lent { buf: Some(buf), home }, n)));
+                        job.done.give(res.map(|n| (Lent { buf: Some(buf), home }, n)));
                     })
                     .detach();
                 }
@@ -105,9 +120,9 @@ impl IoThread {
     }
 
     /// Reads `len` bytes at `pos` of `file`; returns the buffer and the bytes read.
-    pub(crate) async fn read(&self, file: Arc<RingFile>, pos: u64, len: usize) -> io::Result<(Lent, usize)> {
+    pub(crate) async fn read(&self, file: Arc<RingFile>, pos: u64, len: usize) -> Read {
         let (reply, answer) = oneshot::channel();
-        self.read_then(file, pos, len, Box::new(move |r| drop(reply.send(r))));
+        self.read_then(file, pos, len, Done::Await(reply));
         answer.await.map_err(|_| io::Error::other("the io thread dropped a read"))?
     }
 
@@ -115,7 +130,7 @@ impl IoThread {
     /// caller that can finish there (a FUSE reply), without a wake-up of its own.
     pub(crate) fn read_then(&self, file: Arc<RingFile>, pos: u64, len: usize, done: Done) {
         if let Err(flume::SendError(job)) = self.jobs.send(Job { file, pos, len, done }) {
-            (job.done)(Err(io::Error::other("the io thread is gone")));
+            job.done.give(Err(io::Error::other("the io thread is gone")));
         }
     }
 }

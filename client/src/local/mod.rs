@@ -1,4 +1,4 @@
-//! Short-circuit reads (`wire/FORMAT.md`, kinds 71–76): a client on a worker's host reads
+//! Short-circuit reads (`wire/FORMAT.md`, kinds 71–77): a client on a worker's host reads
 //! that worker's committed blocks from its data files, without QUIC.
 //!
 //! Per shard, once: the shard says how (`LocalHello`), the client checks it is on the same
@@ -7,7 +7,8 @@
 //! (`LeaseBlock`) says where the block is and its chunk crcs, and promises the extent is not
 //! reused until it runs out. A read reads whole chunks with O_DIRECT on the client's io_uring
 //! thread, checks every chunk's crc32, and keeps the bytes only if, after the read, the lease
-//! still holds and the worker's socket has not hung up (a dead worker's leases die with it).
+//! still holds and there is nothing on the worker's socket (a hang-up: a dead worker's leases
+//! die with it; a `LocalRevoke`: a block went).
 //! Anything else, and any failure, is answered by reading over QUIC as before.
 
 mod io;
@@ -26,7 +27,7 @@ use tokio::sync::OnceCell;
 
 use crate::client::{Client, WorkerAt};
 use crate::error::{Error, ErrorKind, Result};
-use io::IoThread;
+use io::{Done, IoThread};
 
 /// O_DIRECT alignment of offsets and lengths (the worker's extents are aligned to it).
 const ALIGN: u64 = 4096;
@@ -95,7 +96,7 @@ impl LocalRead {
             file,
             plan.pos,
             plan.read_len,
-            Box::new(move |res| {
+            Done::Call(Box::new(move |res| {
                 let out = shard.finish(block_id, &lease, &plan, res);
                 match &out {
                     Ok(b) => counters.served(b),
@@ -105,7 +106,7 @@ impl LocalRead {
                     }
                 }
                 done(out.ok());
-            }),
+            })),
         );
     }
 }
@@ -117,10 +118,12 @@ struct Plan {
     /// Aligned position and length of the read in the data file.
     pos: u64,
     read_len: usize,
-    /// The chunks read, and the first byte of the first in the block.
+    /// The chunks read, the first byte of the first in the block, and the bytes of data the
+    /// read must return (it may be longer: the alignment).
     first: u64,
     last: u64,
     start: u64,
+    data_len: usize,
     /// Where the bytes asked for start in the read, and how many.
     from: usize,
     len: usize,
@@ -166,9 +169,6 @@ impl Local {
     pub(crate) fn ready(&self, addr: SocketAddr, block_id: u64, offset: u64, len: u64) -> Option<LocalRead> {
         let slot = self.shards.lock().expect("local lock").get(&addr).cloned()?;
         let shard = slot.get()?.clone()?;
-        if shard.gone() {
-            return None;
-        }
         let io = self.io.get()?.clone()?;
         let lease = shard.leases.lock().expect("lease lock").get(&block_id).cloned()?;
         if Instant::now() >= lease.granted + (lease.until - lease.granted) / 2 || len == 0 {
@@ -200,27 +200,30 @@ impl Local {
                 self.counters.fallbacks.fetch_add(1, Ordering::Relaxed);
                 tracing::debug!(block = block_id, shard = %at.addr, error = %e, "short-circuit read fell back to QUIC");
                 if shard.gone() {
-                    // The worker went away (or restarted): ask again next time.
-                    self.shards.lock().expect("local lock").remove(&at.addr);
+                    // The worker went away, or revoked a block: ask again next time.
+                    self.forget(at.addr, &shard);
                 }
                 None
             }
         }
     }
 
-    /// The shard at `at` as a local one, asked once per address until its socket says
-    /// otherwise (the worker went, or revoked a block: asked again then).
+    /// Drops `shard` as the one at `addr` (not one opened again since), so the next read
+    /// asks the shard again.
+    fn forget(&self, addr: SocketAddr, shard: &Arc<LocalShard>) {
+        let mut shards = self.shards.lock().expect("local lock");
+        let same =
+            shards.get(&addr).and_then(|s| s.get()).is_some_and(|s| s.as_ref().is_some_and(|s| Arc::ptr_eq(s, shard)));
+        if same {
+            shards.remove(&addr);
+        }
+    }
+
+    /// The shard at `at` as a local one, asked once per address until a read finds its
+    /// socket says otherwise (the worker went, or revoked a block; the read's check after
+    /// the disk read is the one that counts, so none is made before it).
     async fn shard(&self, c: &Client, at: WorkerAt) -> Option<Arc<LocalShard>> {
         let cell = self.shards.lock().expect("local lock").entry(at.addr).or_default().clone();
-        let cell = if cell.get().is_some_and(|s| s.as_ref().is_some_and(|s| s.gone())) {
-            let mut shards = self.shards.lock().expect("local lock");
-            if shards.get(&at.addr).is_some_and(|now| Arc::ptr_eq(now, &cell)) {
-                shards.remove(&at.addr);
-            }
-            shards.entry(at.addr).or_default().clone()
-        } else {
-            cell
-        };
         cell.get_or_init(|| async {
             LocalShard::open(c, at)
                 .await
@@ -315,7 +318,8 @@ impl LocalShard {
             )
         })?;
         let pos = lease.disk_offset + start;
-        Ok(Plan { file, pos, read_len, first, last, start, from: (offset - start) as usize, len: len as usize })
+        let (from, data_len) = ((offset - start) as usize, (data_end - start) as usize);
+        Ok(Plan { file, pos, read_len, first, last, start, data_len, from, len: len as usize })
     }
 
     /// The bytes a completed read returns, if they can be trusted: the read was whole, the
@@ -328,9 +332,7 @@ impl LocalShard {
         res: std::io::Result<(io::Lent, usize)>,
     ) -> Result<Bytes> {
         let (buf, n) = res.map_err(|e| Error::new(ErrorKind::Other, format!("block {block_id}: local read: {e}")))?;
-        let cs = lease.chunk_size;
-        let data_end = ((plan.last + 1) * cs).min(lease.len);
-        if (n as u64) < data_end - plan.start {
+        if n < plan.data_len {
             return Err(Error::new(ErrorKind::Other, format!("block {block_id}: local read returned {n} bytes")));
         }
         // Only now, after the read: bytes read under a lease that has run out, or from a
@@ -339,7 +341,7 @@ impl LocalShard {
             self.leases.lock().expect("lease lock").remove(&block_id);
             return Err(Error::new(ErrorKind::Unavailable, format!("block {block_id}: lease lapsed during the read")));
         }
-        let bytes = buf.as_slice();
+        let (bytes, cs) = (buf.as_slice(), lease.chunk_size);
         for ch in plan.first..=plan.last {
             let (lo, hi) = ((ch * cs - plan.start) as usize, (((ch + 1) * cs).min(lease.len) - plan.start) as usize);
             if Some(crc32fast::hash(&bytes[lo..hi])) != lease.crcs.get(ch as usize).copied() {
@@ -386,22 +388,23 @@ impl LocalShard {
 
     /// Asks the shard for a lease on `block_id` and keeps it.
     async fn ask_lease(&self, c: &Client, at: WorkerAt, block_id: u64) -> Result<Option<Lease>> {
-        let now = Instant::now();
-        let granted = now;
+        let granted = Instant::now();
         let ok: LeaseBlockOk = match c.call_worker(at, "lease block", &LeaseBlock { block_id }, &[]).await {
             Ok(f) => f.decode_body()?,
             Err(e) if e.kind() == ErrorKind::NotFound => {
                 let mut misses = self.misses.lock().expect("lease lock");
                 if misses.len() > 4096 {
-                    misses.retain(|_, t| now.duration_since(*t) < MISS_FOR);
+                    misses.retain(|_, t| granted.duration_since(*t) < MISS_FOR);
                 }
-                misses.insert(block_id, now);
+                misses.insert(block_id, granted);
                 return Ok(None);
             }
             Err(e) => return Err(e),
         };
-        let chunks = if ok.chunk_size == 0 { u64::MAX } else { ok.len.div_ceil(u64::from(ok.chunk_size)) };
-        if ok.chunk_size == 0 || !ok.disk_offset.is_multiple_of(ALIGN) || ok.crcs.len() as u64 != chunks {
+        let whole = ok.chunk_size > 0
+            && ok.disk_offset.is_multiple_of(ALIGN)
+            && ok.crcs.len() as u64 == ok.len.div_ceil(u64::from(ok.chunk_size));
+        if !whole {
             return Err(Error::new(ErrorKind::Protocol, format!("block {block_id}: lease {ok:?} is not a block's")));
         }
         let lease = Lease {
@@ -415,7 +418,7 @@ impl LocalShard {
         };
         let mut leases = self.leases.lock().expect("lease lock");
         if leases.len() > 4096 {
-            leases.retain(|_, l| l.until > now);
+            leases.retain(|_, l| l.until > granted);
         }
         leases.insert(block_id, lease.clone());
         Ok(Some(lease))

@@ -200,12 +200,17 @@ fn stat_block(ctx: &ShardCtx, frame: &Frame) -> Result<Reply, Refusal> {
     Ok(Reply::ok(frame.header().request_id, &ok))
 }
 
+/// Short-circuit reads as this worker serves them; `Unsupported` when it does not.
+fn local(ctx: &ShardCtx) -> Result<&crate::local::LocalServe, Refusal> {
+    ctx.local
+        .as_deref()
+        .ok_or_else(|| Refusal::new(ErrorCode::Unsupported, "this worker does not serve short-circuit reads"))
+}
+
 /// How a client on this host reaches the data files (`wire/FORMAT.md`, short-circuit reads).
 fn local_hello(ctx: &ShardCtx, frame: &Frame) -> Result<Reply, Refusal> {
     frame.access::<LocalHello>()?;
-    let Some(local) = &ctx.local else {
-        return Err(Refusal::new(ErrorCode::Unsupported, "this worker does not serve short-circuit reads"));
-    };
+    let local = local(ctx)?;
     let ok = LocalHelloOk {
         boot_id: local.boot_id.clone(),
         socket: local.socket.clone(),
@@ -220,9 +225,7 @@ fn local_hello(ctx: &ShardCtx, frame: &Frame) -> Result<Reply, Refusal> {
 fn lease_block(ctx: &ShardCtx, frame: &Frame) -> Result<Reply, Refusal> {
     let block_id = frame.access::<LeaseBlock>()?.block_id.to_native();
     owned(ctx, block_id)?;
-    let Some(local) = &ctx.local else {
-        return Err(Refusal::new(ErrorCode::Unsupported, "this worker does not serve short-circuit reads"));
-    };
+    let local = local(ctx)?;
     let (stat, crcs) = ctx.store.lease(block_id, local.lease)?;
     let ok = LeaseBlockOk {
         dir: stat.dir,
