@@ -1,4 +1,4 @@
-//! The Unix socket of short-circuit reads (`wire/FORMAT.md`, kinds 75–76): frames over a
+//! The Unix socket of short-circuit reads (`wire/FORMAT.md`, kinds 75–77): frames over a
 //! stream socket, with descriptors passed as `SCM_RIGHTS` beside a frame's first bytes.
 //! The worker serves it; a client on the worker's host connects to it.
 
