@@ -189,12 +189,15 @@ impl Volume {
     /// completed here when its writer's process closes it, so a failure
     /// reaches the application as close's error. A copy of the descriptor
     /// inherited by a child (closed at its exec) completes nothing.
-    /// A staged file is published at every writer's close (publishing
-    /// twice is harmless; the stage stays for later writes).
+    /// A staged file is published at every close by the writer's process
+    /// (publishing twice is harmless; the stage stays for later writes).
+    /// An inherited copy publishes nothing either: any process that forks
+    /// and execs closes the copies of its parent's descriptors at exec, and
+    /// that must not publish edits before the parent's fsync or close.
     pub(crate) async fn flush(&self, fh: u64, pid: u32) -> Result<(), Errno> {
         match self.handle(fh)? {
-            Handle::Write { ino, .. } if self.stage(ino).is_some() => self.publish(ino).await,
             Handle::Write { writer, .. } if !writer.closed_by_owner(pid) => Ok(()),
+            Handle::Write { ino, .. } if self.stage(ino).is_some() => self.publish(ino).await,
             Handle::Write { ino, writer, .. } => {
                 writer.complete().await?;
                 self.content_changed(ino);

@@ -94,6 +94,9 @@ fn fsync_publishes_before_close_and_path_truncate_publishes_at_once() {
     fs::write(&p, b"0123456789").unwrap();
     let f = OpenOptions::new().write(true).open(&p).unwrap();
     f.write_all_at(b"ab", 4).unwrap();
+    // A child forked now holds a copy of `f` until its exec closes it (a
+    // FLUSH from the child's pid): that is not the writer's close.
+    assert!(std::process::Command::new("true").status().unwrap().success());
     assert_eq!(cv_read(&m, "/s.bin").0, b"0123456789", "not published before fsync");
     f.sync_all().unwrap();
     assert_eq!(cv_read(&m, "/s.bin").0, b"0123ab6789", "published by fsync, handle still open");
