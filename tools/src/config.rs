@@ -33,6 +33,8 @@ pub struct CvConfig {
     pub master: Option<cv_master::server::ServerConfig>,
     /// Worker settings (`cvctl worker`); flags may override some.
     pub worker: Option<cv_worker::WorkerSettings>,
+    /// S3 gateway settings (`cvctl gateway`).
+    pub gateway: Option<cv_gateway::GatewaySettings>,
 }
 
 /// The role sections, and no section nobody reads (a misspelt one is an error).
@@ -48,6 +50,7 @@ struct Roles {
     _client: Option<IgnoredAny>,
     master: Option<cv_master::server::ServerConfig>,
     worker: Option<cv_worker::WorkerSettings>,
+    gateway: Option<cv_gateway::GatewaySettings>,
 }
 
 impl CvConfig {
@@ -68,7 +71,10 @@ impl CvConfig {
         if let Some(w) = &roles.worker {
             w.validate("worker")?;
         }
-        Ok(CvConfig { common, master: roles.master, worker: roles.worker })
+        if let Some(g) = &roles.gateway {
+            g.validate("gateway")?;
+        }
+        Ok(CvConfig { common, master: roles.master, worker: roles.worker, gateway: roles.gateway })
     }
 }
 

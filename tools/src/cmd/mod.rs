@@ -6,6 +6,7 @@ pub mod drain;
 pub mod free;
 pub mod fs;
 pub mod fuse;
+pub mod gateway;
 pub mod load;
 pub mod master;
 pub mod mount;
@@ -31,6 +32,8 @@ pub enum Command {
     Fs(fs::Fs),
     /// Mount cv as a local directory with FUSE until Ctrl-C, SIGTERM or umount.
     Fuse(fuse::FuseArgs),
+    /// Serve cv's namespace over the S3 API ([gateway] of the config) until Ctrl-C or SIGTERM.
+    Gateway(gateway::GatewayArgs),
     /// Object-store mounts: add, rm, ls, sync.
     Mount(mount::MountCmd),
     /// Preload a file or directory tree into the cache (metadata, tails, blocks), resumably.
@@ -63,6 +66,7 @@ impl Command {
             Command::Bench(b) => b.run(),
             Command::Fs(f) => f.run(),
             Command::Fuse(f) => f.run(),
+            Command::Gateway(g) => g.run(),
             Command::Mount(m) => m.run(),
             Command::Load(l) => l.run(),
             Command::Free(f) => f.run(),

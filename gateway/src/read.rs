@@ -1,0 +1,111 @@
+//! GetObject's body: a range of a cv file as a stream of chunks. A range that
+//! fits in one chunk is read at once (a footer is served from the open
+//! reply's tail, with no block read); a longer one is read by a task that
+//! keeps `prefetch_depth` chunk reads in flight, ahead of a client that
+//! takes them, and stops when the client goes away.
+
+use bytes::Bytes;
+use cv_client::File;
+use futures::{Stream, StreamExt};
+use s3s::StdError;
+use s3s::dto::StreamingBlob;
+use s3s::stream::{ByteStream, RemainingLength};
+use std::ops::Range;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use tokio::sync::mpsc;
+
+/// Reads `[range)` of `file` fully (short reads are continued).
+pub(crate) async fn read_range(file: &File, range: Range<u64>) -> cv_client::Result<Bytes> {
+    let mut buf = vec![0u8; (range.end - range.start) as usize];
+    let mut done = 0;
+    while done < buf.len() {
+        let n = file.read_at(range.start + done as u64, &mut buf[done..]).await?;
+        if n == 0 {
+            return Err(cv_client::Error::new(
+                cv_client::ErrorKind::Protocol,
+                format!("{}: ended at {} of {}", file.status().path, range.start + done as u64, range.end),
+            ));
+        }
+        done += n;
+    }
+    Ok(Bytes::from(buf))
+}
+
+/// How a long body is read: `chunk` bytes a read, `depth` reads in flight.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Pacing {
+    pub chunk: u64,
+    pub depth: usize,
+}
+
+impl Pacing {
+    pub fn of(client: &cv_client::Client) -> Self {
+        let s = client.settings();
+        Pacing { chunk: s.read_chunk.bytes().max(64 << 10), depth: (s.prefetch_depth as usize).max(1) }
+    }
+}
+
+/// The body of `[range)` of `file`.
+pub(crate) async fn body(
+    file: File,
+    range: Range<u64>,
+    pace: Pacing,
+    what: String,
+) -> Result<StreamingBlob, s3s::S3Error> {
+    let Pacing { chunk, depth } = pace;
+    let len = range.end - range.start;
+    if len <= chunk {
+        let bytes = read_range(&file, range).await.map_err(|e| crate::errors::s3_error(&e, &what))?;
+        return Ok(StreamingBlob::new(Body { rx: None, first: Some(bytes), remaining: len as usize }));
+    }
+    let (tx, rx) = mpsc::channel::<Result<Bytes, StdError>>(2);
+    tokio::spawn(async move {
+        let pieces = (range.start..range.end).step_by(chunk as usize).map(move |off| off..(off + chunk).min(range.end));
+        let mut reads = futures::stream::iter(pieces).map(|r| read_range(&file, r)).buffered(depth);
+        while let Some(r) = reads.next().await {
+            let failed = r.is_err();
+            let item = r.map_err(|e| {
+                // The status line is sent: the client sees a body cut short.
+                tracing::warn!(object = %what, error = %e, "gateway: a GET body failed midway");
+                Box::new(e) as StdError
+            });
+            if tx.send(item).await.is_err() || failed {
+                break;
+            }
+        }
+    });
+    Ok(StreamingBlob::new(Body { rx: Some(rx), first: None, remaining: len as usize }))
+}
+
+/// A body with an exact length (so the response carries Content-Length).
+struct Body {
+    rx: Option<mpsc::Receiver<Result<Bytes, StdError>>>,
+    first: Option<Bytes>,
+    remaining: usize,
+}
+
+impl Stream for Body {
+    type Item = Result<Bytes, StdError>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if let Some(b) = self.first.take() {
+            self.remaining -= b.len();
+            return Poll::Ready(Some(Ok(b)));
+        }
+        let Some(rx) = self.rx.as_mut() else { return Poll::Ready(None) };
+        match rx.poll_recv(cx) {
+            Poll::Ready(Some(Ok(b))) => {
+                self.remaining = self.remaining.saturating_sub(b.len());
+                Poll::Ready(Some(Ok(b)))
+            }
+            other => other,
+        }
+    }
+}
+
+impl ByteStream for Body {
+    fn remaining_length(&self) -> RemainingLength {
+        RemainingLength::new_exact(self.remaining)
+    }
+}

@@ -1,0 +1,202 @@
+//! The S3 gateway against real S3 clients: boto3 and the AWS CLI (HTTP and
+//! HTTPS with the cluster's certificate), DuckDB's httpfs, and OpenDAL's S3
+//! service, each over a real cluster on loopback. The Python clients come
+//! from `scripts/install-gateway-tests`.
+
+use cv_client::Client;
+use cv_gateway::{AccessKey, Bucket, Gateway, GatewaySettings, GatewayTls, TlsMode};
+use cv_tools::cluster::{ClusterOptions, LocalCluster};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const AK: &str = "AKCVGATEWAYTEST";
+const SK: &str = "gateway-test-secret-key";
+
+fn venv_python() -> PathBuf {
+    let venv = std::env::var_os("CV_S3_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/cv/venv-s3"));
+    let py = venv.join("bin/python");
+    assert!(py.exists(), "{} is missing: run scripts/install-gateway-tests", py.display());
+    py
+}
+
+fn script(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/gateway").join(name)
+}
+
+fn settings(tls: GatewayTls) -> GatewaySettings {
+    GatewaySettings {
+        bind: "127.0.0.1:0".parse().unwrap(),
+        tls,
+        buckets: vec![
+            Bucket { name: "lake".into(), path: "/warehouse".into(), public: false },
+            Bucket { name: "open-data".into(), path: "/public".into(), public: true },
+        ],
+        keys: vec![AccessKey { access_key: AK.into(), secret_key: Some(SK.into()), secret_key_file: None }],
+        ..GatewaySettings::default()
+    }
+}
+
+struct Bed {
+    _dir: tempfile::TempDir,
+    cluster: LocalCluster,
+    client: Client,
+    gateway: Gateway,
+    certs: PathBuf,
+}
+
+async fn bed(tls: GatewayTls) -> Bed {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = LocalCluster::start(&ClusterOptions::ephemeral(dir.path())).await.unwrap();
+    let client = cluster.client().await.unwrap();
+    client.mkdir("/warehouse", true).await.unwrap();
+    client.mkdir("/public", true).await.unwrap();
+    let certs = dir.path().join("certs");
+    let node = Some((certs.join("node.pem"), certs.join("node.key")));
+    let gateway = Gateway::start(client.clone(), &settings(tls), node).await.unwrap();
+    Bed { _dir: dir, cluster, client, gateway, certs }
+}
+
+impl Bed {
+    async fn stop(self) {
+        self.gateway.stop().await;
+        self.client.shutdown().await;
+        self.cluster.shutdown().await.unwrap();
+    }
+}
+
+/// Runs a client script off the runtime; its output is shown when it fails.
+async fn run_script(args: Vec<String>) {
+    let name = args[0].clone();
+    let out =
+        tokio::task::spawn_blocking(move || Command::new(venv_python()).args(&args).output().unwrap()).await.unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    println!("{text}");
+    assert!(out.status.success(), "{name} failed:\n{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn boto3_and_the_aws_cli_see_s3_semantics() {
+    let b = bed(GatewayTls::Off).await;
+    let sem = script("s3_semantics.py").display().to_string();
+    run_script(vec![sem, b.gateway.endpoint(), AK.into(), SK.into(), "lake".into(), "open-data".into()]).await;
+    // What the clients wrote is cv's, read by a cv client.
+    let f = b.client.open("/warehouse/mp/big.bin").await.unwrap();
+    assert_eq!(f.len(), 2 * (5 << 20) + 777);
+    let gone = b.client.list("/.cv-gateway/uploads").await.map(|v| v.len()).unwrap_or(0);
+    assert_eq!(gone, 0, "completed and aborted uploads leave no parts behind");
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn https_with_the_cluster_certificate() {
+    let b = bed(GatewayTls::Named(TlsMode::Cluster)).await;
+    let endpoint = format!("https://localhost:{}", b.gateway.addr().port());
+    assert!(b.gateway.endpoint().starts_with("https://"));
+    let sem = script("s3_semantics.py").display().to_string();
+    let ca = b.certs.join("ca.pem").display().to_string();
+    run_script(vec![sem, endpoint, AK.into(), SK.into(), "lake".into(), "open-data".into(), ca]).await;
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn duckdb_httpfs_reads_and_writes_parquet_through_the_gateway() {
+    let b = bed(GatewayTls::Off).await;
+    let work = tempfile::tempdir().unwrap();
+    let args = vec![
+        script("duckdb_httpfs.py").display().to_string(),
+        b.gateway.addr().to_string(),
+        AK.into(),
+        SK.into(),
+        "lake".into(),
+        work.path().display().to_string(),
+    ];
+    run_script(args).await;
+    // DuckDB's multipart uploads became plain cv files.
+    for i in 0..3 {
+        let st = b.client.stat(&format!("/warehouse/duck/p{i}.parquet")).await.unwrap();
+        let local = std::fs::metadata(work.path().join(format!("local/p{i}.parquet"))).unwrap();
+        assert_eq!(st.length, local.len(), "p{i}.parquet");
+    }
+    b.stop().await;
+}
+
+/// One HTTP/1.1 request on a fresh connection: (status, body).
+async fn http_get(addr: std::net::SocketAddr, path: &str, range: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nRange: {range}\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).await.unwrap();
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let status = text.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    (status, text)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_worker_is_an_error_that_names_the_object_and_no_internals() {
+    // The file's only copy was on the stopped worker: the client reports the loss (DataLoss),
+    // which S3 clients see as a 500 naming the object, not a hang or a NoSuchKey.
+    let mut b = bed(GatewayTls::Off).await;
+    let data: Vec<u8> = (0..3u32 << 20).map(|i| (i * 31 % 251) as u8).collect();
+    let mut w = b.client.create("/public/big.bin", false).await.unwrap();
+    w.write(&data).await.unwrap();
+    w.close().await.unwrap();
+    let (status, text) = http_get(b.gateway.addr(), "/open-data/big.bin", "bytes=0-99").await;
+    assert_eq!(status, 206, "{text}");
+    assert!(text.to_ascii_lowercase().contains("content-length: 100\r\n"), "{text}");
+    b.cluster.stop_worker().await.unwrap();
+    let (status, text) = http_get(b.gateway.addr(), "/open-data/big.bin", "bytes=0-99").await;
+    assert_eq!(status, 500, "{text}");
+    assert!(text.contains("<Code>InternalError</Code>") && text.contains("open-data/big.bin"), "{text}");
+    assert!(text.contains("<RequestId>"), "an error carries a request id: {text}");
+    assert!(!text.contains("127.0.0.1") && !text.contains("/public/"), "no cv internals in a response: {text}");
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cvctl_gateway_serves_from_its_config_and_stops_on_sigterm() {
+    let b = bed(GatewayTls::Off).await;
+    let mut w = b.client.create("/public/hello.txt", false).await.unwrap();
+    w.write(b"hello from cv").await.unwrap();
+    w.close().await.unwrap();
+    let base = std::fs::read_to_string(b.cluster.client_config()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let no_section = dir.path().join("plain.toml");
+    std::fs::write(&no_section, &base).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_cvctl")).args(["gateway", "--config"]).arg(&no_section).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no [gateway] section"), "{out:?}");
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let cfg = dir.path().join("gw.toml");
+    let section = format!(
+        "[gateway]\nbind = \"127.0.0.1:{port}\"\n[[gateway.buckets]]\nname = \"open-data\"\npath = \"/public\"\npublic = true\n"
+    );
+    std::fs::write(&cfg, base + &section).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cvctl"))
+        .args(["gateway", "--config"])
+        .arg(&cfg)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let (status, text) = loop {
+        if tokio::net::TcpStream::connect(addr).await.is_ok() {
+            break http_get(addr, "/open-data/hello.txt", "bytes=0-").await;
+        }
+        assert!(std::time::Instant::now() < deadline, "cvctl gateway did not listen");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert_eq!(status, 206, "{text}");
+    assert!(text.ends_with("hello from cv"), "{text}");
+    // SIGTERM: it stops and exits cleanly.
+    let pid = child.id().to_string();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let done = tokio::task::spawn_blocking(move || child.wait().unwrap()).await.unwrap();
+    assert!(done.success(), "{done:?}");
+    b.stop().await;
+}
