@@ -149,14 +149,14 @@ fn device_reads_of(pid: &str) -> Result<u64, BenchError> {
 }
 
 /// The `cvctl fuse` process; unmounted and stopped when dropped.
-struct FuseProcess {
+pub(crate) struct FuseProcess {
     child: Child,
     mnt: PathBuf,
 }
 
 impl FuseProcess {
     /// Mounts cv at `mnt` and waits until `expect` (a path under it) is there.
-    fn start(
+    pub(crate) fn start(
         cvctl: &Path,
         client_config: &Path,
         mnt: &Path,

@@ -6,6 +6,7 @@ pub mod duckdb_tpch;
 pub mod embedded_s3;
 pub mod failover;
 pub mod fuse_bench;
+pub mod gateway_tpch;
 pub mod master_bench;
 pub mod open_latency;
 pub mod parquet_gen;

@@ -76,6 +76,12 @@ impl Lake {
         Ok(Lake { bytes, source: std::fs::canonicalize(source)?, store, proxy })
     }
 
+    /// The store as an engine reaches it directly: its `s3://bucket/prefix` URL (the tables are
+    /// `<table>/…` under it) and its options, with the delay proxy as the endpoint.
+    pub fn direct(&self) -> (String, Vec<(String, String)>) {
+        (self.store.url().to_string(), self.store.options(Some(&self.proxy.endpoint())))
+    }
+
     /// Stops the proxy; the store stops as it drops.
     pub fn shutdown(self) {
         let Lake { proxy, store: _store, .. } = self;

@@ -1,5 +1,6 @@
-"""DuckDB TPC-H over directories (local disk, cv's FUSE mount): the 22 queries, each timed per
-pass, with a fingerprint of every result: every location must answer the same.
+"""DuckDB TPC-H over directories (local disk, cv's FUSE mount) and S3 locations (httpfs: cv's
+gateway, an object store directly): the 22 queries, each timed per pass, with a fingerprint of
+every result: every location must answer the same.
 
     python duckdb_tpch.py --location /data/tpch --location /mnt/cv/tpch --passes 3 \
         --drop-caches --out run.json
@@ -9,11 +10,19 @@ the locations take turns pass by pass. --drop-caches empties the kernel's page c
 then /proc/sys/vm/drop_caches; needs root) before every query, on every location alike, so
 each query reads its bytes from the device or from cv, not from memory. The JSON written has
 per-query times of every timed pass, their medians, and the fingerprints, as spark_tpch.py's.
+
+An s3://BUCKET/PREFIX location is read through DuckDB's httpfs (the duckdb-extension-httpfs
+package, loaded from its file) with the credentials that --s3-file names for that bucket: a file
+of lines BUCKET=HOST:PORT,KEY,SECRET (path-style, plain HTTP; a file, so that no secret is on
+a command line). --between-passes CMD runs a shell command before every timed
+pass (e.g. dropping cv's cache for cold passes).
 """
 
 import argparse
+import glob
 import os
 import statistics
+import subprocess
 import sys
 import time
 
@@ -38,10 +47,30 @@ def io_counters():
     return out["rchar"], out["read_bytes"]
 
 
-def connect(loc, threads):
+def load_httpfs(con, s3):
+    """httpfs from its PyPI package, and one secret per bucket (scoped to it)."""
+    import duckdb_extension_httpfs
+
+    here = os.path.dirname(duckdb_extension_httpfs.__file__)
+    ext = glob.glob(os.path.join(here, "extensions", "*", "httpfs.duckdb_extension"))
+    if not ext:
+        sys.exit(f"no httpfs.duckdb_extension under {here}")
+    con.execute(f"LOAD '{ext[0]}'")
+    for i, spec in enumerate(s3):
+        bucket, rest = spec.split("=", 1)
+        endpoint, key, secret = rest.split(",", 2)
+        con.execute(f"""CREATE SECRET s{i} (TYPE s3, KEY_ID '{key}', SECRET '{secret}', REGION 'us-east-1',
+                        ENDPOINT '{endpoint}', URL_STYLE 'path', USE_SSL false, SCOPE 's3://{bucket}')""")
+
+
+def connect(loc, threads, s3):
     import duckdb
 
-    con = duckdb.connect(config={"threads": threads})
+    remote = loc.startswith("s3://")
+    con = duckdb.connect(config={"threads": threads, "allow_unsigned_extensions": "true",
+                                 "autoinstall_known_extensions": "false", "autoload_known_extensions": "false"})
+    if remote:
+        load_httpfs(con, s3)
     # Only the kernel's cache and cv's may hold file bytes between queries: DuckDB's own
     # caches of file data and Parquet metadata are off where this version has them.
     for s in ("enable_external_file_cache", "parquet_metadata_cache"):
@@ -64,6 +93,8 @@ def main():
     ap.add_argument("--queries", default="", help="e.g. 1,6,14 (default all 22)")
     ap.add_argument("--drop-caches", action="store_true", help="drop the page cache before every query")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--s3-file", help="lines BUCKET=HOST:PORT,KEY,SECRET for s3:// locations")
+    ap.add_argument("--between-passes", help="shell command run before every timed pass")
     ap.add_argument("--out", help="write the results as JSON here")
     a = ap.parse_args()
 
@@ -71,7 +102,11 @@ def main():
     if a.queries:
         qs = {int(n): qs[int(n)] for n in a.queries.split(",")}
     locs = [loc.rstrip("/") for loc in a.location]
-    cons = {loc: connect(loc, a.threads) for loc in locs}
+    s3 = []
+    if a.s3_file:
+        with open(a.s3_file) as f:
+            s3 = [line.strip() for line in f if line.strip()]
+    cons = {loc: connect(loc, a.threads, s3) for loc in locs}
 
     times = {loc: {n: [] for n in qs} for loc in locs}
     # Per location, summed over the timed passes: [rchar, read_bytes].
@@ -79,6 +114,8 @@ def main():
     prints = {}
     for p in range(a.warmup + a.passes):
         timed = p >= a.warmup
+        if timed and a.between_passes:
+            subprocess.run(a.between_passes, shell=True, check=True)
         for loc in locs:
             total = 0.0
             io0 = io_counters()

@@ -166,7 +166,8 @@ async fn cvctl_gateway_serves_from_its_config_and_stops_on_sigterm() {
     let dir = tempfile::tempdir().unwrap();
     let no_section = dir.path().join("plain.toml");
     std::fs::write(&no_section, &base).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_cvctl")).args(["gateway", "--config"]).arg(&no_section).output().unwrap();
+    let out =
+        Command::new(env!("CARGO_BIN_EXE_cvctl")).args(["gateway", "--config"]).arg(&no_section).output().unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("no [gateway] section"), "{out:?}");
 

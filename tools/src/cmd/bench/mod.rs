@@ -5,6 +5,7 @@ mod duckdb;
 mod engines;
 mod failover;
 mod fuse;
+mod gateway;
 mod meta;
 mod open;
 mod open_latency;
@@ -155,6 +156,11 @@ pub enum Bench {
     /// trip: warm, and with the page cache dropped before every query; cv's CPU per pass. Needs
     /// root and feature `embedded-s3`.
     DuckdbTpch(duckdb::DuckdbTpchArgs),
+    /// DuckDB TPC-H through S3 (httpfs): cv's S3 gateway in front of a cache-mode mount of an
+    /// embedded S3 server behind an added round trip, against the store directly and local
+    /// disk (and cv's FUSE mount, as root); warm, and with cv's cache freed before each pass.
+    /// Needs feature `embedded-s3`.
+    GatewayTpch(gateway::GatewayTpchArgs),
     /// kill -9 one of three workers (each in its own network namespace, a real S3 server on
     /// the rig's bridge) while readers loop over cache-mode files: failed reads, wrong bytes,
     /// read latency before, during and after the failover, time until every read is served
@@ -190,6 +196,7 @@ impl Bench {
             Bench::Scan(a) => a.run(),
             Bench::SparkTpch(a) => a.run(),
             Bench::DuckdbTpch(a) => a.run(),
+            Bench::GatewayTpch(a) => a.run(),
             Bench::Fuse(a) => a.run(),
             Bench::Failover(a) => a.run(),
             Bench::MasterCrash(a) => a.run(),
