@@ -49,6 +49,8 @@ pub struct GatewayTpchConfig {
     pub mount: String,
     /// Also through a `cvctl fuse` mount (root), with the page cache dropped before every cold query.
     pub fuse: bool,
+    /// The gateway's `open_ttl` (zero: every request asks the master).
+    pub open_ttl: Duration,
 }
 
 /// One query's medians, seconds.
@@ -85,6 +87,8 @@ pub struct GatewayTpchReport {
     pub cold_passes: u32,
     /// Bytes of Parquet.
     pub bytes: u64,
+    /// The gateway's open_ttl, ms.
+    pub open_ttl_ms: u64,
     /// Per query.
     pub queries: Vec<QueryRow>,
     /// Sums of the medians, in the rows' order.
@@ -140,6 +144,7 @@ pub async fn run_bench(
         bind: "127.0.0.1:0".parse()?,
         buckets: vec![Bucket { name: BUCKET.into(), path: cfg.mount.clone(), public: false }],
         keys: vec![AccessKey { access_key: "CVBENCH".into(), secret_key: Some(secret.clone()), secret_key_file: None }],
+        open_ttl: cv_net::config::Dur(cfg.open_ttl),
         ..GatewaySettings::default()
     };
     let gateway = Gateway::start(client.clone(), &settings, None).await?;
@@ -243,6 +248,7 @@ pub async fn run_bench(
         passes: cfg.passes,
         cold_passes: cfg.cold_passes,
         bytes,
+        open_ttl_ms: cfg.open_ttl.as_millis() as u64,
         queries,
         sums,
     })
@@ -255,8 +261,8 @@ fn cell(v: Option<f64>) -> String {
 /// The table: per query and summed, the ratios to local disk and to the store directly.
 pub fn print(r: &GatewayTpchReport) {
     println!(
-        "DuckDB TPC-H SF {} through S3 (httpfs); medians of {} warm / {} cold passes; store at +{} ms RTT",
-        r.sf, r.passes, r.cold_passes, r.rtt_ms
+        "DuckDB TPC-H SF {} through S3 (httpfs); medians of {} warm / {} cold passes; store at +{} ms RTT; gateway open_ttl {} ms",
+        r.sf, r.passes, r.cold_passes, r.rtt_ms, r.open_ttl_ms
     );
     println!(
         "{:<6} {:>8} {:>10} {:>7} {:>9} {:>8} {:>8} {:>10} {:>9} {:>9}",

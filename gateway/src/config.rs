@@ -8,6 +8,7 @@
 //! region = "us-east-1"
 //! uploads = "/.cv-gateway/uploads"   # multipart parts in progress (a cv directory)
 //! tls = "cluster"                     # or "off" (default), or { cert = "…", key = "…" }
+//! open_ttl = "0s"                     # reuse an opened file this long (0: ask the master every time)
 //!
 //! [[gateway.buckets]]
 //! name = "lake"
@@ -19,7 +20,7 @@
 //! secret_key = "…"                    # or secret_key_file = "/etc/cv/gateway.secret"
 //! ```
 
-use cv_net::config::ConfigError;
+use cv_net::config::{ConfigError, Dur};
 use serde::Deserialize;
 use std::collections::HashSet;
 use std::fmt;
@@ -40,6 +41,11 @@ pub struct GatewaySettings {
     /// listings and out of reach of keys when a bucket's directory holds it.
     #[serde(default = "default_uploads")]
     pub uploads: String,
+    /// How long an opened file may serve later requests for the same object without asking
+    /// the master again (0, the default: every HEAD and GET asks, so every write anywhere is
+    /// seen at once, as S3 promises). See `opened.rs` for what a longer one allows.
+    #[serde(default)]
+    pub open_ttl: Dur,
     /// HTTPS, or plain HTTP.
     #[serde(default)]
     pub tls: GatewayTls,
@@ -121,6 +127,7 @@ impl Default for GatewaySettings {
             bind: default_bind(),
             region: default_region(),
             uploads: default_uploads(),
+            open_ttl: Dur::default(),
             tls: GatewayTls::Off,
             buckets: Vec::new(),
             keys: Vec::new(),
@@ -173,6 +180,9 @@ impl GatewaySettings {
         }
         if !valid_dir(&self.uploads) || normalized(&self.uploads) == "/" {
             return Err(ConfigError::new(field("uploads"), "an absolute cv directory other than /"));
+        }
+        if self.open_ttl.get() > std::time::Duration::from_secs(3600) {
+            return Err(ConfigError::new(field("open_ttl"), "at most 1h"));
         }
         if self.buckets.is_empty() {
             return Err(ConfigError::new(field("buckets"), "name at least one bucket ([[gateway.buckets]])"));

@@ -14,6 +14,7 @@ mod errors;
 mod list;
 mod multipart;
 mod objects;
+mod opened;
 mod read;
 mod s3;
 mod server;
@@ -68,7 +69,8 @@ impl Gateway {
             }
         };
         let pace = read::Pacing::of(&client);
-        let cv = s3::CvS3 { client, buckets: objects::Buckets::new(settings), pace };
+        let opened = std::sync::Arc::new(opened::Opened::new(settings.open_ttl.get()));
+        let cv = s3::CvS3 { client, buckets: objects::Buckets::new(settings), pace, opened };
         let mut builder = S3ServiceBuilder::new(cv);
         builder.set_auth(auth::keys(settings)?);
         builder.set_access(auth::PublicReads::new(settings));

@@ -1,8 +1,8 @@
-//! GetObject's body: a range of a cv file as a stream of chunks. A range that
-//! fits in one chunk is read at once (a footer is served from the open
-//! reply's tail, with no block read); a longer one is read by a task that
-//! keeps `prefetch_depth` chunk reads in flight, ahead of a client that
-//! takes them, and stops when the client goes away.
+//! GetObject's body: a range of a cv file as a stream of chunks. The first
+//! chunk is read at once (a footer is served from the open reply's tail, with
+//! no block read); the rest of a longer range is read by a task that keeps
+//! `prefetch_depth` chunk reads in flight, ahead of a client that takes them,
+//! and stops when the client goes away.
 
 use bytes::Bytes;
 use cv_client::File;
@@ -46,22 +46,26 @@ impl Pacing {
     }
 }
 
-/// The body of `[range)` of `file`.
+/// The body of `[range)` of `file`. The first chunk is read before this returns, so a
+/// read that fails at once (a stale handle, a lost block) is an error response rather than a
+/// body cut short; the rest is read by a task, `depth` reads in flight.
 pub(crate) async fn body(
     file: File,
     range: Range<u64>,
     pace: Pacing,
     what: String,
-) -> Result<StreamingBlob, s3s::S3Error> {
+) -> cv_client::Result<StreamingBlob> {
     let Pacing { chunk, depth } = pace;
     let len = range.end - range.start;
-    if len <= chunk {
-        let bytes = read_range(&file, range).await.map_err(|e| crate::errors::s3_error(&e, &what))?;
-        return Ok(StreamingBlob::new(Body { rx: None, first: Some(bytes), remaining: len as usize }));
+    let first_end = (range.start + chunk).min(range.end);
+    let first = read_range(&file, range.start..first_end).await?;
+    if first_end == range.end {
+        return Ok(StreamingBlob::new(Body { rx: None, first: Some(first), remaining: len as usize }));
     }
     let (tx, rx) = mpsc::channel::<Result<Bytes, StdError>>(2);
     tokio::spawn(async move {
-        let pieces = (range.start..range.end).step_by(chunk as usize).map(move |off| off..(off + chunk).min(range.end));
+        let rest = first_end..range.end;
+        let pieces = (rest.start..rest.end).step_by(chunk as usize).map(move |off| off..(off + chunk).min(rest.end));
         let mut reads = futures::stream::iter(pieces).map(|r| read_range(&file, r)).buffered(depth);
         while let Some(r) = reads.next().await {
             let failed = r.is_err();
@@ -75,7 +79,7 @@ pub(crate) async fn body(
             }
         }
     });
-    Ok(StreamingBlob::new(Body { rx: Some(rx), first: None, remaining: len as usize }))
+    Ok(StreamingBlob::new(Body { rx: Some(rx), first: Some(first), remaining: len as usize }))
 }
 
 /// A body with an exact length (so the response carries Content-Length).

@@ -5,11 +5,13 @@ use crate::errors::{s3_err, s3_error};
 use crate::list::{Page, Query, list, url_encode};
 use crate::multipart;
 use crate::objects::{Buckets, Verdict, check_read, etag, is_object, last_modified, matches_condition};
+use crate::opened::Opened;
 use crate::read::{Pacing, body};
 use crate::write::{copy_into, create, fill};
-use cv_client::{Client, ErrorKind, FileKind, FileStatus};
+use cv_client::{Client, ErrorKind, File, FileKind, FileStatus};
 use s3s::dto::*;
 use s3s::{S3, S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
+use std::sync::Arc;
 
 /// The gateway's S3 service: a cv client and the configured buckets.
 #[derive(Debug, Clone)]
@@ -17,6 +19,7 @@ pub(crate) struct CvS3 {
     pub client: Client,
     pub buckets: Buckets,
     pub pace: Pacing,
+    pub opened: Arc<Opened>,
 }
 
 /// Default and largest page of a listing.
@@ -39,6 +42,25 @@ impl CvS3 {
             }
             Err(e) => Err(s3_error(&e, &what)),
         }
+    }
+
+    /// The complete file at `path`, opened now or within `open_ttl` (then `true`).
+    async fn open(&self, path: &str, what: &str) -> S3Result<(File, bool)> {
+        if let Some(f) = self.opened.get(path) {
+            return Ok((f, true));
+        }
+        let file = match self.client.open(path).await {
+            Ok(f) => f,
+            Err(e) if matches!(e.kind(), ErrorKind::IsADirectory | ErrorKind::NotADirectory) => {
+                return Err(s3_err(S3ErrorCode::NoSuchKey, format!("{what} does not exist")));
+            }
+            Err(e) => return Err(s3_error(&e, what)),
+        };
+        if !is_object(file.status()) {
+            return Err(s3_err(S3ErrorCode::NoSuchKey, format!("{what} does not exist")));
+        }
+        self.opened.put(path, &file);
+        Ok((file, false))
     }
 
     async fn page(
@@ -110,7 +132,12 @@ impl S3 for CvS3 {
 
     async fn head_object(&self, req: S3Request<HeadObjectInput>) -> S3Result<S3Response<HeadObjectOutput>> {
         let i = &req.input;
-        let st = self.object(&i.bucket, &i.key).await?;
+        let st = if self.opened.enabled() && !i.key.ends_with('/') {
+            let path = self.buckets.path_of(&i.bucket, &i.key)?;
+            self.open(&path, &format!("{}/{}", i.bucket, i.key)).await?.0.status().clone()
+        } else {
+            self.object(&i.bucket, &i.key).await?
+        };
         if check_read(&st, i.if_match.as_ref(), i.if_none_match.as_ref())? == Verdict::NotModified {
             return Err(not_modified());
         }
@@ -138,40 +165,44 @@ impl S3 for CvS3 {
         if i.key.ends_with('/') {
             return Err(s3_err(S3ErrorCode::NoSuchKey, format!("{what} does not exist")));
         }
-        // One round trip: the block map and the tail come with the open.
-        let file = match self.client.open(&path).await {
-            Ok(f) => f,
-            Err(e) if matches!(e.kind(), ErrorKind::IsADirectory | ErrorKind::NotADirectory) => {
-                return Err(s3_err(S3ErrorCode::NoSuchKey, format!("{what} does not exist")));
+        let mut retried = false;
+        loop {
+            // One round trip: the block map and the tail come with the open.
+            let (file, cached) = self.open(&path, &what).await?;
+            let st = file.status().clone();
+            if check_read(&st, i.if_match.as_ref(), i.if_none_match.as_ref())? == Verdict::NotModified {
+                return Err(not_modified());
             }
-            Err(e) => return Err(s3_error(&e, &what)),
-        };
-        let st = file.status().clone();
-        if !is_object(&st) {
-            return Err(s3_err(S3ErrorCode::NoSuchKey, format!("{what} does not exist")));
+            let (range, content_range) = match &i.range {
+                None => (0..st.length, None),
+                Some(r) => {
+                    let r = r.check(st.length)?;
+                    let cr = format!("bytes {}-{}/{}", r.start, r.end - 1, st.length);
+                    (r, Some(cr))
+                }
+            };
+            let len = range.end - range.start;
+            let body = match body(file, range, self.pace, what.clone()).await {
+                Ok(b) => b,
+                // A handle kept from an earlier request may name a version that is gone:
+                // open afresh and check the conditions and the range again.
+                Err(_) if cached && !retried => {
+                    self.opened.forget(&path);
+                    retried = true;
+                    continue;
+                }
+                Err(e) => return Err(s3_error(&e, &what)),
+            };
+            return Ok(S3Response::new(GetObjectOutput {
+                body: Some(body),
+                content_length: Some(len as i64),
+                content_range,
+                e_tag: Some(etag(&st)),
+                last_modified: Some(last_modified(&st)),
+                accept_ranges: Some("bytes".into()),
+                ..Default::default()
+            }));
         }
-        if check_read(&st, i.if_match.as_ref(), i.if_none_match.as_ref())? == Verdict::NotModified {
-            return Err(not_modified());
-        }
-        let (range, content_range) = match &i.range {
-            None => (0..st.length, None),
-            Some(r) => {
-                let r = r.check(st.length)?;
-                let cr = format!("bytes {}-{}/{}", r.start, r.end - 1, st.length);
-                (r, Some(cr))
-            }
-        };
-        let len = range.end - range.start;
-        let body = body(file, range, self.pace, what).await?;
-        Ok(S3Response::new(GetObjectOutput {
-            body: Some(body),
-            content_length: Some(len as i64),
-            content_range,
-            e_tag: Some(etag(&st)),
-            last_modified: Some(last_modified(&st)),
-            accept_ranges: Some("bytes".into()),
-            ..Default::default()
-        }))
     }
 
     async fn list_objects_v2(&self, req: S3Request<ListObjectsV2Input>) -> S3Result<S3Response<ListObjectsV2Output>> {
@@ -254,7 +285,9 @@ impl S3 for CvS3 {
         let body = i
             .body
             .unwrap_or_else(|| StreamingBlob::wrap(futures::stream::empty::<Result<bytes::Bytes, std::io::Error>>()));
-        let st = fill(w, body, i.content_md5.as_deref(), &what).await?;
+        let st = fill(w, body, i.content_md5.as_deref(), &what).await;
+        self.opened.forget(&path);
+        let st = st?;
         Ok(S3Response::new(PutObjectOutput {
             e_tag: Some(etag(&st)),
             size: Some(st.length as i64),
@@ -316,7 +349,9 @@ impl S3 for CvS3 {
             let _ = w.abort().await;
             return Err(e);
         }
-        let st = w.close().await.map_err(|e| s3_error(&e, &what))?;
+        let st = w.close().await.map_err(|e| s3_error(&e, &what));
+        self.opened.forget(&dst);
+        let st = st?;
         let result =
             CopyObjectResult { e_tag: Some(etag(&st)), last_modified: Some(last_modified(&st)), ..Default::default() };
         Ok(S3Response::new(CopyObjectOutput { copy_object_result: Some(result), ..Default::default() }))
@@ -360,7 +395,9 @@ impl S3 for CvS3 {
         let path = self.buckets.path_of(&i.bucket, &i.key)?;
         multipart::check(&self.client, &self.buckets, &i.upload_id, &i.bucket, &i.key).await?;
         let parts = i.multipart_upload.and_then(|m| m.parts).unwrap_or_default();
-        let st = multipart::complete(&self.client, &self.buckets, &i.upload_id, &path, &parts, &what).await?;
+        let st = multipart::complete(&self.client, &self.buckets, &i.upload_id, &path, &parts, &what).await;
+        self.opened.forget(&path);
+        let st = st?;
         Ok(S3Response::new(CompleteMultipartUploadOutput {
             bucket: Some(i.bucket),
             key: Some(i.key),
@@ -384,6 +421,7 @@ impl S3 for CvS3 {
 /// key removes the directory only when it is empty.
 async fn delete(s: &CvS3, bucket: &str, key: &str) -> S3Result<()> {
     let path = s.buckets.path_of(bucket, key)?;
+    s.opened.forget(&path);
     let what = format!("{bucket}/{key}");
     let st = match s.client.stat(&path).await {
         Ok(st) => st,

@@ -47,6 +47,10 @@ struct Bed {
 }
 
 async fn bed(tls: GatewayTls) -> Bed {
+    bed_with(settings(tls)).await
+}
+
+async fn bed_with(settings: GatewaySettings) -> Bed {
     let dir = tempfile::tempdir().unwrap();
     let cluster = LocalCluster::start(&ClusterOptions::ephemeral(dir.path())).await.unwrap();
     let client = cluster.client().await.unwrap();
@@ -54,7 +58,7 @@ async fn bed(tls: GatewayTls) -> Bed {
     client.mkdir("/public", true).await.unwrap();
     let certs = dir.path().join("certs");
     let node = Some((certs.join("node.pem"), certs.join("node.key")));
-    let gateway = Gateway::start(client.clone(), &settings(tls), node).await.unwrap();
+    let gateway = Gateway::start(client.clone(), &settings, node).await.unwrap();
     Bed { _dir: dir, cluster, client, gateway, certs }
 }
 
@@ -86,6 +90,17 @@ async fn boto3_and_the_aws_cli_see_s3_semantics() {
     assert_eq!(f.len(), 2 * (5 << 20) + 777);
     let gone = b.client.list("/.cv-gateway/uploads").await.map(|v| v.len()).unwrap_or(0);
     assert_eq!(gone, 0, "completed and aborted uploads leave no parts behind");
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_open_ttl_the_gateway_still_sees_its_own_writes_at_once() {
+    // The semantics script overwrites, deletes and copies keys and reads them back at once.
+    let mut s = settings(GatewayTls::Off);
+    s.open_ttl = "60s".parse().unwrap();
+    let b = bed_with(s).await;
+    let sem = script("s3_semantics.py").display().to_string();
+    run_script(vec![sem, b.gateway.endpoint(), AK.into(), SK.into(), "lake".into(), "open-data".into()]).await;
     b.stop().await;
 }
 
@@ -122,17 +137,22 @@ async fn duckdb_httpfs_reads_and_writes_parquet_through_the_gateway() {
     b.stop().await;
 }
 
-/// One HTTP/1.1 request on a fresh connection: (status, body).
+/// One HTTP/1.1 request on a fresh connection: (status, the whole response as text).
 async fn http_get(addr: std::net::SocketAddr, path: &str, range: &str) -> (u16, String) {
+    let (status, raw) = http_get_raw(addr, path, range).await;
+    (status, String::from_utf8_lossy(&raw).into_owned())
+}
+
+/// One HTTP/1.1 request on a fresh connection: (status, the whole response).
+async fn http_get_raw(addr: std::net::SocketAddr, path: &str, range: &str) -> (u16, Vec<u8>) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
     let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nRange: {range}\r\nConnection: close\r\n\r\n");
     s.write_all(req.as_bytes()).await.unwrap();
     let mut out = Vec::new();
     s.read_to_end(&mut out).await.unwrap();
-    let text = String::from_utf8_lossy(&out).into_owned();
-    let status = text.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    (status, text)
+    let status = String::from_utf8_lossy(&out[..out.len().min(16)]).split(' ').nth(1).and_then(|c| c.parse().ok());
+    (status.unwrap_or(0), out)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -200,4 +220,43 @@ async fn cvctl_gateway_serves_from_its_config_and_stops_on_sigterm() {
     let done = tokio::task::spawn_blocking(move || child.wait().unwrap()).await.unwrap();
     assert!(done.success(), "{done:?}");
     b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_open_ttl_a_file_replaced_elsewhere_is_served_as_one_whole_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = LocalCluster::start(&ClusterOptions::ephemeral(dir.path())).await.unwrap();
+    let client = cluster.client().await.unwrap();
+    client.mkdir("/public", true).await.unwrap();
+    let mut s = settings(GatewayTls::Off);
+    s.open_ttl = "60s".parse().unwrap();
+    let gateway = Gateway::start(client.clone(), &s, None).await.unwrap();
+    let put = |data: Vec<u8>| {
+        let client = client.clone();
+        async move {
+            let mut w = client.create("/public/r.bin", true).await.unwrap();
+            w.write(&data).await.unwrap();
+            w.close().await.unwrap();
+        }
+    };
+    let old: Vec<u8> = (0..(6u32 << 20)).map(|i| (i % 253) as u8).collect();
+    let new: Vec<u8> = (0..(5u32 << 20)).map(|i| (i % 241) as u8).collect();
+    put(old.clone()).await;
+    let body = |raw: &[u8]| raw.windows(4).position(|w| w == b"\r\n\r\n").map(|i| raw[i + 4..].to_vec());
+    let (status, _) = http_get(gateway.addr(), "/open-data/r.bin", "bytes=0-9").await;
+    assert_eq!(status, 206);
+    // Replaced by another client while the gateway holds the old version open: the old
+    // blocks are gone, so the gateway opens afresh; what it serves is one whole version.
+    put(new.clone()).await;
+    let (status, raw) = http_get_raw(gateway.addr(), "/open-data/r.bin", "bytes=1000-1999").await;
+    assert_eq!(status, 206, "{}", String::from_utf8_lossy(&raw));
+    let got = body(&raw).unwrap();
+    assert!(got == old[1000..2000] || got == new[1000..2000], "a range of neither version");
+    let (status, raw) = http_get_raw(gateway.addr(), "/open-data/r.bin", "bytes=0-").await;
+    assert_eq!(status, 206);
+    let whole = body(&raw).unwrap();
+    assert!(whole == old || whole == new, "a whole version");
+    gateway.stop().await;
+    client.shutdown().await;
+    cluster.shutdown().await.unwrap();
 }

@@ -35,6 +35,10 @@ pub struct GatewayTpchArgs {
     /// DuckDB's threads.
     #[arg(long, default_value_t = 2)]
     threads: u32,
+    /// The gateway's `open_ttl`: how long an opened file serves later requests (0: the
+    /// master is asked every time, as by default).
+    #[arg(long, default_value = "0s")]
+    open_ttl: Dur,
     /// Leave out the FUSE mount (which needs root).
     #[arg(long)]
     no_fuse: bool,
@@ -84,6 +88,7 @@ impl GatewayTpchArgs {
             dir: dir.clone(),
             mount: "/tpch".into(),
             fuse: !self.no_fuse,
+            open_ttl: self.open_ttl.get(),
         };
         let res: Result<(), BenchError> = runtime()?.block_on(async move {
             let (cluster, client) = tpch_cluster(&dir, self.sf).await?;
