@@ -3,11 +3,11 @@
 //! page cache dropped before every query (root; feature `embedded-s3`). The work is in
 //! `cv_benches::duckdb_tpch`; this file is the command line and the cluster.
 
-use super::engines::{engine_python, finish, repo_root, tpch_cluster};
+use super::engines::{check_runs, duckdb_tools, finish, tpch_cluster, work_dir};
 use crate::cmd::CmdResult;
 use crate::connect::runtime;
 use clap::Args;
-use cv_benches::duckdb_tpch::{self, DuckdbTpchConfig, Tools};
+use cv_benches::duckdb_tpch::{self, DuckdbTpchConfig};
 use cv_benches::open_latency::BenchError;
 use cv_net::config::Dur;
 use std::os::unix::fs::MetadataExt;
@@ -61,22 +61,9 @@ impl DuckdbTpchArgs {
         if std::fs::metadata("/proc/self")?.uid() != 0 {
             return Err("cvctl bench duckdb-tpch drops the page cache and mounts cv with FUSE: run it as root".into());
         }
-        if self.passes == 0 || self.threads == 0 || self.sf.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
-            return Err("--passes and --threads must be at least 1 and --sf above 0".into());
-        }
-        let tmp = tempfile::Builder::new().prefix("cv-bench-duckdb-").tempdir()?;
-        let dir = std::fs::canonicalize(match &self.dir {
-            Some(d) => {
-                std::fs::create_dir_all(d)?;
-                d.clone()
-            }
-            None => tmp.path().to_path_buf(),
-        })?;
-        let tools = Tools {
-            python: engine_python(self.venv.as_deref())?,
-            runner_dir: repo_root()?.join("benches/tpch"),
-            cvctl: std::env::current_exe()?,
-        };
+        check_runs(self.passes, self.threads, self.sf)?;
+        let (_tmp, dir) = work_dir(self.dir.as_deref(), "cv-bench-duckdb-")?;
+        let tools = duckdb_tools(self.venv.as_deref())?;
         let cfg = DuckdbTpchConfig {
             sf: self.sf,
             passes: self.passes,

@@ -67,3 +67,34 @@ pub async fn tpch_cluster(
     let client = cluster.client().await?;
     Ok((cluster, client))
 }
+
+/// The engine benches' work directory: `dir` (made if missing), else a temporary one that
+/// lives as long as the returned guard. Canonical, since runners and mounts name it.
+pub fn work_dir(dir: Option<&Path>, prefix: &str) -> Result<(tempfile::TempDir, PathBuf), BenchError> {
+    let tmp = tempfile::Builder::new().prefix(prefix).tempdir()?;
+    let dir = match dir {
+        Some(d) => {
+            std::fs::create_dir_all(d)?;
+            d.to_path_buf()
+        }
+        None => tmp.path().to_path_buf(),
+    };
+    Ok((tmp, std::fs::canonicalize(dir)?))
+}
+
+/// What the DuckDB benches run: the venv's Python, the runners, this cvctl.
+pub fn duckdb_tools(venv: Option<&Path>) -> Result<cv_benches::duckdb_tpch::Tools, BenchError> {
+    Ok(cv_benches::duckdb_tpch::Tools {
+        python: engine_python(venv)?,
+        runner_dir: repo_root()?.join("benches/tpch"),
+        cvctl: std::env::current_exe()?,
+    })
+}
+
+/// The DuckDB benches' run counts and scale: at least one pass and thread, a positive scale.
+pub fn check_runs(passes: u32, threads: u32, sf: f64) -> Result<(), BenchError> {
+    if passes == 0 || threads == 0 || sf.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
+        return Err("--passes and --threads must be at least 1 and --sf above 0".into());
+    }
+    Ok(())
+}

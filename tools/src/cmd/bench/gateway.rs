@@ -3,11 +3,10 @@
 //! local disk, and (as root) cv's FUSE mount. The work is in `cv_benches::gateway_tpch`; this
 //! file is the command line and the cluster.
 
-use super::engines::{engine_python, finish, repo_root, tpch_cluster};
+use super::engines::{check_runs, duckdb_tools, finish, tpch_cluster, work_dir};
 use crate::cmd::CmdResult;
 use crate::connect::runtime;
 use clap::Args;
-use cv_benches::duckdb_tpch::Tools;
 use cv_benches::gateway_tpch::{self, GatewayTpchConfig};
 use cv_benches::open_latency::BenchError;
 use cv_net::config::Dur;
@@ -62,22 +61,9 @@ impl GatewayTpchArgs {
         if !self.no_fuse && !root {
             return Err("the FUSE location mounts cv and drops the page cache: run as root, or give --no-fuse".into());
         }
-        if self.passes == 0 || self.threads == 0 || self.sf.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
-            return Err("--passes and --threads must be at least 1 and --sf above 0".into());
-        }
-        let tmp = tempfile::Builder::new().prefix("cv-bench-gateway-").tempdir()?;
-        let dir = std::fs::canonicalize(match &self.dir {
-            Some(d) => {
-                std::fs::create_dir_all(d)?;
-                d.clone()
-            }
-            None => tmp.path().to_path_buf(),
-        })?;
-        let tools = Tools {
-            python: engine_python(self.venv.as_deref())?,
-            runner_dir: repo_root()?.join("benches/tpch"),
-            cvctl: std::env::current_exe()?,
-        };
+        check_runs(self.passes, self.threads, self.sf)?;
+        let (_tmp, dir) = work_dir(self.dir.as_deref(), "cv-bench-gateway-")?;
+        let tools = duckdb_tools(self.venv.as_deref())?;
         let cfg = GatewayTpchConfig {
             sf: self.sf,
             passes: self.passes,
