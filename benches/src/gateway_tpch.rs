@@ -74,6 +74,19 @@ pub struct QueryRow {
     pub fuse_cold: Option<f64>,
 }
 
+/// Requests one warm pass made, on average.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct RequestsPerPass {
+    /// What the gateway answered.
+    pub gateway: cv_gateway::GatewayStats,
+    /// HEADs at the store (the direct location; cv makes none while warm).
+    pub direct_heads: u64,
+    /// GETs at the store.
+    pub direct_gets: u64,
+    /// LISTs at the store.
+    pub direct_lists: u64,
+}
+
 /// The report.
 #[derive(Clone, Debug, Serialize)]
 pub struct GatewayTpchReport {
@@ -89,6 +102,8 @@ pub struct GatewayTpchReport {
     pub bytes: u64,
     /// The gateway's open_ttl, ms.
     pub open_ttl_ms: u64,
+    /// Requests per warm pass, through the gateway and at the store.
+    pub requests: RequestsPerPass,
     /// Per query.
     pub queries: Vec<QueryRow>,
     /// Sums of the medians, in the rows' order.
@@ -180,9 +195,26 @@ pub async fn run_bench(
     let mut warm_locs = vec![local.as_str(), gw_loc.as_str(), direct_url.as_str()];
     warm_locs.extend(fuse_loc.as_deref());
     let warm_json = cfg.dir.join("gateway-warm.json");
+    let g0 = gateway.stats();
+    lake.begin_requests();
     run(runner(tools, cfg, &creds, &warm_locs)
         .args(["--warmup", "1", "--passes", &cfg.passes.to_string(), "--out"])
         .arg(&warm_json))?;
+    let n = u64::from(cfg.passes + 1);
+    let g = gateway.stats() - g0;
+    let (heads, gets, lists) = lake.requests().unwrap_or_default();
+    let requests = RequestsPerPass {
+        gateway: cv_gateway::GatewayStats {
+            gets: g.gets / n,
+            heads: g.heads / n,
+            lists: g.lists / n,
+            writes: g.writes / n,
+            bytes_out: g.bytes_out / n,
+        },
+        direct_heads: heads / n,
+        direct_gets: gets / n,
+        direct_lists: lists / n,
+    };
     let warm = read_report(&warm_json)?;
     let warm_m: Vec<BTreeMap<String, f64>> =
         (0..warm_locs.len()).map(|i| medians(&warm, i)).collect::<Result<_, _>>()?;
@@ -249,6 +281,7 @@ pub async fn run_bench(
         cold_passes: cfg.cold_passes,
         bytes,
         open_ttl_ms: cfg.open_ttl.as_millis() as u64,
+        requests,
         queries,
         sums,
     })
@@ -291,6 +324,17 @@ pub fn print(r: &GatewayTpchReport) {
         judge(s.gateway / s.local <= WARM_GOAL),
         s.direct / s.gateway,
         judge(s.direct / s.gateway >= SPEEDUP_GOAL),
+    );
+    let q = &r.requests;
+    println!(
+        "requests per warm pass: gateway {} GET ({:.0} MiB) + {} HEAD + {} LIST; the store directly {} GET + {} HEAD + {} LIST",
+        q.gateway.gets,
+        q.gateway.bytes_out as f64 / (1 << 20) as f64,
+        q.gateway.heads,
+        q.gateway.lists,
+        q.direct_gets,
+        q.direct_heads,
+        q.direct_lists
     );
     if let (Some(g), Some(d)) = (s.gateway_cold, s.direct_cold) {
         println!("gateway cold (cv's cache freed) vs the store directly: {:.2}×", g / d);

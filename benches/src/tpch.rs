@@ -82,6 +82,20 @@ impl Lake {
         (self.store.url().to_string(), self.store.options(Some(&self.proxy.endpoint())))
     }
 
+    /// Starts counting the store's requests afresh.
+    pub fn begin_requests(&self) {
+        self.store.begin();
+    }
+
+    /// The store's requests since [`Lake::begin_requests`] as (HEADs, GETs, LISTs); `None`
+    /// when the store does not count.
+    pub fn requests(&self) -> Option<(u64, u64, u64)> {
+        use crate::embedded_s3::Op;
+        let log = self.store.take()?;
+        let n = |f: &dyn Fn(Op) -> bool| log.iter().filter(|r| f(r.op)).count() as u64;
+        Some((n(&|o| o == Op::Head), n(&|o| matches!(o, Op::Get | Op::RangedGet)), n(&|o| o == Op::List)))
+    }
+
     /// Stops the proxy; the store stops as it drops.
     pub fn shutdown(self) {
         let Lake { proxy, store: _store, .. } = self;

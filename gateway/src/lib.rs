@@ -18,9 +18,11 @@ mod opened;
 mod read;
 mod s3;
 mod server;
+mod stats;
 mod write;
 
 pub use config::{AccessKey, Bucket, GatewaySettings, GatewayTls, TlsMode};
+pub use stats::GatewayStats;
 
 use cv_client::Client;
 use s3s::service::S3ServiceBuilder;
@@ -46,6 +48,7 @@ pub struct Gateway {
     https: bool,
     stop: watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
+    counters: std::sync::Arc<stats::Counters>,
 }
 
 impl Gateway {
@@ -70,7 +73,9 @@ impl Gateway {
         };
         let pace = read::Pacing::of(&client);
         let opened = std::sync::Arc::new(opened::Opened::new(settings.open_ttl.get()));
-        let cv = s3::CvS3 { client, buckets: objects::Buckets::new(settings), pace, opened };
+        let counters = std::sync::Arc::new(stats::Counters::default());
+        let cv =
+            s3::CvS3 { client, buckets: objects::Buckets::new(settings), pace, opened, counters: counters.clone() };
         let mut builder = S3ServiceBuilder::new(cv);
         builder.set_auth(auth::keys(settings)?);
         builder.set_access(auth::PublicReads::new(settings));
@@ -83,7 +88,7 @@ impl Gateway {
         let (stop, rx) = watch::channel(false);
         let task = tokio::spawn(server::accept_loop(listener, service, tls, rx));
         tracing::info!(%addr, https, buckets = settings.buckets.len(), "gateway: serving S3");
-        Ok(Gateway { addr, https, stop, task })
+        Ok(Gateway { addr, https, stop, task, counters })
     }
 
     /// Where it listens.
@@ -94,6 +99,11 @@ impl Gateway {
     /// `http://addr` or `https://addr`.
     pub fn endpoint(&self) -> String {
         format!("{}://{}", if self.https { "https" } else { "http" }, self.addr)
+    }
+
+    /// What it has served so far.
+    pub fn stats(&self) -> GatewayStats {
+        self.counters.snapshot()
     }
 
     /// Stops accepting; connections under way finish on their own.

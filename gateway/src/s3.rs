@@ -20,6 +20,7 @@ pub(crate) struct CvS3 {
     pub buckets: Buckets,
     pub pace: Pacing,
     pub opened: Arc<Opened>,
+    pub counters: Arc<crate::stats::Counters>,
 }
 
 /// Default and largest page of a listing.
@@ -148,6 +149,7 @@ impl S3 for CvS3 {
                 (r.end - r.start, Some(format!("bytes {}-{}/{}", r.start, r.end - 1, st.length)))
             }
         };
+        self.counters.head();
         Ok(S3Response::new(HeadObjectOutput {
             content_length: Some(content_length as i64),
             content_range,
@@ -193,6 +195,7 @@ impl S3 for CvS3 {
                 }
                 Err(e) => return Err(s3_error(&e, &what)),
             };
+            self.counters.get(len);
             return Ok(S3Response::new(GetObjectOutput {
                 body: Some(body),
                 content_length: Some(len as i64),
@@ -212,6 +215,7 @@ impl S3 for CvS3 {
         let page = self.page(&i.bucket, &prefix, i.delimiter.as_deref(), after, i.max_keys).await?;
         let url = is_url(&i.encoding_type);
         let (objects, prefixes) = contents(&page, url);
+        self.counters.list();
         Ok(S3Response::new(ListObjectsV2Output {
             name: Some(i.bucket),
             prefix: Some(enc(prefix, url)),
@@ -236,6 +240,7 @@ impl S3 for CvS3 {
         let page = self.page(&i.bucket, &prefix, i.delimiter.as_deref(), after, i.max_keys).await?;
         let url = is_url(&i.encoding_type);
         let (objects, prefixes) = contents(&page, url);
+        self.counters.list();
         Ok(S3Response::new(ListObjectsOutput {
             name: Some(i.bucket),
             prefix: Some(enc(prefix, url)),
@@ -288,6 +293,7 @@ impl S3 for CvS3 {
         let st = fill(w, body, i.content_md5.as_deref(), &what).await;
         self.opened.forget(&path);
         let st = st?;
+        self.counters.write();
         Ok(S3Response::new(PutObjectOutput {
             e_tag: Some(etag(&st)),
             size: Some(st.length as i64),
@@ -298,6 +304,7 @@ impl S3 for CvS3 {
     async fn delete_object(&self, req: S3Request<DeleteObjectInput>) -> S3Result<S3Response<DeleteObjectOutput>> {
         let i = &req.input;
         delete(self, &i.bucket, &i.key).await?;
+        self.counters.write();
         Ok(S3Response::new(DeleteObjectOutput::default()))
     }
 
@@ -354,6 +361,7 @@ impl S3 for CvS3 {
         let st = st?;
         let result =
             CopyObjectResult { e_tag: Some(etag(&st)), last_modified: Some(last_modified(&st)), ..Default::default() };
+        self.counters.write();
         Ok(S3Response::new(CopyObjectOutput { copy_object_result: Some(result), ..Default::default() }))
     }
 
@@ -383,6 +391,7 @@ impl S3 for CvS3 {
             .body
             .unwrap_or_else(|| StreamingBlob::wrap(futures::stream::empty::<Result<bytes::Bytes, std::io::Error>>()));
         let st = fill(w, body, i.content_md5.as_deref(), &what).await?;
+        self.counters.write();
         Ok(S3Response::new(UploadPartOutput { e_tag: Some(etag(&st)), ..Default::default() }))
     }
 
@@ -398,6 +407,7 @@ impl S3 for CvS3 {
         let st = multipart::complete(&self.client, &self.buckets, &i.upload_id, &path, &parts, &what).await;
         self.opened.forget(&path);
         let st = st?;
+        self.counters.write();
         Ok(S3Response::new(CompleteMultipartUploadOutput {
             bucket: Some(i.bucket),
             key: Some(i.key),

@@ -90,6 +90,9 @@ async fn boto3_and_the_aws_cli_see_s3_semantics() {
     assert_eq!(f.len(), 2 * (5 << 20) + 777);
     let gone = b.client.list("/.cv-gateway/uploads").await.map(|v| v.len()).unwrap_or(0);
     assert_eq!(gone, 0, "completed and aborted uploads leave no parts behind");
+    let st = b.gateway.stats();
+    assert!(st.gets >= 10 && st.heads >= 3 && st.lists >= 10 && st.writes >= 30, "{st:?}");
+    assert!(st.bytes_out >= 2 * (3 << 20), "the whole-object GETs alone were 6 MiB: {st:?}");
     b.stop().await;
 }
 
