@@ -79,6 +79,19 @@ impl CvS3 {
     }
 }
 
+/// The bytes a Range header asks of an object of `len` bytes, and the Content-Range to
+/// answer with (InvalidRange, 416, past the end).
+fn byte_range(range: Option<&Range>, len: u64) -> S3Result<(std::ops::Range<u64>, Option<String>)> {
+    match range {
+        None => Ok((0..len, None)),
+        Some(r) => {
+            let r = r.check(len)?;
+            let cr = format!("bytes {}-{}/{len}", r.start, r.end - 1);
+            Ok((r, Some(cr)))
+        }
+    }
+}
+
 /// Applies `encoding-type=url` to a key or prefix.
 fn enc(s: String, url: bool) -> String {
     if url { url_encode(&s) } else { s }
@@ -142,16 +155,10 @@ impl S3 for CvS3 {
         if check_read(&st, i.if_match.as_ref(), i.if_none_match.as_ref())? == Verdict::NotModified {
             return Err(not_modified());
         }
-        let (content_length, content_range) = match &i.range {
-            None => (st.length, None),
-            Some(r) => {
-                let r = r.check(st.length)?;
-                (r.end - r.start, Some(format!("bytes {}-{}/{}", r.start, r.end - 1, st.length)))
-            }
-        };
+        let (range, content_range) = byte_range(i.range.as_ref(), st.length)?;
         self.counters.head();
         Ok(S3Response::new(HeadObjectOutput {
-            content_length: Some(content_length as i64),
+            content_length: Some((range.end - range.start) as i64),
             content_range,
             e_tag: Some(etag(&st)),
             last_modified: Some(last_modified(&st)),
@@ -175,14 +182,7 @@ impl S3 for CvS3 {
             if check_read(&st, i.if_match.as_ref(), i.if_none_match.as_ref())? == Verdict::NotModified {
                 return Err(not_modified());
             }
-            let (range, content_range) = match &i.range {
-                None => (0..st.length, None),
-                Some(r) => {
-                    let r = r.check(st.length)?;
-                    let cr = format!("bytes {}-{}/{}", r.start, r.end - 1, st.length);
-                    (r, Some(cr))
-                }
-            };
+            let (range, content_range) = byte_range(i.range.as_ref(), st.length)?;
             let len = range.end - range.start;
             let body = match body(file, range, self.pace, what.clone()).await {
                 Ok(b) => b,
