@@ -203,18 +203,8 @@ pub async fn run_bench(
     let n = u64::from(cfg.passes + 1);
     let g = gateway.stats() - g0;
     let (heads, gets, lists) = lake.requests().unwrap_or_default();
-    let requests = RequestsPerPass {
-        gateway: cv_gateway::GatewayStats {
-            gets: g.gets / n,
-            heads: g.heads / n,
-            lists: g.lists / n,
-            writes: g.writes / n,
-            bytes_out: g.bytes_out / n,
-        },
-        direct_heads: heads / n,
-        direct_gets: gets / n,
-        direct_lists: lists / n,
-    };
+    let requests =
+        RequestsPerPass { gateway: g.per(n), direct_heads: heads / n, direct_gets: gets / n, direct_lists: lists / n };
     let warm = read_report(&warm_json)?;
     let warm_m: Vec<BTreeMap<String, f64>> =
         (0..warm_locs.len()).map(|i| medians(&warm, i)).collect::<Result<_, _>>()?;

@@ -58,17 +58,24 @@ pub struct GatewaySettings {
 }
 
 /// How the listener speaks.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(untagged)]
 pub enum GatewayTls {
-    /// `"off"` (plain HTTP) or `"cluster"` (the node certificate and key of `[tls]`).
+    /// `"off"` (plain HTTP, the default) or `"cluster"` (the node certificate and key of `[tls]`).
     Named(TlsMode),
     /// A given certificate chain and key (PEM).
     Files { cert: PathBuf, key: PathBuf },
+}
+
+impl GatewayTls {
     /// Plain HTTP.
-    #[default]
-    #[serde(skip)]
-    Off,
+    pub const OFF: GatewayTls = GatewayTls::Named(TlsMode::Off);
+}
+
+impl Default for GatewayTls {
+    fn default() -> Self {
+        GatewayTls::OFF
+    }
 }
 
 /// The named TLS choices.
@@ -128,7 +135,7 @@ impl Default for GatewaySettings {
             region: default_region(),
             uploads: default_uploads(),
             open_ttl: Dur::default(),
-            tls: GatewayTls::Off,
+            tls: GatewayTls::OFF,
             buckets: Vec::new(),
             keys: Vec::new(),
         }
@@ -237,7 +244,7 @@ impl GatewaySettings {
     /// The TLS choice with the named forms folded: `None` for plain HTTP.
     pub fn https(&self) -> Option<&GatewayTls> {
         match &self.tls {
-            GatewayTls::Off | GatewayTls::Named(TlsMode::Off) => None,
+            GatewayTls::Named(TlsMode::Off) => None,
             t => Some(t),
         }
     }

@@ -38,15 +38,13 @@ pub(crate) struct Page {
     pub last: Option<String>,
 }
 
+/// A directory's entries as (the key each stands for, status), sorted by key in reverse,
+/// so the next in order is popped from the end.
+type Entries = Vec<(String, FileStatus)>;
+
 enum Item {
     Object(String, FileStatus),
     Prefix(String),
-}
-
-/// One directory being walked.
-struct Frame {
-    /// Entries as (key they stand for, status), sorted by key, in reverse (popped from the end).
-    entries: Vec<(String, FileStatus)>,
 }
 
 pub(crate) async fn list(
@@ -67,7 +65,7 @@ pub(crate) async fn list(
     }
     let mut items = 0usize;
     while let Some(top) = stack.last_mut() {
-        let Some((key, st)) = top.entries.pop() else {
+        let Some((key, st)) = top.pop() else {
             stack.pop();
             continue;
         };
@@ -138,14 +136,14 @@ async fn frame(
     dir: &BucketDir,
     bucket: &str,
     key: &str,
-) -> S3Result<Option<Frame>> {
+) -> S3Result<Option<Entries>> {
     let path = if key.is_empty() { dir.path.clone() } else { join(&dir.path, key.trim_end_matches('/')) };
     let listed = match client.list(&path).await {
         Ok(v) => v,
         Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => return Ok(None),
         Err(e) => return Err(s3_error(&e, &format!("{bucket}/{key}"))),
     };
-    let mut entries: Vec<(String, FileStatus)> = listed
+    let mut entries: Entries = listed
         .into_iter()
         .filter(|st| !buckets.is_private(&st.path))
         .filter_map(|st| {
@@ -161,7 +159,7 @@ async fn frame(
         })
         .collect();
     entries.sort_by(|a, b| b.0.cmp(&a.0));
-    Ok(Some(Frame { entries }))
+    Ok(Some(entries))
 }
 
 /// Percent-encodes a key for `encoding-type=url` (all but unreserved characters and `/`).

@@ -30,6 +30,11 @@ fn not_modified() -> S3Error {
     s3_err(S3ErrorCode::NotModified, "not modified")
 }
 
+/// NoSuchKey for `bucket/key` (a directory, a file being written, a path through a file).
+fn no_such_key(what: &str) -> S3Error {
+    s3_err(S3ErrorCode::NoSuchKey, format!("{what} does not exist"))
+}
+
 impl CvS3 {
     /// The complete file at `bucket/key`, or NoSuchKey.
     async fn object(&self, bucket: &str, key: &str) -> S3Result<FileStatus> {
@@ -37,10 +42,8 @@ impl CvS3 {
         let what = format!("{bucket}/{key}");
         match self.client.stat(&path).await {
             Ok(st) if is_object(&st) && !key.ends_with('/') => Ok(st),
-            Ok(_) => Err(s3_err(S3ErrorCode::NoSuchKey, format!("{what} does not exist"))),
-            Err(e) if matches!(e.kind(), ErrorKind::NotADirectory) => {
-                Err(s3_err(S3ErrorCode::NoSuchKey, format!("{what} does not exist")))
-            }
+            Ok(_) => Err(no_such_key(&what)),
+            Err(e) if matches!(e.kind(), ErrorKind::NotADirectory) => Err(no_such_key(&what)),
             Err(e) => Err(s3_error(&e, &what)),
         }
     }
@@ -53,12 +56,12 @@ impl CvS3 {
         let file = match self.client.open(path).await {
             Ok(f) => f,
             Err(e) if matches!(e.kind(), ErrorKind::IsADirectory | ErrorKind::NotADirectory) => {
-                return Err(s3_err(S3ErrorCode::NoSuchKey, format!("{what} does not exist")));
+                return Err(no_such_key(what));
             }
             Err(e) => return Err(s3_error(&e, what)),
         };
         if !is_object(file.status()) {
-            return Err(s3_err(S3ErrorCode::NoSuchKey, format!("{what} does not exist")));
+            return Err(no_such_key(what));
         }
         self.opened.put(path, &file);
         Ok((file, false))
@@ -172,7 +175,7 @@ impl S3 for CvS3 {
         let what = format!("{}/{}", i.bucket, i.key);
         let path = self.buckets.path_of(&i.bucket, &i.key)?;
         if i.key.ends_with('/') {
-            return Err(s3_err(S3ErrorCode::NoSuchKey, format!("{what} does not exist")));
+            return Err(no_such_key(&what));
         }
         let mut retried = false;
         loop {

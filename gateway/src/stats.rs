@@ -58,6 +58,20 @@ impl Counters {
     }
 }
 
+impl GatewayStats {
+    /// Each count divided by `n` (per pass, per second).
+    pub fn per(self, n: u64) -> GatewayStats {
+        let n = n.max(1);
+        GatewayStats {
+            gets: self.gets / n,
+            heads: self.heads / n,
+            lists: self.lists / n,
+            writes: self.writes / n,
+            bytes_out: self.bytes_out / n,
+        }
+    }
+}
+
 impl std::ops::Sub for GatewayStats {
     type Output = GatewayStats;
 

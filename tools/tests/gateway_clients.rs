@@ -82,7 +82,7 @@ async fn run_script(args: Vec<String>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn boto3_and_the_aws_cli_see_s3_semantics() {
-    let b = bed(GatewayTls::Off).await;
+    let b = bed(GatewayTls::OFF).await;
     let sem = script("s3_semantics.py").display().to_string();
     run_script(vec![sem, b.gateway.endpoint(), AK.into(), SK.into(), "lake".into(), "open-data".into()]).await;
     // What the clients wrote is cv's, read by a cv client.
@@ -99,7 +99,7 @@ async fn boto3_and_the_aws_cli_see_s3_semantics() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_open_ttl_the_gateway_still_sees_its_own_writes_at_once() {
     // The semantics script overwrites, deletes and copies keys and reads them back at once.
-    let mut s = settings(GatewayTls::Off);
+    let mut s = settings(GatewayTls::OFF);
     s.open_ttl = "60s".parse().unwrap();
     let b = bed_with(s).await;
     let sem = script("s3_semantics.py").display().to_string();
@@ -120,7 +120,7 @@ async fn https_with_the_cluster_certificate() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn duckdb_httpfs_reads_and_writes_parquet_through_the_gateway() {
-    let b = bed(GatewayTls::Off).await;
+    let b = bed(GatewayTls::OFF).await;
     let work = tempfile::tempdir().unwrap();
     let args = vec![
         script("duckdb_httpfs.py").display().to_string(),
@@ -162,7 +162,7 @@ async fn http_get_raw(addr: std::net::SocketAddr, path: &str, range: &str) -> (u
 async fn a_lost_worker_is_an_error_that_names_the_object_and_no_internals() {
     // The file's only copy was on the stopped worker: the client reports the loss (DataLoss),
     // which S3 clients see as a 500 naming the object, not a hang or a NoSuchKey.
-    let mut b = bed(GatewayTls::Off).await;
+    let mut b = bed(GatewayTls::OFF).await;
     let data: Vec<u8> = (0..3u32 << 20).map(|i| (i * 31 % 251) as u8).collect();
     let mut w = b.client.create("/public/big.bin", false).await.unwrap();
     w.write(&data).await.unwrap();
@@ -181,7 +181,7 @@ async fn a_lost_worker_is_an_error_that_names_the_object_and_no_internals() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cvctl_gateway_serves_from_its_config_and_stops_on_sigterm() {
-    let b = bed(GatewayTls::Off).await;
+    let b = bed(GatewayTls::OFF).await;
     let mut w = b.client.create("/public/hello.txt", false).await.unwrap();
     w.write(b"hello from cv").await.unwrap();
     w.close().await.unwrap();
@@ -231,7 +231,7 @@ async fn with_open_ttl_a_file_replaced_elsewhere_is_served_as_one_whole_version(
     let cluster = LocalCluster::start(&ClusterOptions::ephemeral(dir.path())).await.unwrap();
     let client = cluster.client().await.unwrap();
     client.mkdir("/public", true).await.unwrap();
-    let mut s = settings(GatewayTls::Off);
+    let mut s = settings(GatewayTls::OFF);
     s.open_ttl = "60s".parse().unwrap();
     let gateway = Gateway::start(client.clone(), &s, None).await.unwrap();
     let put = |data: Vec<u8>| {
