@@ -102,6 +102,9 @@ pub(crate) struct State {
     pub(crate) leases: Leases,
     /// Leased blocks that went since their readers were last told ([`BlockStore::on_revoke`]).
     revoked: Vec<u64>,
+    /// Incarnations whose readers were told when they were detached, before their extent was
+    /// released (so the release does not tell them again).
+    revoked_early: HashSet<u64>,
     next_seq: u64,
     pinned_bytes: u64,
     live_log_bytes: u64,
@@ -138,6 +141,13 @@ impl State {
     /// Takes an entry out of the index and tiers; its extent is still allocated.
     pub(crate) fn detach(&mut self, id: u64) -> Option<Entry> {
         let e = self.blocks.remove(&id)?;
+        // Gone for readers from now on: a short-circuit reader holding a lease is told at the
+        // next `tell_revoked`, not only once the removal is logged and the extent released
+        // (meanwhile QUIC readers already get NotFound).
+        if self.leases.is_live(e.seq, Instant::now()) {
+            self.revoked.push(id);
+            self.revoked_early.insert(e.seq);
+        }
         if e.pinned {
             self.pinned_bytes -= e.alloc_len;
         } else {
@@ -160,9 +170,11 @@ impl State {
     /// An incarnation taken out by [`State::detach`] is gone for good: its extent is free,
     /// or held while a short-circuit reader's lease on it lasts.
     pub(crate) fn release(&mut self, block_id: u64, e: &Entry) {
+        let told = self.revoked_early.remove(&e.seq);
         match self.leases.retire(e.seq, (e.dir, e.offset, e.alloc_len), Instant::now()) {
             Some((dir, offset, len)) => self.free(dir, offset, len),
-            None => self.revoked.push(block_id),
+            None if !told => self.revoked.push(block_id),
+            None => {}
         }
     }
 
@@ -286,6 +298,7 @@ impl BlockStore {
             corrupt_blocks: 0,
             leases: Leases::default(),
             revoked: Vec::new(),
+            revoked_early: HashSet::new(),
             next_seq: 0,
             pinned_bytes: 0,
             live_log_bytes: 0,
@@ -422,6 +435,8 @@ impl BlockStore {
         if victims.is_empty() {
             return Ok(());
         }
+        // Their readers hear of it before the removal is logged (see `State::detach`).
+        self.tell_revoked();
         let mut log = self.log().await?;
         // A newer incarnation committed meanwhile already superseded the old one in the log;
         // a REMOVE now would delete the new one on replay.

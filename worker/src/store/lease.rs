@@ -33,6 +33,11 @@ impl Leases {
         }
     }
 
+    /// Whether a lease on incarnation `seq` lasts at `now`.
+    pub(crate) fn is_live(&self, seq: u64, now: Instant) -> bool {
+        self.until.get(&seq).is_some_and(|t| *t > now)
+    }
+
     /// Incarnation `seq` is gone: its extent is free now (`None`), or held until its lease ends.
     pub(crate) fn retire(&mut self, seq: u64, extent: Extent, now: Instant) -> Option<Extent> {
         match self.until.remove(&seq) {
