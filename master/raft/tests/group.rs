@@ -168,7 +168,14 @@ async fn lossy_network_and_snapshots_keep_every_acknowledged_mutation() {
     }
     g.router.loss.store(0, Ordering::Relaxed);
     holds_all(&g, &acked).await;
-    assert!(g.dir(victim).join("raft-snapshot").exists(), "the wiped follower was not sent a snapshot");
+    // The snapshot file is written off the async threads (installed, or built once the node
+    // has applied `snapshot_every` entries), so it may land a moment after the state does.
+    let file = g.dir(victim).join("raft-snapshot");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !file.exists() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(file.exists(), "the wiped follower was not sent a snapshot");
     for m in g.masters.values() {
         m.shutdown().await;
     }
