@@ -462,6 +462,12 @@ impl Client {
         self.inner.pool.close();
     }
 
+    /// QUIC connections this client holds open now (to masters and workers): what a FUSE
+    /// mount's or a gateway's `/metrics` shows of its side of the cluster.
+    pub fn open_connections(&self) -> usize {
+        self.inner.pool.open_connections()
+    }
+
     /// Closes every connection and waits (at most a second) until the servers have been
     /// told. Without the wait, a process that exits right after closing leaves its
     /// connections open on the master and the shards until their idle timeout, each

@@ -49,6 +49,11 @@ impl Pool {
         Pool { endpoint, node, connect_timeout, slots, down, any_down: AtomicBool::new(false) }
     }
 
+    /// QUIC connections open now (to masters and workers), for metrics.
+    pub(crate) fn open_connections(&self) -> usize {
+        self.endpoint.open_connections()
+    }
+
     /// The live connection to `addr`, connecting (once, however many callers
     /// ask at the same time) if there is none.
     pub(crate) async fn get(&self, addr: SocketAddr) -> Result<Conn> {

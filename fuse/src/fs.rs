@@ -5,6 +5,7 @@
 
 use crate::attr::attr_of;
 use crate::meta::SetAttr;
+use crate::stats::{FuseOp, FuseStats};
 use crate::volume::Volume;
 use fuser::{
     AccessFlags, BsdFileFlags, Errno, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
@@ -30,11 +31,13 @@ const MAX_BACKGROUND: u16 = 64;
 pub(crate) struct CvFs {
     vol: Arc<Volume>,
     rt: tokio::runtime::Handle,
+    /// Requests counted by kind, for `/metrics`.
+    stats: Arc<FuseStats>,
 }
 
 impl CvFs {
-    pub(crate) fn new(vol: Arc<Volume>, rt: tokio::runtime::Handle) -> Self {
-        CvFs { vol, rt }
+    pub(crate) fn new(vol: Arc<Volume>, rt: tokio::runtime::Handle, stats: Arc<FuseStats>) -> Self {
+        CvFs { vol, rt, stats }
     }
 
     /// Like [`CvFs::run`], after every earlier request on the same file being
@@ -107,15 +110,18 @@ impl Filesystem for CvFs {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        self.stats.count(FuseOp::Lookup);
         let name = name.to_owned();
         self.run(|vol| async move { entry(reply, &vol, vol.lookup(parent.0, &name).await) });
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        self.stats.count(FuseOp::Other);
         self.vol.inodes().forget(ino.0, nlookup);
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
+        self.stats.count(FuseOp::Getattr);
         self.run(|vol| async move {
             // A file unlinked while open keeps the attributes it was opened with.
             if let Some(st) = fh.filter(|_| !vol.inodes().linked(ino.0)).and_then(|fh| vol.open_status(fh.0)) {
@@ -146,6 +152,7 @@ impl Filesystem for CvFs {
         _flags: Option<BsdFileFlags>,
         reply: ReplyAttr,
     ) {
+        self.stats.count(FuseOp::Setattr);
         let set = SetAttr { mode, uid, gid, size, fh: fh.map(|f| f.0) };
         self.run_in_order(fh.map_or(0, |f| f.0), move |vol| async move {
             match vol.setattr(ino.0, set).await {
@@ -175,16 +182,19 @@ impl Filesystem for CvFs {
     }
 
     fn mkdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, _mode: u32, _umask: u32, reply: ReplyEntry) {
+        self.stats.count(FuseOp::Mkdir);
         let name = name.to_owned();
         self.run(|vol| async move { entry(reply, &vol, vol.mkdir(parent.0, &name).await) });
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.stats.count(FuseOp::Remove);
         let name = name.to_owned();
         self.run(|vol| async move { empty(reply, vol.remove(parent.0, &name, false).await) });
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.stats.count(FuseOp::Remove);
         let name = name.to_owned();
         self.run(|vol| async move { empty(reply, vol.remove(parent.0, &name, true).await) });
     }
@@ -204,6 +214,7 @@ impl Filesystem for CvFs {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
+        self.stats.count(FuseOp::Rename);
         let (name, newname) = (name.to_owned(), newname.to_owned());
         self.run(|vol| async move { empty(reply, vol.rename(parent.0, &name, newparent.0, &newname, flags).await) });
     }
@@ -214,6 +225,7 @@ impl Filesystem for CvFs {
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        self.stats.count(FuseOp::Open);
         let pid = req.pid();
         self.run(|vol| async move {
             match vol.open(ino.0, flags.0, pid).await {
@@ -234,6 +246,7 @@ impl Filesystem for CvFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
+        self.stats.read(u64::from(size));
         // A read the client can serve at once from a local worker's files is answered from the
         // client's io thread, without the runtime: two thread hops fewer per request.
         let Err(reply) = self.vol.read_now(fh.0, ino.0, offset, size, reply, &self.rt) else {
@@ -259,6 +272,7 @@ impl Filesystem for CvFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
+        self.stats.write(data.len() as u64);
         let (data, pid) = (data.to_vec(), req.pid());
         self.run_in_order(fh.0, move |vol| async move {
             match vol.write(fh.0, ino.0, offset, &data, pid).await {
@@ -269,6 +283,7 @@ impl Filesystem for CvFs {
     }
 
     fn flush(&self, req: &Request, _ino: INodeNo, fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
+        self.stats.count(FuseOp::Flush);
         let pid = req.pid();
         self.run_in_order(fh.0, move |vol| async move { empty(reply, vol.flush(fh.0, pid).await) });
     }
@@ -283,15 +298,18 @@ impl Filesystem for CvFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        self.stats.count(FuseOp::Release);
         self.run_in_order(fh.0, move |vol| async move { empty(reply, vol.release(fh.0).await) });
     }
 
     fn fsync(&self, _req: &Request, ino: INodeNo, fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        self.stats.count(FuseOp::Fsync);
         // In order, so it answers after the writes before it.
         self.run_in_order(fh.0, move |vol| async move { empty(reply, vol.fsync(fh.0, ino.0).await) });
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        self.stats.count(FuseOp::Other);
         self.run(|vol| async move {
             match vol.opendir(ino.0).await {
                 Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
@@ -301,6 +319,7 @@ impl Filesystem for CvFs {
     }
 
     fn readdir(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+        self.stats.count(FuseOp::Readdir);
         let entries = match self.vol.listing(fh.0) {
             Ok(e) => e,
             Err(e) => return reply.error(e),
@@ -331,6 +350,7 @@ impl Filesystem for CvFs {
     }
 
     fn readdirplus(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectoryPlus) {
+        self.stats.count(FuseOp::Readdir);
         self.run(|vol| async move {
             let entries = match vol.listing(fh.0) {
                 Ok(e) => e,
@@ -366,11 +386,13 @@ impl Filesystem for CvFs {
     }
 
     fn releasedir(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _flags: OpenFlags, reply: ReplyEmpty) {
+        self.stats.count(FuseOp::Other);
         self.vol.take_handle(fh.0);
         reply.ok();
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        self.stats.count(FuseOp::Other);
         self.run(|vol| async move {
             match vol.statfs().await {
                 Ok(t) => reply.statfs(t.blocks, t.free, t.free, t.files, u64::MAX / 2, 4096, 255, 4096),
@@ -397,6 +419,7 @@ impl Filesystem for CvFs {
     }
 
     fn access(&self, _req: &Request, ino: INodeNo, _mask: AccessFlags, reply: ReplyEmpty) {
+        self.stats.count(FuseOp::Other);
         // Permission bits are checked by the kernel (default_permissions);
         // here only existence.
         self.run(|vol| async move { empty(reply, vol.getattr(ino.0).await.map(|_| ())) });
@@ -412,6 +435,7 @@ impl Filesystem for CvFs {
         flags: i32,
         reply: ReplyCreate,
     ) {
+        self.stats.count(FuseOp::Create);
         let (name, pid) = (name.to_owned(), req.pid());
         self.run(|vol| async move {
             match vol.create(parent.0, &name, flags, pid).await {

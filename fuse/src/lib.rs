@@ -26,6 +26,7 @@ mod process;
 mod read;
 mod stage;
 mod staging;
+mod stats;
 mod volume;
 mod write;
 
@@ -33,3 +34,4 @@ pub use config::MountOptions;
 pub use errno::errno_of;
 pub use error::{FuseError, FuseErrorKind};
 pub use mount::{Mounted, mount};
+pub use stats::{FuseOp, FuseSnapshot, FuseStats};

@@ -18,6 +18,8 @@ pub struct Mounted {
     mountpoint: PathBuf,
     /// The staged files' directory; removed after the session ends (field order).
     _staging: tempfile::TempDir,
+    /// The kernel's requests, counted for `/metrics`.
+    stats: Arc<crate::stats::FuseStats>,
 }
 
 /// Mounts the cv directory `opts.root` at `mountpoint`. Requests are served
@@ -53,14 +55,15 @@ pub async fn mount(client: Client, mountpoint: &Path, opts: MountOptions) -> Res
     // order sent (see crate::order); the work runs on the tokio runtime.
     config.n_threads = Some(1);
     let vol = Arc::new(Volume::new(client, opts, owner, staging.path().to_path_buf()));
-    let fs = CvFs::new(vol, tokio::runtime::Handle::current());
+    let stats = Arc::new(crate::stats::FuseStats::default());
+    let fs = CvFs::new(vol, tokio::runtime::Handle::current(), stats.clone());
     let at = mountpoint.to_path_buf();
     // Mounting waits for the kernel's INIT exchange: blocking, so off the runtime.
     let session = tokio::task::spawn_blocking(move || fuser::spawn_mount(fs, &at, &config))
         .await
         .map_err(|e| FuseError::new(FuseErrorKind::Mount, format!("mount task: {e}")))?
         .map_err(|e| FuseError::new(FuseErrorKind::Mount, format!("mount {}", mountpoint.display())).with_source(e))?;
-    Ok(Mounted { session: Some(session), mountpoint: mountpoint.to_path_buf(), _staging: staging })
+    Ok(Mounted { session: Some(session), mountpoint: mountpoint.to_path_buf(), _staging: staging, stats })
 }
 
 /// Owner shown on every file: whoever runs the mount.
@@ -71,6 +74,11 @@ fn process_owner() -> Result<Owner, FuseError> {
 }
 
 impl Mounted {
+    /// The mount's request counters (shared: they keep counting after this call).
+    pub fn stats(&self) -> Arc<crate::stats::FuseStats> {
+        self.stats.clone()
+    }
+
     /// Where it is mounted.
     pub fn mountpoint(&self) -> &Path {
         &self.mountpoint

@@ -9,6 +9,7 @@
 //! uploads = "/.cv-gateway/uploads"   # multipart parts in progress (a cv directory)
 //! tls = "cluster"                     # or "off" (default), or { cert = "…", key = "…" }
 //! open_ttl = "0s"                     # reuse an opened file this long (0: ask the master every time)
+//! cache = "512MiB"                    # hot object bytes kept in memory (0: off)
 //!
 //! [[gateway.buckets]]
 //! name = "lake"
@@ -20,7 +21,7 @@
 //! secret_key = "…"                    # or secret_key_file = "/etc/cv/gateway.secret"
 //! ```
 
-use cv_net::config::{ConfigError, Dur};
+use cv_net::config::{ByteSize, ConfigError, Dur, MetricsAddr};
 use serde::Deserialize;
 use std::collections::HashSet;
 use std::fmt;
@@ -34,6 +35,10 @@ pub struct GatewaySettings {
     /// Address of the HTTP(S) listener.
     #[serde(default = "default_bind")]
     pub bind: SocketAddr,
+    /// Where `cvctl gateway` serves Prometheus `/metrics` over HTTP (loopback by default), or
+    /// `"off"`.
+    #[serde(default = "default_metrics")]
+    pub metrics: MetricsAddr,
     /// The region clients sign for (SigV4 scopes name it).
     #[serde(default = "default_region")]
     pub region: String,
@@ -46,6 +51,11 @@ pub struct GatewaySettings {
     /// seen at once, as S3 promises). See `opened.rs` for what a longer one allows.
     #[serde(default)]
     pub open_ttl: Dur,
+    /// Memory for hot object bytes, in 256 KiB chunks keyed by file id and version, so what
+    /// is served from it is always the current version's (0: off). Without it every GET
+    /// reads a worker's disk: cv's data files bypass the kernel's page cache (O_DIRECT).
+    #[serde(default = "default_cache")]
+    pub cache: ByteSize,
     /// HTTPS, or plain HTTP.
     #[serde(default)]
     pub tls: GatewayTls,
@@ -120,6 +130,14 @@ fn default_bind() -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], 9000))
 }
 
+fn default_metrics() -> MetricsAddr {
+    MetricsAddr::loopback(9467)
+}
+
+fn default_cache() -> ByteSize {
+    ByteSize::mib(512)
+}
+
 fn default_region() -> String {
     "us-east-1".into()
 }
@@ -132,9 +150,11 @@ impl Default for GatewaySettings {
     fn default() -> Self {
         GatewaySettings {
             bind: default_bind(),
+            metrics: default_metrics(),
             region: default_region(),
             uploads: default_uploads(),
             open_ttl: Dur::default(),
+            cache: default_cache(),
             tls: GatewayTls::OFF,
             buckets: Vec::new(),
             keys: Vec::new(),

@@ -9,6 +9,7 @@
 //! SigV4 by the configured keys, unsigned ones only read public buckets.
 
 mod auth;
+mod cache;
 pub mod config;
 mod errors;
 mod list;
@@ -74,8 +75,9 @@ impl Gateway {
         let pace = read::Pacing::of(&client);
         let opened = std::sync::Arc::new(opened::Opened::new(settings.open_ttl.get()));
         let counters = std::sync::Arc::new(stats::Counters::default());
-        let cv =
-            s3::CvS3 { client, buckets: objects::Buckets::new(settings), pace, opened, counters: counters.clone() };
+        let cache = cache::ChunkCache::new(settings.cache.bytes()).map(std::sync::Arc::new);
+        let buckets = objects::Buckets::new(settings);
+        let cv = s3::CvS3 { client, buckets, pace, opened, cache, counters: counters.clone() };
         let mut builder = S3ServiceBuilder::new(cv);
         builder.set_auth(auth::keys(settings)?);
         builder.set_access(auth::PublicReads::new(settings));
@@ -104,6 +106,13 @@ impl Gateway {
     /// What it has served so far.
     pub fn stats(&self) -> GatewayStats {
         self.counters.snapshot()
+    }
+
+    /// A reader of [`Gateway::stats`] that outlives this handle's borrow (what `/metrics`
+    /// reads at each scrape).
+    pub fn stats_reader(&self) -> impl Fn() -> GatewayStats + Send + Sync + 'static {
+        let counters = self.counters.clone();
+        move || counters.snapshot()
     }
 
     /// Stops accepting; connections under way finish on their own.

@@ -4,6 +4,7 @@
 //! `prefetch_depth` chunk reads in flight, ahead of a client that takes them,
 //! and stops when the client goes away.
 
+use crate::cache::{CHUNK, ChunkCache};
 use bytes::Bytes;
 use cv_client::File;
 use futures::{Stream, StreamExt};
@@ -12,6 +13,7 @@ use s3s::dto::StreamingBlob;
 use s3s::stream::{ByteStream, RemainingLength};
 use std::ops::Range;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use tokio::sync::mpsc;
 
@@ -46,27 +48,62 @@ impl Pacing {
     }
 }
 
-/// The body of `[range)` of `file`. The first chunk is read before this returns, so a
+/// The body of `[range)` of `file`. The first piece is read before this returns, so a
 /// read that fails at once (a stale handle, a lost block) is an error response rather than a
-/// body cut short; the rest is read by a task, `depth` reads in flight.
+/// body cut short; the rest is read by a task, `depth` reads in flight. With a `cache`, the
+/// pieces are its chunks (from memory when hot), else `chunk`-sized reads.
 pub(crate) async fn body(
     file: File,
     range: Range<u64>,
     pace: Pacing,
+    cache: Option<Arc<ChunkCache>>,
     what: String,
 ) -> cv_client::Result<StreamingBlob> {
-    let Pacing { chunk, depth } = pace;
     let len = range.end - range.start;
-    let first_end = (range.start + chunk).min(range.end);
-    let first = read_range(&file, range.start..first_end).await?;
-    if first_end == range.end {
+    // A footer is served from the open reply's tail: no block read, nothing to cache.
+    if let Some((at, tail)) = file.tail()
+        && range.start >= at
+        && range.end > range.start
+    {
+        let b = Bytes::copy_from_slice(&tail[(range.start - at) as usize..(range.end - at) as usize]);
+        return Ok(StreamingBlob::new(Body { rx: None, first: Some(b), remaining: len as usize }));
+    }
+    let step = if cache.is_some() { CHUNK } else { pace.chunk };
+    // Pieces aligned to `step` (cache chunks must be), the first and last cut to the range.
+    let first_piece = range.start / step;
+    let pieces: Vec<(u64, Range<u64>)> = (first_piece..range.end.div_ceil(step))
+        .map(|i| (i, (i * step).max(range.start)..((i + 1) * step).min(range.end)))
+        .collect();
+    let read = move |file: File, cache: Option<Arc<ChunkCache>>, (i, r): (u64, Range<u64>)| async move {
+        match cache {
+            Some(c) => {
+                let chunk = c.chunk(&file, i).await?;
+                let at = (r.start - i * CHUNK) as usize;
+                Ok(chunk.slice(at..at + (r.end - r.start) as usize))
+            }
+            None => read_range(&file, r).await,
+        }
+    };
+    let mut pieces = pieces.into_iter();
+    let Some(head) = pieces.next() else {
+        return Ok(StreamingBlob::new(Body { rx: None, first: None, remaining: 0 }));
+    };
+    let first = read(file.clone(), cache.clone(), head.clone()).await?;
+    // The first chunk the cache lacks is read before answering too: a handle kept from an
+    // earlier request (`open_ttl`) whose version has gone fails here, as an error the caller
+    // answers by opening afresh, not midway through a body begun from memory.
+    if let Some(c) = &cache
+        && let Some((i, _)) = pieces.clone().find(|(i, _)| !c.holds(&file, *i))
+    {
+        c.chunk(&file, i).await?;
+    }
+    if pieces.len() == 0 {
         return Ok(StreamingBlob::new(Body { rx: None, first: Some(first), remaining: len as usize }));
     }
     let (tx, rx) = mpsc::channel::<Result<Bytes, StdError>>(2);
     tokio::spawn(async move {
-        let rest = first_end..range.end;
-        let pieces = (rest.start..rest.end).step_by(chunk as usize).map(move |off| off..(off + chunk).min(rest.end));
-        let mut reads = futures::stream::iter(pieces).map(|r| read_range(&file, r)).buffered(depth);
+        let mut reads =
+            futures::stream::iter(pieces).map(|p| read(file.clone(), cache.clone(), p)).buffered(pace.depth);
         while let Some(r) = reads.next().await {
             let failed = r.is_err();
             let item = r.map_err(|e| {

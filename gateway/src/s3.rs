@@ -20,6 +20,8 @@ pub(crate) struct CvS3 {
     pub buckets: Buckets,
     pub pace: Pacing,
     pub opened: Arc<Opened>,
+    /// Hot object bytes (`[gateway] cache`); `None` when off.
+    pub cache: Option<Arc<crate::cache::ChunkCache>>,
     pub counters: Arc<crate::stats::Counters>,
 }
 
@@ -187,7 +189,7 @@ impl S3 for CvS3 {
             }
             let (range, content_range) = byte_range(i.range.as_ref(), st.length)?;
             let len = range.end - range.start;
-            let body = match body(file, range, self.pace, what.clone()).await {
+            let body = match body(file, range, self.pace, self.cache.clone(), what.clone()).await {
                 Ok(b) => b,
                 // A handle kept from an earlier request may name a version that is gone:
                 // open afresh and check the conditions and the range again.

@@ -272,3 +272,71 @@ mod tests {
         assert!(err.contains("size") && err.contains("parsecs"), "{err}");
     }
 }
+
+/// Where a process serves its Prometheus `/metrics` over HTTP: `"127.0.0.1:9464"`, or `"off"`
+/// (also `""`) for not at all. An IP address, not a host name, so the bind never waits on DNS.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct MetricsAddr(pub Option<std::net::SocketAddr>);
+
+impl MetricsAddr {
+    /// Served on loopback at `port`: metrics say much about a cluster, so other hosts reach
+    /// them only when the operator binds a wider address.
+    pub const fn loopback(port: u16) -> Self {
+        MetricsAddr(Some(std::net::SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), port)))
+    }
+    /// Not served.
+    pub const OFF: MetricsAddr = MetricsAddr(None);
+    /// The address, unless turned off.
+    pub const fn get(self) -> Option<std::net::SocketAddr> {
+        self.0
+    }
+}
+
+impl FromStr for MetricsAddr {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let s = s.trim();
+        if s.is_empty() || s.eq_ignore_ascii_case("off") {
+            return Ok(MetricsAddr::OFF);
+        }
+        s.parse()
+            .map(|a| MetricsAddr(Some(a)))
+            .map_err(|_| format!("`{s}` is not an ip:port (e.g. 127.0.0.1:9464) or \"off\""))
+    }
+}
+
+impl fmt::Display for MetricsAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(a) => write!(f, "{a}"),
+            None => f.write_str("off"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for MetricsAddr {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+impl Serialize for MetricsAddr {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+#[cfg(test)]
+mod metrics_addr_tests {
+    use super::MetricsAddr;
+
+    #[test]
+    fn parses_addresses_and_off() {
+        assert_eq!("127.0.0.1:9464".parse::<MetricsAddr>().unwrap(), MetricsAddr::loopback(9464));
+        assert_eq!("off".parse::<MetricsAddr>().unwrap(), MetricsAddr::OFF);
+        assert_eq!("".parse::<MetricsAddr>().unwrap(), MetricsAddr::OFF);
+        assert!("localhost:9464".parse::<MetricsAddr>().is_err());
+        assert!("127.0.0.1".parse::<MetricsAddr>().is_err());
+    }
+}

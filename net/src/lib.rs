@@ -1,19 +1,25 @@
 //! Transport pieces shared by the client, the master and the worker:
 //! mutual-TLS identities under a cluster CA ([`tls`]), QUIC transport settings
 //! ([`quic`]), typed configuration values ([`config`]), per-request timeline marks
-//! ([`timeline`]), and — behind the
-//! `tokio` feature — request/response helpers over quinn streams ([`rpc`]).
+//! ([`timeline`]), totals over QUIC connections ([`quic_stats`]), and — behind the
+//! `tokio` feature — request/response helpers over quinn streams ([`rpc`]); behind `metrics`,
+//! the Prometheus `/metrics` endpoint every process serves ([`metrics`]).
 //!
 //! No async runtime is needed for anything but [`rpc`].
 
 pub mod config;
+#[cfg(feature = "tokio")]
+pub mod conn_stats;
 mod error;
 pub mod local;
 pub mod masters;
 pub mod quic;
+pub mod quic_stats;
 pub mod timeline;
 pub mod tls;
 
+#[cfg(feature = "metrics")]
+pub mod metrics;
 #[cfg(feature = "tokio")]
 pub mod rpc;
 #[cfg(feature = "tokio")]

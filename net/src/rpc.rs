@@ -7,6 +7,7 @@ use crate::config::ByteSize;
 use crate::error::{NetError, NetErrorKind};
 use crate::quic::{TransportSettings, bind_udp, client_config, server_config};
 use crate::tls::{Identity, SERVER_NAME};
+use cv_wire::hello;
 use cv_wire::msg::{ErrorReply, Hello, HelloOk, Role};
 use cv_wire::{
     EncodedFrame, ErrorCode, Frame, HEADER_LEN, Held, Inbound, Limits, Message, PROTOCOL_VERSION, RequestBudget,
@@ -262,7 +263,7 @@ impl Conn {
         let next_id = Arc::new(AtomicU64::new(random_request_id()));
         let mut conn = Conn { inner, limits, next_id, peer_role: Role::Client };
         let hello = Hello { min_version: PROTOCOL_VERSION, max_version: PROTOCOL_VERSION, role, node: node.into() };
-        let reply = conn.call(&hello, &[]).await?;
+        let reply = conn.call(&hello, &[]).await.map_err(|e| hello_refused(addr, e))?;
         let ok = reply.access::<HelloOk>()?;
         conn.peer_role = cv_wire::rkyv::deserialize::<Role, cv_wire::rkyv::rancor::Error>(&ok.role)
             .map_err(|e| NetError::new(NetErrorKind::Protocol, format!("hello role: {e}")))?;
@@ -382,9 +383,22 @@ pub trait Service: Send + Sync + 'static {
 /// Accepts connections on `endpoint` until it is closed, serving each with
 /// `service` after the hello exchange.
 pub async fn serve<S: Service>(endpoint: quinn::Endpoint, service: Arc<S>, role: Role, node: String, limits: Limits) {
+    serve_counted(endpoint, service, role, node, limits, Arc::default()).await
+}
+
+/// As [`serve`], counting connections and streams into `stats` (for metrics).
+pub async fn serve_counted<S: Service>(
+    endpoint: quinn::Endpoint,
+    service: Arc<S>,
+    role: Role,
+    node: String,
+    limits: Limits,
+    stats: Arc<crate::conn_stats::ConnStats>,
+) {
     while let Some(incoming) = endpoint.accept().await {
         let service = service.clone();
         let node = node.clone();
+        let stats = stats.clone();
         tokio::spawn(async move {
             let addr = incoming.remote_address();
             let conn = match incoming.await {
@@ -404,13 +418,21 @@ pub async fn serve<S: Service>(endpoint: quinn::Endpoint, service: Arc<S>, role:
                     return;
                 }
             };
-            serve_connection(conn, peer, service, limits).await;
+            stats.opened(&conn);
+            serve_connection(&conn, peer, service, limits, &stats).await;
+            stats.closed(&conn);
         });
     }
 }
 
 /// Serves the streams of one connection whose hello is done.
-async fn serve_connection<S: Service>(conn: quinn::Connection, peer: Arc<Peer>, service: Arc<S>, limits: Limits) {
+async fn serve_connection<S: Service>(
+    conn: &quinn::Connection,
+    peer: Arc<Peer>,
+    service: Arc<S>,
+    limits: Limits,
+    stats: &crate::conn_stats::ConnStats,
+) {
     let budget = RequestBudget::for_limits(&limits);
     loop {
         let (mut send, mut recv) = match conn.accept_bi().await {
@@ -421,6 +443,7 @@ async fn serve_connection<S: Service>(conn: quinn::Connection, peer: Arc<Peer>, 
                 return;
             }
         };
+        stats.stream();
         let service = service.clone();
         let peer = peer.clone();
         let budget = budget.clone();
@@ -462,26 +485,32 @@ async fn serve_connection<S: Service>(conn: quinn::Connection, peer: Arc<Peer>, 
 /// `HelloOk` or a `VersionMismatch` error.
 pub async fn accept_hello(conn: &quinn::Connection, role: Role, node: &str, limits: &Limits) -> Result<Peer, NetError> {
     let (mut send, mut recv) = conn.accept_bi().await.map_err(|e| conn_err("accept hello stream", e))?;
+    let server = role_name(role);
     let frame = match read_frame(&mut recv, limits).await.and_then(|f| end_read(recv).map(|()| f)) {
         Ok(f) => f,
         Err(e) => {
-            let code = e.code().unwrap_or(ErrorCode::Malformed);
-            let reply = Reply::error(0, code, &format!("{e}; this server speaks version {PROTOCOL_VERSION}"), None);
-            let _ = write_reply(&mut send, reply).await;
-            return Err(e);
+            // A frame of another version is answered in that version, so its sender reads why.
+            let Some(wire) = std::error::Error::source(&e).and_then(|s| s.downcast_ref::<cv_wire::WireError>()) else {
+                let code = e.code().unwrap_or(ErrorCode::Malformed);
+                let reply =
+                    Reply::error(0, code, &format!("{e}; this {server} speaks version {PROTOCOL_VERSION}"), None);
+                let _ = write_reply(&mut send, reply).await;
+                return Err(e);
+            };
+            let refusal = hello::refuse_unreadable(wire, server);
+            let _ = write_reply(&mut send, Reply { frame: refusal.frame, payload: bytes::Bytes::new() }).await;
+            return Err(NetError::remote(wire.code(), refusal.message, None));
         }
     };
     let id = frame.header().request_id;
     let hello: Hello = frame.decode_body()?;
-    if hello.min_version > PROTOCOL_VERSION || hello.max_version < PROTOCOL_VERSION {
-        let msg = format!(
-            "peer speaks versions {}..={}, this server speaks {PROTOCOL_VERSION}",
-            hello.min_version, hello.max_version
-        );
-        let reply = Reply::error(id, ErrorCode::VersionMismatch, &msg, None);
-        let _ = write_reply(&mut send, reply).await;
-        return Err(NetError::remote(ErrorCode::VersionMismatch, msg, None));
-    }
+    let version = match hello::negotiate(hello.min_version, hello.max_version, id, server) {
+        Ok(v) => v,
+        Err(refusal) => {
+            let _ = write_reply(&mut send, Reply { frame: refusal.frame, payload: bytes::Bytes::new() }).await;
+            return Err(NetError::remote(ErrorCode::VersionMismatch, refusal.message, None));
+        }
+    };
     // Node roles need a node certificate: a client identity cannot register as a worker.
     if matches!(hello.role, Role::Worker | Role::Master)
         && !crate::tls::peer_leaf(conn.peer_identity()).is_some_and(|c| crate::tls::is_node_certificate(&c))
@@ -491,10 +520,30 @@ pub async fn accept_hello(conn: &quinn::Connection, role: Role, node: &str, limi
         let _ = write_reply(&mut send, reply).await;
         return Err(NetError::remote(ErrorCode::PermissionDenied, msg, None));
     }
-    let ok = HelloOk { version: PROTOCOL_VERSION, role, node: node.into() };
+    let ok = HelloOk { version, role, node: node.into() };
     let reply = Reply::ok(id, &ok, Vec::new());
     write_reply(&mut send, reply).await?;
     Ok(Peer { addr: conn.remote_address(), role: hello.role, node: hello.node, conn: conn.stable_id() })
+}
+
+/// A hello refused for its version names the server and both versions: an operator reads
+/// which process to upgrade. Not retryable, like every `VersionMismatch`.
+fn hello_refused(addr: SocketAddr, e: NetError) -> NetError {
+    if e.code() != Some(ErrorCode::VersionMismatch) {
+        return e;
+    }
+    let msg = format!("hello to {addr}: {}; this build speaks protocol version {PROTOCOL_VERSION}", e.message());
+    NetError::remote(ErrorCode::VersionMismatch, msg, None)
+}
+
+/// What a server is, as a refusal names it.
+fn role_name(role: Role) -> &'static str {
+    match role {
+        Role::Master => "master",
+        Role::Worker => "worker",
+        Role::Client => "client",
+        Role::Admin => "admin tool",
+    }
 }
 
 /// Default stream and payload budget for a block-sized transfer, to size

@@ -132,8 +132,10 @@ impl LocalCluster {
             n => return Err(format!("{n} masters: a Raft group needs an odd number, at most 7").into()),
         };
         let mut masters = Vec::new();
-        for cfg in configs {
+        for mut cfg in configs {
             let server = MasterServer::start(&cfg, &node, &transport).await?;
+            // A restart (`start_master`) binds the same address, which clients and the worker know.
+            cfg.listen = server.local_addr();
             masters.push((cfg, Some(server)));
         }
         let addrs: Vec<SocketAddr> =
@@ -191,6 +193,24 @@ impl LocalCluster {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+
+    /// Serves `/metrics` of every running master and of the worker on loopback ports of the
+    /// system's choosing (`cvctl up` prints them; tests scrape them), as `(role, server)`;
+    /// each stops when its server is dropped. A restarted worker needs serving again.
+    pub async fn serve_metrics(&self) -> Result<Vec<(String, cv_net::metrics::MetricsServer)>, ClusterError> {
+        let any = SocketAddr::from(([127, 0, 0, 1], 0));
+        let mut out = Vec::new();
+        for (i, (_, m)) in self.masters.iter().enumerate() {
+            if let Some(m) = m {
+                let name = if self.masters.len() > 1 { format!("master {}", i + 1) } else { "master".into() };
+                out.push((name, cv_net::metrics::serve(any, m.metrics()).await?));
+            }
+        }
+        if let Some(w) = &self.worker {
+            out.push(("worker".into(), cv_net::metrics::serve(any, w.metrics()).await?));
+        }
+        Ok(out)
     }
 
     /// Stops the worker (its data stays); the master keeps serving.

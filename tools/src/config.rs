@@ -117,6 +117,22 @@ mod tests {
         let text = "[tls]\nca = \"/nonexistent/ca.pem\"\ncert = \"/x\"\nkey = \"/y\"\n";
         assert_eq!(CvConfig::parse(text).unwrap_err().field, "tls.ca");
 
+        for section in ["master", "worker", "gateway"] {
+            let text = tls_section(dir.path()) + &format!("[{section}]\nmetrics = \"localhost:1\"\n");
+            let e = CvConfig::parse(&text).unwrap_err();
+            assert!(e.field.starts_with(&format!("{section}.metrics")) && e.problem.contains("ip:port"), "{e}");
+        }
+        let text = tls_section(dir.path()) + "[master]\nmetrics = \"off\"\n";
+        assert_eq!(CvConfig::parse(&text).unwrap().master.unwrap().metrics.get(), None);
+        let text = tls_section(dir.path()) + "[master]\nmetrics = \"0.0.0.0:9000\"\n";
+        assert_eq!(
+            CvConfig::parse(&text).unwrap().master.unwrap().metrics.get(),
+            Some("0.0.0.0:9000".parse().unwrap())
+        );
+        // Served on loopback unless told otherwise.
+        let master = CvConfig::parse(&(tls_section(dir.path()) + "[master]\n")).unwrap().master.unwrap();
+        assert_eq!(master.metrics, cv_net::config::MetricsAddr::loopback(9464));
+
         let text = tls_section(dir.path()) + "[wroker]\nshards = 1\n";
         let e = CvConfig::parse(&text).unwrap_err();
         assert!(e.problem.contains("wroker") && e.field.contains("wroker"), "{e}");

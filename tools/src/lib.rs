@@ -5,5 +5,7 @@ pub mod cluster;
 pub mod cmd;
 pub mod config;
 pub mod connect;
+pub mod doctor;
 pub mod logging;
+pub mod metrics;
 pub mod signal;

@@ -10,11 +10,14 @@ use std::process::ExitCode;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Log lines as text or as JSON objects (one per line, on stderr).
+    #[arg(long, global = true, env = "CV_LOG_FORMAT", value_enum, default_value_t)]
+    log_format: cv_tools::logging::LogFormat,
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    cv_tools::logging::init("warn", cli.command.wants_timeline());
+    cv_tools::logging::init("warn", cli.command.wants_timeline(), cli.log_format);
     match cli.command.run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

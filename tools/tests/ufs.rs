@@ -535,3 +535,86 @@ async fn a_byte_flipped_on_a_workers_disk_is_never_served() {
     }
     cluster.shutdown().await.unwrap();
 }
+
+/// Requests for `key` that check or read its tail: HEADs and the master's ranged tail GETs.
+fn tail_checks(s3: &S3Server, key: &str) -> usize {
+    s3.count(|r| {
+        r.path.ends_with(key)
+            && (r.op == Op::Head || (r.op == Op::RangedGet && r.range.as_deref().is_some_and(tail_range)))
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_master_keeps_its_tails_and_checks_unless_its_tails_file_is_damaged() {
+    let (_store, s3) = lake();
+    let objects: Vec<Vec<u8>> = (0..4).map(|i| pattern(300_000 + i * 1000, i as u8)).collect();
+    for (i, o) in objects.iter().enumerate() {
+        s3.put_object("lake", &format!("r/f{i}.bin"), o).unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut cluster = LocalCluster::start(&ClusterOptions::ephemeral(dir.path())).await.unwrap();
+    let client = cluster.client().await.unwrap();
+    let mut opts = s3_options(&s3);
+    opts.push(("cv.ttl".into(), "1h".into()));
+    client.mount("s3://lake/r", "/r", MountMode::Cache, opts).await.unwrap();
+    let open_all = |client: Client| {
+        let objects = objects.clone();
+        async move {
+            for (i, o) in objects.iter().enumerate() {
+                let f = client.open(&format!("/r/f{i}.bin")).await.unwrap();
+                let (at, tail) = f.tail().expect("the open reply carries the tail");
+                assert_eq!(tail, &o[at as usize..], "f{i}'s tail");
+            }
+            assert_eq!(read_all(&client, "/r/f1.bin").await, objects[1]);
+            client.close();
+        }
+    };
+    open_all(client).await;
+    let checks = |s3: &S3Server| (0..4).map(|i| tail_checks(s3, &format!("/r/f{i}.bin"))).sum::<usize>();
+    let first = checks(&s3);
+    assert!(first >= 4, "each object's tail was read once: {:#?}", s3.requests());
+
+    // A clean restart: the tails and the checks come back from the tails file, so within the
+    // validity period the store is not asked again.
+    cluster.stop_master(0).await;
+    let tails = dir.path().join("master").join("tails");
+    assert!(tails.exists(), "a clean stop saves the tails file");
+    cluster.start_master(0).await.unwrap();
+    open_all(cluster.client().await.unwrap()).await;
+    assert_eq!(checks(&s3), first, "after a restart: {:#?}", s3.requests());
+
+    // A damaged file is not trusted: its first record is bad, so every object is checked again,
+    // and what is served is still each object's bytes.
+    cluster.stop_master(0).await;
+    let mut bytes = std::fs::read(&tails).unwrap();
+    bytes[16 + 12 + 30] ^= 0x20;
+    std::fs::write(&tails, &bytes).unwrap();
+    cluster.start_master(0).await.unwrap();
+    open_all(cluster.client().await.unwrap()).await;
+    assert_eq!(checks(&s3), 2 * first, "after a damaged tails file: {:#?}", s3.requests());
+    cluster.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_mounts_of_one_prefix_cache_each_object_once() {
+    let (_store, s3) = lake();
+    let data = pattern(9 << 20, 3);
+    s3.put_object("lake", "d/t/x.bin", &data).unwrap();
+    let (_dir, cluster, client) = embedded_cluster().await;
+    for m in ["/d1", "/d2"] {
+        client.mount("s3://lake/d", m, MountMode::Cache, s3_options(&s3)).await.unwrap();
+    }
+    assert_eq!(read_all(&client, "/d1/t/x.bin").await, data);
+    let fetched = block_gets(&s3, "/d/t/x.bin");
+    assert!(fetched >= 3, "three blocks fetched: {:#?}", s3.requests());
+    // The other mount's copy lists the same blocks: nothing is fetched or stored again.
+    assert_eq!(read_all(&client, "/d2/t/x.bin").await, data);
+    assert_eq!(block_gets(&s3, "/d/t/x.bin"), fetched, "{:#?}", s3.requests());
+    assert_eq!(client.report().await.unwrap().blocks, 3, "one block map entry per block of the object");
+    // Removing the first mount keeps the blocks for the second.
+    client.unmount("/d1", false).await.unwrap();
+    assert_eq!(read_all(&client, "/d2/t/x.bin").await, data);
+    assert_eq!(block_gets(&s3, "/d/t/x.bin"), fetched, "{:#?}", s3.requests());
+    client.close();
+    cluster.shutdown().await.unwrap();
+}

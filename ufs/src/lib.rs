@@ -10,6 +10,7 @@ mod error;
 mod location;
 mod secrets;
 mod settings;
+mod stats;
 mod store;
 mod stream;
 
@@ -17,6 +18,7 @@ pub use error::{UfsError, UfsErrorKind};
 pub use location::Location;
 pub use secrets::{is_secret, redact};
 pub use settings::{CV_OPTIONS, UfsSettings, is_cv_option};
+pub use stats::{BOUNDS_MS, UfsOp, UfsOpSnapshot, UfsStats};
 pub use store::{ObjectMeta, Ufs, UfsEntry, UfsWriter};
 pub use stream::UfsStream;
 

@@ -9,6 +9,10 @@ use bytes::Bytes;
 use opendal::Operator;
 use opendal::layers::{RetryLayer, TimeoutLayer};
 use std::ops::Range;
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::stats::{UfsOp, UfsStats};
 
 /// What cv records about one object.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,6 +52,8 @@ pub struct Ufs {
     location: Location,
     /// Attempts per call (the first and its retries), for errors.
     attempts: usize,
+    /// Requests counted per kind, for metrics.
+    stats: Arc<UfsStats>,
 }
 
 impl Ufs {
@@ -71,7 +77,19 @@ impl Ufs {
             )
             // Inside the retry layer, so each attempt has its own deadline.
             .layer(TimeoutLayer::new().with_timeout(s.op_timeout).with_io_timeout(s.io_timeout));
-        Ok(Ufs { op, location, attempts: s.retries + 1 })
+        Ok(Ufs { op, location, attempts: s.retries + 1, stats: Arc::default() })
+    }
+
+    /// This store's requests counted into `stats` (shared by the process's stores).
+    pub fn with_stats(mut self, stats: Arc<UfsStats>) -> Ufs {
+        self.stats = stats;
+        self
+    }
+
+    /// Counts one request of `op` begun at `started` with its outcome, and passes it on.
+    fn counted<T>(&self, op: UfsOp, started: Instant, r: Result<T, UfsError>) -> Result<T, UfsError> {
+        self.stats.record(op, started, r.is_ok());
+        r
     }
 
     pub fn location(&self) -> &Location {
@@ -89,6 +107,12 @@ impl Ufs {
     /// Lists the root once (one page, whatever the bucket holds): the mount is reachable and
     /// the credentials work.
     pub async fn check(&self) -> Result<(), UfsError> {
+        let started = Instant::now();
+        let r = self.check_inner().await;
+        self.counted(UfsOp::List, started, r)
+    }
+
+    async fn check_inner(&self) -> Result<(), UfsError> {
         use futures::StreamExt;
         let mut lister =
             self.op.lister_with("/").limit(1).await.map_err(|e| UfsError::from_opendal(self.at("list /"), e))?;
@@ -99,7 +123,9 @@ impl Ufs {
     }
 
     pub async fn stat(&self, key: &str) -> Result<ObjectMeta, UfsError> {
-        let m = self.op.stat(key).await.map_err(|e| UfsError::from_opendal(self.at(format!("stat {key}")), e))?;
+        let started = Instant::now();
+        let r = self.op.stat(key).await.map_err(|e| UfsError::from_opendal(self.at(format!("stat {key}")), e));
+        let m = self.counted(UfsOp::Stat, started, r)?;
         if m.is_dir() {
             return Err(UfsError::new(UfsErrorKind::NotFound, format!("{key} is a directory")));
         }
@@ -132,6 +158,17 @@ impl Ufs {
         range: Range<u64>,
         version: Option<&str>,
     ) -> Result<UfsStream, UfsError> {
+        let started = Instant::now();
+        let r = self.read_stream_inner(key, range, version).await;
+        self.counted(UfsOp::Read, started, r)
+    }
+
+    async fn read_stream_inner(
+        &self,
+        key: &str,
+        range: Range<u64>,
+        version: Option<&str>,
+    ) -> Result<UfsStream, UfsError> {
         let what = || self.at(format_args!("read {key} {range:?}"));
         let mut req = self.op.reader_with(key);
         if let Some(v) = version.filter(|v| is_etag(v)) {
@@ -150,7 +187,9 @@ impl Ufs {
     /// level, sorted by name.
     pub async fn list_dir(&self, dir: &str) -> Result<Vec<UfsEntry>, UfsError> {
         let d = if dir.is_empty() || dir == "/" { "/".to_owned() } else { format!("{}/", dir.trim_matches('/')) };
-        let entries = self.op.list(&d).await.map_err(|e| UfsError::from_opendal(self.at(format!("list {d}")), e))?;
+        let started = Instant::now();
+        let r = self.op.list(&d).await.map_err(|e| UfsError::from_opendal(self.at(format!("list {d}")), e));
+        let entries = self.counted(UfsOp::List, started, r)?;
         let mut out = Vec::with_capacity(entries.len());
         for e in entries {
             let name = e.name().trim_end_matches('/');
@@ -175,24 +214,37 @@ impl Ufs {
     /// A writer that uploads `key` in `chunk`-byte parts (multipart on S3
     /// for objects larger than one chunk); nothing is visible until close.
     pub async fn writer(&self, key: &str, chunk: usize) -> Result<UfsWriter, UfsError> {
+        let started = Instant::now();
         let w = self
             .op
             .writer_with(key)
             .chunk(chunk)
             .await
-            .map_err(|e| UfsError::from_opendal(self.at(format!("write {key}")), e))?;
-        Ok(UfsWriter { w, key: key.to_owned(), len: 0, what: self.at(format!("write {key}")) })
+            .map_err(|e| UfsError::from_opendal(self.at(format!("write {key}")), e));
+        let w = match w {
+            Ok(w) => w,
+            Err(e) => return self.counted(UfsOp::Write, started, Err(e)),
+        };
+        Ok(UfsWriter { w, key: key.to_owned(), len: 0, what: self.at(format!("write {key}")), started })
     }
 
     /// Copies `from` to `to` inside the store (S3 CopyObject: no bytes through cv, objects up to
     /// 5 GiB); the copy's metadata, whose ETag may differ from the source's.
     pub async fn copy(&self, from: &str, to: &str) -> Result<ObjectMeta, UfsError> {
-        self.op.copy(from, to).await.map_err(|e| UfsError::from_opendal(self.at(format!("copy {from} to {to}")), e))?;
+        let started = Instant::now();
+        let r = self
+            .op
+            .copy(from, to)
+            .await
+            .map_err(|e| UfsError::from_opendal(self.at(format!("copy {from} to {to}")), e));
+        self.counted(UfsOp::Copy, started, r)?;
         self.stat(to).await
     }
 
     pub async fn delete(&self, key: &str) -> Result<(), UfsError> {
-        self.op.delete(key).await.map_err(|e| UfsError::from_opendal(self.at(format!("delete {key}")), e))
+        let started = Instant::now();
+        let r = self.op.delete(key).await.map_err(|e| UfsError::from_opendal(self.at(format!("delete {key}")), e));
+        self.counted(UfsOp::Delete, started, r)
     }
 }
 
@@ -203,6 +255,8 @@ pub struct UfsWriter {
     len: u64,
     /// The write and its store, for errors.
     what: String,
+    /// When the upload began: it is counted as one request when it ends.
+    started: Instant,
 }
 
 impl std::fmt::Debug for UfsWriter {
@@ -219,7 +273,8 @@ impl UfsWriter {
 
     /// Finishes the upload; the object's metadata as stored.
     pub async fn close(mut self, ufs: &Ufs) -> Result<ObjectMeta, UfsError> {
-        let m = self.w.close().await.map_err(|e| UfsError::from_opendal(format!("finish of {}", self.what), e))?;
+        let r = self.w.close().await.map_err(|e| UfsError::from_opendal(format!("finish of {}", self.what), e));
+        let m = ufs.counted(UfsOp::Write, self.started, r)?;
         // Not every store returns the new ETag with the upload: ask then.
         if m.etag().is_some() && m.content_length() == self.len {
             return Ok(meta(&m));

@@ -36,11 +36,25 @@ pub enum WireErrorKind {
 pub struct WireError {
     kind: WireErrorKind,
     detail: String,
+    /// For `UnsupportedVersion`: the version the refused frame's header claims.
+    peer_version: Option<u16>,
 }
 
 impl WireError {
     pub(crate) fn new(kind: WireErrorKind, detail: impl Into<String>) -> Self {
-        WireError { kind, detail: detail.into() }
+        WireError { kind, detail: detail.into(), peer_version: None }
+    }
+
+    /// A frame of protocol version `version`, which this build does not speak.
+    pub(crate) fn unsupported_version(version: u16) -> Self {
+        let detail = format!("frame version {version}, this build speaks {}", crate::PROTOCOL_VERSION);
+        WireError { kind: WireErrorKind::UnsupportedVersion, detail, peer_version: Some(version) }
+    }
+
+    /// For [`WireErrorKind::UnsupportedVersion`]: the version the frame claims, which a
+    /// refusal is written in so that the peer can read it ([`crate::hello`]).
+    pub fn peer_version(&self) -> Option<u16> {
+        self.peer_version
     }
 
     /// What broke.

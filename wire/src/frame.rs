@@ -39,7 +39,8 @@ impl Flags {
 /// The fixed 32-byte frame header, decoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FrameHeader {
-    /// Protocol version of the frame.
+    /// Protocol version of the frame: this build's, save on an `Error` frame, which is read
+    /// whatever its version.
     pub version: u16,
     /// Which message the body holds.
     pub kind: Kind,
@@ -71,11 +72,10 @@ impl FrameHeader {
         let u16_at = |i: usize| u16::from_le_bytes([h[i], h[i + 1]]);
         let u32_at = |i: usize| u32::from_le_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]);
         let version = u16_at(4);
-        if version != PROTOCOL_VERSION {
-            return Err(WireError::new(
-                WireErrorKind::UnsupportedVersion,
-                format!("frame version {version}, this build speaks {PROTOCOL_VERSION}"),
-            ));
+        // An `Error` frame is read whatever its version: its header and body are frozen
+        // (FORMAT.md, "Compatibility"), so a peer of another version can say why it refuses.
+        if version != PROTOCOL_VERSION && u16_at(6) != Kind::Error as u16 {
+            return Err(WireError::unsupported_version(version));
         }
         let flags = u16_at(8);
         if flags & !Flags::KNOWN != 0 || u16_at(10) != 0 {
@@ -188,6 +188,18 @@ pub fn encode_with_crc<M: Message>(
     payload_len: u64,
     payload_crc: u32,
 ) -> Result<EncodedFrame, WireError> {
+    encode_as(PROTOCOL_VERSION, msg, request_id, payload_len, payload_crc)
+}
+
+/// [`encode_with_crc`] with the header stamped `version`: only a hello's refusal is written
+/// in another version than this build's ([`crate::hello`]).
+pub(crate) fn encode_as<M: Message>(
+    version: u16,
+    msg: &M,
+    request_id: u64,
+    payload_len: u64,
+    payload_crc: u32,
+) -> Result<EncodedFrame, WireError> {
     let mut head = AlignedVec::with_capacity(256);
     head.extend_from_slice(&[0u8; HEADER_LEN]);
     let mut head = msg.archive_into(head)?;
@@ -195,15 +207,8 @@ pub fn encode_with_crc<M: Message>(
         u32::try_from(head.len() - HEADER_LEN).map_err(|_| WireError::new(WireErrorKind::Encode, "body over 4 GiB"))?;
     let payload_len =
         u32::try_from(payload_len).map_err(|_| WireError::new(WireErrorKind::Encode, "payload over 4 GiB"))?;
-    let mut header = FrameHeader {
-        version: PROTOCOL_VERSION,
-        kind: M::KIND,
-        flags: Flags::default(),
-        body_len,
-        payload_len,
-        request_id,
-        crc32: 0,
-    };
+    let mut header =
+        FrameHeader { version, kind: M::KIND, flags: Flags::default(), body_len, payload_len, request_id, crc32: 0 };
     header.write(&mut head[..HEADER_LEN]);
     let mut crc = crc32fast::Hasher::new();
     crc.update(&head[..CRC_COVERED]);

@@ -168,6 +168,8 @@ kinds! {
     ChangeMasters = 99 => msg::ChangeMasters,
     ListMasters = 100 => msg::ListMasters,
     ListMastersOk = 101 => msg::ListMastersOk,
+    MasterTime = 102 => msg::MasterTime,
+    MasterTimeOk = 103 => msg::MasterTimeOk,
 
     RaftAppend = 112 => msg::RaftAppend,
     RaftAppendOk = 113 => msg::RaftAppendOk,

@@ -17,6 +17,7 @@ mod codes;
 mod error;
 pub mod footer;
 mod frame;
+pub mod hello;
 mod ids;
 mod inbound;
 mod kinds;
@@ -35,8 +36,14 @@ pub use kinds::{Kind, Message};
 pub use limits::Limits;
 
 /// The protocol version this build speaks. Frames carrying any other version
-/// are refused with [`WireErrorKind::UnsupportedVersion`].
+/// are refused with [`WireErrorKind::UnsupportedVersion`] (save `Error` frames, whose
+/// layout is frozen: [`hello`]).
 pub const PROTOCOL_VERSION: u16 = 8;
+
+/// The oldest protocol version a peer of this build may speak (the compatibility window,
+/// `wire/FORMAT.md`, "Compatibility"). Version 8 is the first with the window's rules, so
+/// today it holds only [`PROTOCOL_VERSION`].
+pub const OLDEST_PEER_VERSION: u16 = 8;
 
 /// ALPN token negotiated by every cv QUIC connection.
 pub const ALPN: &[u8] = b"cv/1";

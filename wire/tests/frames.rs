@@ -278,6 +278,8 @@ fn every_message_round_trips() {
         ),
         round_trip(ChangeMasters { add: true, id: 4, addr: "10.0.0.4:7700".into() }, &[]),
         round_trip(ListMasters {}, &[]),
+        round_trip(MasterTime {}, &[]),
+        round_trip(MasterTimeOk { unix_ms: 1_764_960_000_000 }, &[]),
         round_trip(
             ListMastersOk {
                 this: 1,

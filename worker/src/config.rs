@@ -21,7 +21,7 @@
 use std::net::IpAddr;
 use std::path::PathBuf;
 
-use cv_net::config::{ByteSize, ConfigError, Dur};
+use cv_net::config::{ByteSize, ConfigError, Dur, MetricsAddr};
 use cv_wire::Limits;
 use serde::{Deserialize, Serialize};
 
@@ -72,6 +72,9 @@ pub struct WorkerSettings {
     pub bind: IpAddr,
     /// Shard `i` listens on UDP `base_port + i`; 0 gives every shard an ephemeral port.
     pub base_port: u16,
+    /// Where `cvctl worker` serves Prometheus `/metrics` over HTTP (loopback by default), or
+    /// `"off"`.
+    pub metrics: MetricsAddr,
     /// Number of shards; 0 = one per CPU this process may use.
     pub shards: u16,
     /// Pin each shard's thread to its own CPU.
@@ -126,6 +129,7 @@ impl Default for WorkerSettings {
             host: "127.0.0.1".into(),
             bind: IpAddr::from([0, 0, 0, 0]),
             base_port: 7100,
+            metrics: MetricsAddr::loopback(9465),
             shards: 0,
             pin_cores: true,
             data_dirs: Vec::new(),

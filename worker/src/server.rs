@@ -33,6 +33,8 @@ pub struct WorkerHandle {
     control: Option<ControlHandle>,
     ufs: Option<UfsPool>,
     local: Option<LocalServer>,
+    /// Object-store requests of the fetch pool, for `/metrics`.
+    ufs_stats: Option<Arc<cv_ufs::UfsStats>>,
 }
 
 impl WorkerServer {
@@ -67,8 +69,9 @@ impl WorkerServer {
             .master
             .clone()
             .map(|first| std::sync::Arc::new(cv_net::masters::MasterList::new(first, &settings.masters)));
-        let ufs = match &masters {
-            Some(masters) => Some(UfsPool::start(PoolSpec {
+        let ufs_stats = masters.as_ref().map(|_| Arc::new(cv_ufs::UfsStats::default()));
+        let ufs = match (&masters, &ufs_stats) {
+            (Some(masters), Some(stats)) => Some(UfsPool::start(PoolSpec {
                 threads: usize::from(settings.ufs_threads),
                 master: MasterSpec {
                     masters: masters.clone(),
@@ -80,8 +83,9 @@ impl WorkerServer {
                 },
                 ufs: UfsSettings::default(),
                 mount_refresh: settings.mount_refresh.get(),
+                stats: stats.clone(),
             })?),
-            None => None,
+            _ => None,
         };
 
         let local = local_serve(&settings);
@@ -137,7 +141,7 @@ impl WorkerServer {
                 .inspect_err(|e| tracing::warn!(error = %e, "short-circuit reads not served"))
                 .ok()
         });
-        let mut handle = WorkerHandle { shards, addrs, routes, control: None, ufs, local };
+        let mut handle = WorkerHandle { shards, addrs, routes, control: None, ufs, local, ufs_stats };
         if let Some(masters) = masters {
             let heartbeat = settings.heartbeat_interval.get();
             let spec = ControlSpec {
@@ -205,6 +209,12 @@ fn abandon(started: Vec<Started>) {
 }
 
 impl WorkerHandle {
+    /// What `/metrics` serves for this worker, gathered from its shards at each scrape (serve
+    /// it with `cv_net::metrics::serve` on a tokio runtime).
+    pub fn metrics(&self) -> cv_net::metrics::Gather {
+        crate::control::metrics::gatherer(self.shards.iter().map(|(c, _)| c.clone()).collect(), self.ufs_stats.clone())
+    }
+
     /// The address each shard's socket is bound to, by shard index.
     pub fn shard_addrs(&self) -> &[SocketAddr] {
         &self.addrs
@@ -221,8 +231,8 @@ impl WorkerHandle {
     }
 
     /// Waits until a master refused this worker's identity (a client certificate, another
-    /// CA) and returns why: the worker cannot join, so its process should exit. Pending
-    /// forever without a master or while no master refused it.
+    /// CA) or its protocol version, and returns why: the worker cannot join, so its process
+    /// should exit. Pending forever without a master or while no master refused it.
     pub async fn refused(&self) -> String {
         match &self.control {
             Some(c) => c.refused().await,

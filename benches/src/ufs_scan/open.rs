@@ -2,7 +2,8 @@
 //! cache-mode mount of the store next to stat + footer straight from it.
 //! The first open of each file is cold (the master HEADs the object and
 //! reads its tail) and is reported on its own row; the measured rounds are
-//! warm, interleaved file by file with the direct series and a null RPC.
+//! warm, interleaved file by file with the direct series, the same files on
+//! the local file system (the floor no remote store beats) and a null RPC.
 
 use super::ops::{SPECULATIVE_TAIL, cv_footer};
 use super::store::{Store, StoreRequests};
@@ -19,7 +20,8 @@ use std::time::Instant;
 pub struct OpenReport {
     /// Store the files were read from (the mount URL).
     pub store: String,
-    /// Rows: direct, cv warm, cv cold first open, null RPC.
+    /// Rows: direct, cv warm, cv cold first open, local file system (when
+    /// measured), null RPC.
     pub rows: Vec<Latency>,
     /// Requests each series made at the store over the whole run; `None`
     /// when the store does not count (not the embedded one).
@@ -59,18 +61,44 @@ async fn direct_open_footer(op: &Operator, key: &str) -> Result<Vec<u8>, BenchEr
     Ok(op.read_with(key).range(len - 8 - flen..len - 8).await?.to_vec())
 }
 
-/// Measures: one cold open + footer of every file in `mount`, then `rounds`
-/// warm passes interleaved with the direct series and a null RPC. `keys`
-/// are object keys relative to the mount. Footers are compared once.
-pub async fn measure_mounted(
-    client: &Client,
-    store: &Store,
-    op: &Operator,
-    mount: &str,
-    keys: &[String],
-    rounds: u32,
-    store_name: &str,
-) -> Result<OpenReport, BenchError> {
+/// The same files on the local file system: the floor row of the table.
+#[derive(Debug)]
+pub struct LocalFloor<'a> {
+    /// OpenDAL fs rooted where the files are.
+    pub op: &'a Operator,
+    /// Each key's name under that root, in `keys` order.
+    pub names: &'a [String],
+}
+
+/// What [`measure_mounted`] measures.
+#[derive(Debug)]
+pub struct MountedRun<'a> {
+    /// The store the files are in.
+    pub store: &'a Store,
+    /// OpenDAL on the store as the direct side reaches it (through the delay proxy, if any).
+    pub op: &'a Operator,
+    /// Where the store is mounted in cv (cache mode).
+    pub mount: &'a str,
+    /// Object keys relative to the mount.
+    pub keys: &'a [String],
+    /// Warm passes over every file.
+    pub rounds: u32,
+    /// The direct row's name.
+    pub store_name: &'a str,
+    /// The same files on local disk, for the floor row.
+    pub floor: Option<LocalFloor<'a>>,
+}
+
+/// Measures: one cold open + footer of every file in the mount, then `rounds`
+/// warm passes interleaved with the direct series, the local floor (if
+/// given) and a null RPC. Footers are compared once.
+pub async fn measure_mounted(client: &Client, run: MountedRun<'_>) -> Result<OpenReport, BenchError> {
+    let MountedRun { store, op, mount, keys, rounds, store_name, floor } = run;
+    if let Some(f) = &floor
+        && f.names.len() != keys.len()
+    {
+        return Err("the local floor needs one name per key".into());
+    }
     let counted = store.counter().is_some();
     let (mut r_direct, mut r_cold, mut r_warm) =
         (StoreRequests::default(), StoreRequests::default(), StoreRequests::default());
@@ -95,13 +123,18 @@ pub async fn measure_mounted(
             if direct != footer {
                 return Err(format!("{path}: cv and the store returned different footers").into());
             }
+            if let Some(f) = &floor
+                && direct_open_footer(f.op, &f.names[0]).await? != footer
+            {
+                return Err(format!("{path}: cv and the local copy returned different footers").into());
+            }
             row_groups = parse_footer(&footer)?;
         }
     }
 
-    let (mut h_null, mut h_cv, mut h_direct) = (histogram(), histogram(), histogram());
+    let (mut h_null, mut h_cv, mut h_direct, mut h_local) = (histogram(), histogram(), histogram(), histogram());
     for _ in 0..rounds {
-        for key in keys {
+        for (i, key) in keys.iter().enumerate() {
             let path = format!("{mount}/{key}");
             let t = Instant::now();
             client.ping().await?;
@@ -120,16 +153,27 @@ pub async fn measure_mounted(
             h_direct.record(t.elapsed().as_nanos() as u64)?;
             tally(&mut r_direct);
             std::hint::black_box(footer);
+
+            if let Some(f) = &floor {
+                let t = Instant::now();
+                let footer = direct_open_footer(f.op, &f.names[i]).await?;
+                h_local.record(t.elapsed().as_nanos() as u64)?;
+                std::hint::black_box(footer);
+            }
         }
     }
+    let mut rows = vec![
+        Latency::from_hist(&format!("{store_name}: stat + footer"), &h_direct),
+        Latency::from_hist("cv warm: open + footer", &h_cv),
+        Latency::from_hist("cv cold: first open + footer", &h_cold),
+    ];
+    if floor.is_some() {
+        rows.push(Latency::from_hist("local fs (OpenDAL fs): stat + footer", &h_local));
+    }
+    rows.push(Latency::from_hist("cv: null RPC (transport floor)", &h_null));
     Ok(OpenReport {
         store: store.url().to_string(),
-        rows: vec![
-            Latency::from_hist(&format!("{store_name}: stat + footer"), &h_direct),
-            Latency::from_hist("cv warm: open + footer", &h_cv),
-            Latency::from_hist("cv cold: first open + footer", &h_cold),
-            Latency::from_hist("cv: null RPC (transport floor)", &h_null),
-        ],
+        rows,
         requests: counted.then_some(OpenRequests { direct: r_direct, cv_cold: r_cold, cv_warm: r_warm }),
         row_groups,
     })

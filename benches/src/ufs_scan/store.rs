@@ -8,7 +8,7 @@ use crate::open_latency::BenchError;
 use opendal::Operator;
 use serde::Serialize;
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Bucket of the embedded store.
 pub const EMBEDDED_BUCKET: &str = "cvbench";
@@ -21,6 +21,8 @@ pub struct Store {
     url: String,
     options: Vec<(String, String)>,
     embedded: Option<S3Server>,
+    /// The embedded store's objects under the URL's prefix, as plain files.
+    local_dir: Option<PathBuf>,
 }
 
 impl Store {
@@ -38,14 +40,22 @@ impl Store {
             ("access_key_id".to_string(), S3Server::ACCESS_KEY.to_string()),
             ("secret_access_key".to_string(), S3Server::SECRET_KEY.to_string()),
         ];
-        Ok(Store { url: format!("s3://{EMBEDDED_BUCKET}/{EMBEDDED_PREFIX}"), options, embedded: Some(s3) })
+        let local_dir = Some(dir.join(EMBEDDED_BUCKET).join(EMBEDDED_PREFIX));
+        Ok(Store { url: format!("s3://{EMBEDDED_BUCKET}/{EMBEDDED_PREFIX}"), options, embedded: Some(s3), local_dir })
     }
 
     /// Any location cv can mount (`s3://bucket/prefix`, `fs:///dir`) with
     /// its OpenDAL options (endpoint, region, credentials). Requests are not
     /// counted.
     pub fn external(url: &str, options: Vec<(String, String)>) -> Store {
-        Store { url: url.to_string(), options, embedded: None }
+        Store { url: url.to_string(), options, embedded: None, local_dir: None }
+    }
+
+    /// Where the embedded store keeps the objects under its URL's prefix: it serves files
+    /// `root/bucket/key` (cv-testkit's `S3Server`), so a key is also a path under this
+    /// directory. `None` for any other store.
+    pub fn local_dir(&self) -> Option<&Path> {
+        self.local_dir.as_deref()
     }
 
     /// The mount URL.

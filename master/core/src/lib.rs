@@ -10,10 +10,12 @@ pub mod config;
 pub mod core;
 pub mod error;
 pub mod journal;
+pub mod latency;
 pub mod path;
 pub mod placement;
 pub mod state;
 pub mod tail_cache;
+pub mod tail_file;
 
 pub use config::MasterConfig;
 pub use core::{MasterCore, OpenInfo, Tail};

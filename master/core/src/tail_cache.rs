@@ -4,7 +4,8 @@
 //! while there are promoted to the main FIFO, the others leave, their keys remembered in a ghost
 //! queue so a quick re-insert goes straight to main. Main is a FIFO with reinsertion (a second
 //! chance per recent read). A scan of many once-read files churns only the small queue, so the
-//! hot set in main survives it. Not journaled: after a restart the cache is empty.
+//! hot set in main survives it. Not journaled: the master saves it to its `tails` file
+//! (`tail_file.rs`) now and then and at shutdown, and a restart restores each queue from it.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -133,6 +134,45 @@ impl TailCache {
             }
         }
         self.stats.inserts += 1;
+        while self.small_bytes + self.main_bytes > self.budget {
+            if !self.evict_one() {
+                break;
+            }
+        }
+    }
+
+    /// Every entry, each queue oldest first, small before main: the order [`Self::restore`]
+    /// takes them in to rebuild both queues.
+    pub fn dump(&self) -> Vec<(InodeId, u64, bool, CachedTail)> {
+        let live = |&(k, s): &(InodeId, u64)| self.entries.get(&k).filter(|e| e.seq == s).map(|e| (k, e));
+        self.small
+            .iter()
+            .filter_map(live)
+            .chain(self.main.iter().filter_map(live))
+            .map(|(k, e)| {
+                (k, e.version, e.queue == Queue::Main, CachedTail { offset: e.offset, bytes: e.bytes.clone() })
+            })
+            .collect()
+    }
+
+    /// Puts back an entry of [`Self::dump`] into the queue it was in (`main`), not counted as
+    /// an insert; entries beyond the budget are evicted as usual.
+    pub fn restore(&mut self, file: InodeId, version: u64, main: bool, tail: CachedTail) {
+        self.remove(file);
+        let charge = tail.bytes.len() as u64 + ENTRY_OVERHEAD;
+        if charge > self.budget {
+            return;
+        }
+        let queue = if main { Queue::Main } else { Queue::Small };
+        let seq = self.bump();
+        self.entries.insert(file, Entry { version, offset: tail.offset, bytes: tail.bytes, freq: 0, queue, seq });
+        if main {
+            self.main.push_back((file, seq));
+            self.main_bytes += charge;
+        } else {
+            self.small.push_back((file, seq));
+            self.small_bytes += charge;
+        }
         while self.small_bytes + self.main_bytes > self.budget {
             if !self.evict_one() {
                 break;
@@ -303,6 +343,37 @@ mod tests {
         for f in hot {
             assert!(c.contains(f), "hot tail {f} was evicted by the scan");
         }
+    }
+
+    #[test]
+    fn dump_and_restore_keep_entries_and_queues() {
+        // 20 tails fit; 40 inserted, then 0..5 again: those come back through the ghost queue
+        // into main.
+        let mut c = TailCache::new(20 * (100 + ENTRY_OVERHEAD));
+        for f in 0..40 {
+            c.insert(f, f + 1, f * 10, tail(100));
+        }
+        for f in 0..5 {
+            c.insert(f, f + 1, f * 10, tail(100));
+        }
+        let shape = |c: &TailCache| -> Vec<(InodeId, u64, bool, u64, usize)> {
+            c.dump().into_iter().map(|(f, v, m, t)| (f, v, m, t.offset, t.bytes.len())).collect()
+        };
+        let before = shape(&c);
+        assert_eq!(before.iter().filter(|e| e.2).count(), 5, "{before:?}");
+        let mut r = TailCache::new(20 * (100 + ENTRY_OVERHEAD));
+        for (f, v, main, t) in c.dump() {
+            r.restore(f, v, main, t);
+        }
+        assert_eq!(shape(&r), before);
+        assert_eq!((r.stats().inserts, r.stats().bytes), (0, c.stats().bytes));
+        assert_eq!(r.get(3, 4).map(|t| t.offset), Some(30));
+        // A smaller budget keeps what fits.
+        let mut small = TailCache::new(3 * (100 + ENTRY_OVERHEAD));
+        for (f, v, main, t) in c.dump() {
+            small.restore(f, v, main, t);
+        }
+        assert_eq!(small.stats().entries, 3);
     }
 
     #[test]

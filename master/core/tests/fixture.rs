@@ -314,3 +314,42 @@ fn reads_v4_snapshot_fixture() {
     assert_eq!(seq, n);
     assert_eq!(&data, expected_state_v4().data());
 }
+
+/// The records of `tails-v1.bin`.
+fn tails_v1() -> Vec<cv_master_core::tail_file::TailRecord> {
+    use cv_master_core::tail_file::TailRecord;
+    vec![
+        TailRecord::Tail { file_id: 5, version: 2, offset: 4096, main: false, bytes: b"\x15\x00footer PAR1".to_vec() },
+        TailRecord::Tail { file_id: 9, version: 7, offset: 0, main: true, bytes: vec![0xAB; 300] },
+        TailRecord::Fresh { path: "/lake/t/part-0.parquet".into(), checked_at_ms: 1_796_000_000_000 },
+        TailRecord::Fresh { path: "/lake/t".into(), checked_at_ms: 1_796_000_000_123 },
+    ]
+}
+
+#[test]
+fn reads_v1_tails_fixture() {
+    use cv_master_core::tail_file::{Decoded, decode, encode};
+    let path = fixture("tails-v1.bin");
+    if std::env::var_os("CV_WRITE_FIXTURES").is_some() {
+        std::fs::write(&path, encode(&tails_v1())).unwrap();
+    }
+    let bytes = std::fs::read(&path).expect("fixture tails-v1.bin is checked in");
+    assert_eq!(&bytes[..8], b"CVTAILS\0");
+    assert_eq!(decode(&bytes).unwrap(), Decoded { records: tails_v1(), damaged_at: None });
+}
+
+#[test]
+fn a_shared_copy_record_round_trips_beside_the_v4_records() {
+    let m = Mutation::UfsFileShared {
+        path: "/b/t/f.parquet".into(),
+        object: UfsObject { mount: "/b".into(), key: "t/f.parquet".into(), version: "\"e1\"".into() },
+        length: 10 << 20,
+        mtime: 5,
+        shares: 42,
+    };
+    let mut bytes = encode_header(1).to_vec();
+    bytes.extend(encode_record(1, &mutations_v4()[0]).unwrap());
+    bytes.extend(encode_record(2, &m).unwrap());
+    let got: Vec<Mutation> = scan(&bytes).unwrap().records.into_iter().map(|(_, m)| m).collect();
+    assert_eq!(got, vec![mutations_v4()[0].clone(), m]);
+}

@@ -2,7 +2,7 @@
 //! conversion into [`MasterConfig`].
 
 use cv_master_core::config::MasterConfig;
-use cv_net::config::{ByteSize, ConfigError, Dur};
+use cv_net::config::{ByteSize, ConfigError, Dur, MetricsAddr};
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -13,6 +13,7 @@ use std::time::Duration;
 /// ```toml
 /// [master]
 /// listen = "0.0.0.0:7700"
+/// metrics = "127.0.0.1:9464"   # Prometheus /metrics over HTTP; "off" serves none
 /// journal_dir = "/var/lib/cv/master"
 /// heartbeat_timeout = "30s"
 /// tail_budget = "1GiB"
@@ -36,6 +37,9 @@ use std::time::Duration;
 pub struct ServerConfig {
     /// UDP address of the QUIC endpoint.
     pub listen: SocketAddr,
+    /// Where `cvctl master` serves Prometheus `/metrics` over HTTP (loopback by default), or
+    /// off.
+    pub metrics: MetricsAddr,
     /// Holds the `journal` and `snapshot` files.
     pub journal_dir: PathBuf,
     /// Name announced in hello replies, for peers' logs.
@@ -101,6 +105,7 @@ impl Default for ServerConfig {
         let core = MasterConfig::default();
         ServerConfig {
             listen: SocketAddr::from(([0, 0, 0, 0], 7700)),
+            metrics: MetricsAddr::loopback(9464),
             journal_dir: core.journal_dir,
             node: "cv-master".into(),
             heartbeat_timeout: Dur(core.heartbeat_timeout),

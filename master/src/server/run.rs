@@ -32,6 +32,8 @@ pub struct MasterServer {
     serve: JoinHandle<()>,
     tick: JoinHandle<()>,
     export: JoinHandle<()>,
+    /// Saves the tails file now and then, and once more when stopped.
+    tails: JoinHandle<()>,
     stop: watch::Sender<bool>,
     service: Arc<MasterService>,
     raft: Option<Arc<RaftMaster>>,
@@ -162,18 +164,30 @@ impl MasterServer {
         let service =
             Arc::new(MasterService::new(core.clone(), clock, config.heartbeat_every(), exporter.clone(), raft.clone()));
         let ufs = service.ufs.clone();
-        let serve = tokio::spawn(rpc::serve(
+        // Before serving, so the first opens after a restart find the tails and checks saved.
+        // A blocking read of at most the tail budget, once at start.
+        let tails_file = super::tails::path(&config.journal_dir);
+        super::tails::load(&tails_file, &core, &ufs);
+        let serve = tokio::spawn(rpc::serve_counted(
             endpoint.clone(),
             service.clone(),
             Role::Master,
             config.node.clone(),
             Limits::DEFAULT,
+            service.quic.clone(),
         ));
         let (stop, stopped) = watch::channel(false);
         let tick = tokio::spawn(tick_loop(core.clone(), config.tick_every(), stopped.clone()));
+        let tails = tokio::spawn(super::tails::keep(tails_file, core.clone(), ufs.clone(), stopped.clone()));
         let export = tokio::spawn(exporter.run(core.clone(), ufs, stopped));
         tracing::info!(%addr, "master serving");
-        Ok(MasterServer { core, endpoint, addr, serve, tick, export, stop, service, raft })
+        Ok(MasterServer { core, endpoint, addr, serve, tick, export, tails, stop, service, raft })
+    }
+
+    /// What `/metrics` serves for this master, gathered at each scrape (serve it with
+    /// `cv_net::metrics::serve`).
+    pub fn metrics(&self) -> cv_net::metrics::Gather {
+        super::metrics::gatherer(self.service.clone())
     }
 
     /// The bound UDP address (useful with port 0).
@@ -210,6 +224,7 @@ impl MasterServer {
         let _ = tokio::time::timeout(DRAIN, self.endpoint.wait_idle()).await;
         let _ = self.stop.send(true);
         let _ = self.tick.await;
+        let _ = self.tails.await;
         // An upload in progress is dropped; the file is exported again after a restart.
         self.export.abort();
         let _ = self.export.await;

@@ -7,7 +7,7 @@ use cv_master_core::MasterCore;
 use cv_master_core::config::Clock;
 use cv_net::rpc::{BoxFuture, Peer, Reply, Service};
 use cv_wire::msg::TierCounters;
-use cv_wire::msg::{Ping, Pong, Role};
+use cv_wire::msg::{MasterTimeOk, Ping, Pong, Role};
 use cv_wire::{ErrorCode, Frame, Kind};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -36,6 +36,10 @@ pub struct MasterService {
     pub(super) stopping: std::sync::atomic::AtomicBool,
     /// Under Raft: this master's node of the group (master/HA.md).
     pub(super) raft: Option<Arc<cv_master_raft::RaftMaster>>,
+    /// Latency of open requests, for `/metrics`.
+    pub(super) open_latency: cv_master_core::latency::Latency,
+    /// The QUIC connections served, for `/metrics`.
+    pub(super) quic: Arc<cv_net::conn_stats::ConnStats>,
 }
 
 impl MasterService {
@@ -57,6 +61,8 @@ impl MasterService {
             worker_conns: Mutex::new(HashMap::new()),
             stopping: std::sync::atomic::AtomicBool::new(false),
             raft,
+            open_latency: Default::default(),
+            quic: Default::default(),
         }
     }
 
@@ -87,7 +93,14 @@ impl MasterService {
                 let nonce = frame.access::<Ping>()?.nonce.to_native();
                 Ok(Reply::ok(id, &Pong { nonce }, Vec::new()))
             }
-            Kind::Open => namespace::open(self, Req::of(frame)?).await,
+            // The clock leases and TTLs are judged on, for `cvctl doctor`'s skew check.
+            Kind::MasterTime => Ok(Reply::ok(id, &MasterTimeOk { unix_ms: self.clock.now_ms() }, Vec::new())),
+            Kind::Open => {
+                let started = std::time::Instant::now();
+                let r = namespace::open(self, Req::of(frame)?).await;
+                self.open_latency.observe(started.elapsed());
+                r
+            }
             Kind::Stat => namespace::stat(self, Req::of(frame)?).await,
             Kind::List => namespace::list(self, Req::of(frame)?).await,
             Kind::Mkdir => namespace::mkdir(self, Req::of(frame)?).await,

@@ -16,6 +16,7 @@ use cv_master_core::state::{EntryKind, Mount, MountMode, Stat, UfsObject, key_of
 use cv_ufs::{ObjectMeta, Ufs, UfsErrorKind, UfsSettings};
 use cv_wire::ErrorCode;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -31,11 +32,15 @@ pub(super) struct UfsLayer {
     stores: Mutex<HashMap<String, (Mount, Ufs)>>,
     /// When each path's metadata was last read from its store.
     fresh: Mutex<HashMap<String, Instant>>,
+    /// Changes to `fresh`, so the tails file is saved only when something changed.
+    fresh_changes: AtomicU64,
     /// One call to the store per path at a time.
     flights: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Held while objects appear in or leave a store for cv's files: an upload's close and
     /// record, a rename under a mount, the drain of queued deletes (`deletes.rs`).
     pub(super) objects: tokio::sync::Mutex<()>,
+    /// Requests to every mount's store, for `/metrics`.
+    pub(super) stats: Arc<cv_ufs::UfsStats>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -72,7 +77,7 @@ impl UfsLayer {
         {
             return Ok(ufs.clone());
         }
-        let ufs = Ufs::connect(&m.ufs_url, &m.options, &self.settings)?;
+        let ufs = Ufs::connect(&m.ufs_url, &m.options, &self.settings)?.with_stats(self.stats.clone());
         stores.insert(m.path.clone(), (m.clone(), ufs.clone()));
         Ok(ufs)
     }
@@ -80,7 +85,7 @@ impl UfsLayer {
     /// Checks a new mount before it is recorded: its URL parses and its root lists.
     pub(super) async fn validate(&self, m: &Mount) -> Result<(), Fail> {
         ttl(m)?;
-        let ufs = Ufs::connect(&m.ufs_url, &m.options, &self.settings)?;
+        let ufs = Ufs::connect(&m.ufs_url, &m.options, &self.settings)?.with_stats(self.stats.clone());
         ufs.check().await.map_err(Fail::from)
     }
 
@@ -90,11 +95,29 @@ impl UfsLayer {
 
     pub(super) fn mark_fresh(&self, path: &str) {
         lock(&self.fresh).insert(path.to_owned(), Instant::now());
+        self.fresh_changes.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Forgets what was read from the store at or under `path`.
     pub(super) fn sync(&self, path: &CvPath) {
         lock(&self.fresh).retain(|p, _| CvPath::parse(p).map(|p| !p.is_under(path)).unwrap_or(false));
+        self.fresh_changes.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// How long ago each path was last checked at its store (for the tails file).
+    pub(super) fn fresh_ages(&self) -> Vec<(String, Duration)> {
+        lock(&self.fresh).iter().map(|(p, t)| (p.clone(), t.elapsed())).collect()
+    }
+
+    /// Takes back a check of `path` made `age` ago (from the tails file, at start).
+    pub(super) fn restore_fresh(&self, path: String, age: Duration) {
+        if let Some(at) = Instant::now().checked_sub(age) {
+            lock(&self.fresh).entry(path).or_insert(at);
+        }
+    }
+
+    pub(super) fn fresh_generation(&self) -> u64 {
+        self.fresh_changes.load(Ordering::Relaxed)
     }
 
     async fn flight(&self, path: &str) -> tokio::sync::OwnedMutexGuard<()> {

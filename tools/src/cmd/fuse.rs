@@ -5,7 +5,7 @@ use super::CmdResult;
 use crate::connect::ClientArgs;
 use clap::Args;
 use cv_fuse::MountOptions;
-use cv_net::config::Dur;
+use cv_net::config::{Dur, MetricsAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -32,6 +32,9 @@ pub struct FuseArgs {
     /// Threads of the runtime that serves the mount's requests.
     #[arg(long, default_value_t = 2)]
     threads: usize,
+    /// Where to serve Prometheus `/metrics` over HTTP (`ip:port`), or `off`.
+    #[arg(long, default_value = "127.0.0.1:9466")]
+    metrics: MetricsAddr,
 }
 
 impl FuseArgs {
@@ -53,6 +56,12 @@ impl FuseArgs {
             let client = self.conn.connect().await?;
             let mounted = cv_fuse::mount(client.clone(), &self.mountpoint, opts).await?;
             println!("cvctl: cv {} mounted at {}", self.root, self.mountpoint.display());
+            // Held until unmounted: dropping it stops serving /metrics.
+            let metrics =
+                crate::metrics::serve("--metrics", self.metrics, gatherer(mounted.stats(), client.clone())).await;
+            if let Some(m) = &metrics {
+                println!("cvctl: fuse metrics at http://{}/metrics", m.local_addr());
+            }
             let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
             let mut tick = tokio::time::interval(Duration::from_millis(200));
             loop {
@@ -62,10 +71,32 @@ impl FuseArgs {
                     _ = tick.tick() => if mounted.is_finished() { break },
                 }
             }
+            drop(metrics);
             // Unmounting waits for the session thread: off the runtime.
             tokio::task::spawn_blocking(move || mounted.unmount()).await??;
             client.shutdown().await;
             Ok(())
         })
     }
+}
+
+/// The mount's `/metrics`: the kernel's requests by kind and the bytes they moved, and the
+/// client's connections to the cluster, read at each scrape.
+fn gatherer(stats: std::sync::Arc<cv_fuse::FuseStats>, client: cv_client::Client) -> cv_net::metrics::Gather {
+    use cv_net::metrics::{Scrape, labels};
+    std::sync::Arc::new(move || {
+        let (s, conns) = (stats.snapshot(), client.open_connections());
+        Box::pin(async move {
+            let mut out = Scrape::new();
+            out.counters(
+                "fuse_requests",
+                "Requests the kernel sent the mount, by kind",
+                s.ops.iter().map(|(op, n)| (labels(&[("op", op)]), *n)),
+            );
+            out.counter("fuse_read_bytes", "Bytes the kernel asked to read", s.read_bytes);
+            out.counter("fuse_write_bytes", "Bytes the kernel handed to write", s.write_bytes);
+            out.gauge("client_connections", "QUIC connections the client holds to the cluster", conns as i64);
+            out
+        })
+    })
 }

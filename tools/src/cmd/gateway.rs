@@ -40,14 +40,40 @@ impl GatewayArgs {
             let client = self.conn.connect().await?;
             let gw = cv_gateway::Gateway::start(client.clone(), &settings, node).await?;
             println!("cvctl: S3 gateway at {}", gw.endpoint());
+            // Held until the gateway stops: dropping it stops serving /metrics.
+            let metrics = crate::metrics::serve("gateway.metrics", settings.metrics, gatherer(gw.stats_reader())).await;
+            if let Some(m) = &metrics {
+                println!("cvctl: gateway metrics at http://{}/metrics", m.local_addr());
+            }
             let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
             tokio::select! {
                 r = tokio::signal::ctrl_c() => r?,
                 _ = term.recv() => {}
             }
+            drop(metrics);
             gw.stop().await;
             client.shutdown().await;
             Ok(())
         })
     }
+}
+
+/// The gateway's `/metrics`: what it served, by request kind, read at each scrape.
+fn gatherer(stats: impl Fn() -> cv_gateway::GatewayStats + Send + Sync + 'static) -> cv_net::metrics::Gather {
+    use cv_net::metrics::{Scrape, labels};
+    let stats = std::sync::Arc::new(stats);
+    std::sync::Arc::new(move || {
+        let s = stats();
+        Box::pin(async move {
+            let mut out = Scrape::new();
+            let kinds = [("get", s.gets), ("head", s.heads), ("list", s.lists), ("write", s.writes)];
+            out.counters(
+                "gateway_requests",
+                "S3 requests answered, by kind",
+                kinds.iter().map(|(k, v)| (labels(&[("kind", k)]), *v)),
+            );
+            out.counter("gateway_bytes_out", "Body bytes of the GETs answered", s.bytes_out);
+            out
+        })
+    })
 }

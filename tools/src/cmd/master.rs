@@ -138,8 +138,14 @@ pub async fn serve_until(
     ready: impl FnOnce(SocketAddr),
 ) -> CmdResult {
     let server = MasterServer::start(master, identity, transport).await?;
+    // Held until the master stops: dropping it stops serving /metrics.
+    let metrics = crate::metrics::serve("master.metrics", master.metrics, server.metrics()).await;
     ready(server.local_addr());
+    if let Some(m) = &metrics {
+        println!("cv master metrics at http://{}/metrics", m.local_addr());
+    }
     stop.await;
+    drop(metrics);
     tracing::info!("stopping the master");
     server.shutdown().await;
     Ok(())
@@ -193,7 +199,7 @@ mod tests {
     #[test]
     fn serves_until_stopped_and_keeps_the_journal() {
         let dir = tempfile::tempdir().unwrap();
-        let cfg = file(dir.path(), "");
+        let cfg = file(dir.path(), "[master]\nmetrics = \"127.0.0.1:0\"\n");
         let args = MasterArgs {
             group: None,
             config: Some(PathBuf::new()),

@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod cert;
+pub mod doctor;
 pub mod drain;
 pub mod free;
 pub mod fs;
@@ -42,6 +43,8 @@ pub enum Command {
     Free(free::FreeArgs),
     /// Cluster report: workers, shards, capacity, use, tail-cache hit ratio, export backlog.
     Report(report::ReportArgs),
+    /// Check a node's config against this host: certificates, ports, directories, clock.
+    Doctor(doctor::DoctorArgs),
     /// Run the master (namespace, journal, tail cache) until Ctrl-C or SIGTERM.
     Master(master::MasterArgs),
     /// Run a worker (pinned shards serving blocks over QUIC) until Ctrl-C or SIGTERM.
@@ -71,6 +74,7 @@ impl Command {
             Command::Load(l) => l.run(),
             Command::Free(f) => f.run(),
             Command::Report(r) => r.run(),
+            Command::Doctor(d) => d.run(),
             Command::Master(m) => m.run(),
             Command::Worker(w) => w.run(),
         }

@@ -68,12 +68,17 @@ impl UpArgs {
             for (i, a) in cluster.shard_addrs().iter().enumerate() {
                 println!("  worker shard  {i} {a}");
             }
+            let metrics = cluster.serve_metrics().await?;
+            for (role, m) in &metrics {
+                println!("  metrics       {role} http://{}/metrics", m.local_addr());
+            }
             println!("  data          {}", dir.display());
             println!("  client config {}", cluster.client_config().display());
             println!("try: cvctl fs --config {} ls /", cluster.client_config().display());
             println!("Ctrl-C stops it.");
             stop.await;
             println!("stopping");
+            drop(metrics);
             cluster.shutdown().await?;
             Ok(())
         })

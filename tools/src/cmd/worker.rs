@@ -108,7 +108,12 @@ pub fn serve_until<S: Future<Output = ()>>(
     ready: impl FnOnce(&WorkerHandle),
 ) -> CmdResult {
     let worker = WorkerServer::start(settings, identity, transport)?;
+    // Served on `rt` while it waits below; dropped (stopped) once the worker stops.
+    let metrics = rt.block_on(crate::metrics::serve("worker.metrics", settings.metrics, worker.metrics()));
     ready(&worker);
+    if let Some(m) = &metrics {
+        println!("cv worker metrics at http://{}/metrics", m.local_addr());
+    }
     let refused = rt.block_on(async {
         tokio::select! {
             _ = stop => None,
@@ -116,6 +121,7 @@ pub fn serve_until<S: Future<Output = ()>>(
         }
     });
     tracing::info!("stopping the worker");
+    drop(metrics);
     worker.shutdown()?;
     match refused {
         Some(why) => Err(why.into()),
@@ -202,6 +208,7 @@ mod tests {
         settings.bind = "127.0.0.1".parse().unwrap();
         settings.sync_data = false;
         settings.pin_cores = false;
+        settings.metrics = "127.0.0.1:0".parse().unwrap();
         let node = Identity::load(&cfg.common.tls).unwrap();
         let client = Identity::load(&TlsConfig::in_dir(dir.path(), "client")).unwrap();
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();

@@ -123,4 +123,20 @@ impl CheckLimits for ArchivedReportOk {
     }
 }
 
-no_limits!(ArchivedReport, ArchivedDrainWorker);
+/// Asks a master for its wall-clock time (`cvctl doctor`'s skew check): leases, TTLs and
+/// heartbeat ages are judged on the master's clock, so a node far off it misjudges them.
+/// Any role may ask. A master older than this kind answers `Malformed` (an unknown kind).
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+pub struct MasterTime {}
+
+/// Reply to [`MasterTime`].
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+pub struct MasterTimeOk {
+    /// The master's clock (the one its leases and TTLs use), in milliseconds since the Unix
+    /// epoch, read while it answers.
+    pub unix_ms: u64,
+}
+
+no_limits!(ArchivedReport, ArchivedDrainWorker, ArchivedMasterTime, ArchivedMasterTimeOk);

@@ -7,6 +7,7 @@
 mod backoff;
 mod copy;
 mod identity;
+pub(crate) mod metrics;
 mod pending;
 
 use std::convert::Infallible;
@@ -77,8 +78,9 @@ pub(crate) struct ControlHandle {
 
 impl ControlHandle {
     /// Waits until a master refused this worker's identity (its certificate is not a node's,
-    /// or is not under the cluster CA): then the control plane has stopped for good, and the
-    /// worker should exit with the returned reason. Pending forever otherwise.
+    /// or is not under the cluster CA) or its protocol version: then the control plane has
+    /// stopped for good, and the worker should exit with the returned reason. Pending forever
+    /// otherwise.
     pub(crate) async fn refused(&self) -> String {
         let mut rx = self.refused.clone();
         match rx.wait_for(Option::is_some).await {
@@ -164,9 +166,10 @@ async fn run(
         let (failed, err) = match err {
             (m, Ended::Failed(e)) => (m, e),
             (m, Ended::Refused(e)) => {
-                // Retrying cannot help: the identity is wrong, not the network.
-                tracing::error!(master = %m, error = %e, "the master refused this worker's identity; stopping");
-                let _ = refused.send(Some(format!("master {m} refused this worker's identity: {e}")));
+                // Retrying cannot help: the identity or the build is wrong, not the network.
+                let why = if refuses_version(&e) { "protocol version" } else { "identity" };
+                tracing::error!(master = %m, error = %e, "the master refused this worker's {why}; stopping");
+                let _ = refused.send(Some(format!("master {m} refused this worker's {why}: {e}")));
                 break;
             }
         };
@@ -198,7 +201,8 @@ pub(crate) fn named_leader(e: &NetError) -> Option<String> {
 enum Ended {
     /// Anything retrying may mend: the network, a master down or not leading.
     Failed(NetError),
-    /// The master refused this worker's identity at the handshake or the hello.
+    /// The master refused this worker's identity at the handshake or the hello, or its
+    /// protocol version at the hello.
     Refused(NetError),
 }
 
@@ -206,6 +210,14 @@ impl From<NetError> for Ended {
     fn from(e: NetError) -> Self {
         Ended::Failed(e)
     }
+}
+
+/// Whether a connect error says the master does not speak this build's protocol version (it
+/// refused the hello, or answered in a version this build cannot read): a worker of the
+/// wrong build stops and says so rather than retrying forever (wire/FORMAT.md, "Rolling
+/// upgrade").
+fn refuses_version(e: &NetError) -> bool {
+    e.code() == Some(cv_wire::ErrorCode::VersionMismatch)
 }
 
 /// Whether a connect error says the worker's own identity was refused: a TLS failure (another
@@ -238,7 +250,7 @@ async fn session_with(
             let msg = format!("connecting to the master took over {CONNECT_TIMEOUT:?}");
             return Err(NetError::new(NetErrorKind::Timeout, msg).into());
         }
-        Ok(Err(e)) if refuses_identity(&e) => return Err(Ended::Refused(e)),
+        Ok(Err(e)) if refuses_identity(&e) || refuses_version(&e) => return Err(Ended::Refused(e)),
         Ok(r) => r?,
     };
     loop {

@@ -7,7 +7,7 @@ use std::time::Duration;
 use cv_net::timeline;
 use cv_rt::Gate;
 use cv_wire::msg::{Hello, HelloOk, Role};
-use cv_wire::{ErrorCode, Held, Inbound, Limits, PROTOCOL_VERSION, RequestBudget};
+use cv_wire::{Held, Inbound, Limits, PROTOCOL_VERSION, RequestBudget};
 
 use super::fill::Fills;
 use super::frame_io::{ReadFail, read_body, read_frame, read_header};
@@ -38,6 +38,8 @@ pub(crate) struct ShardCtx {
     pub(crate) fills: Rc<Fills>,
     /// Short-circuit reads, when served.
     pub(crate) local: Option<Arc<crate::local::LocalServe>>,
+    /// Connections and requests, for `/metrics`.
+    pub(crate) counters: super::counters::ShardCounters,
 }
 
 /// Accepts connections until the endpoint closes.
@@ -60,11 +62,13 @@ async fn serve_conn(conn: Connection, ctx: Rc<ShardCtx>) {
         return;
     }
     let budget = RequestBudget::for_limits(&ctx.limits);
+    ctx.counters.conn_opened(&conn);
     loop {
         let (send, recv) = match conn.accept_bi().await {
             Ok(s) => s,
             Err(e) => {
                 tracing::debug!(shard = ctx.index, peer = %conn.remote_address(), error = %e, "connection ended");
+                ctx.counters.conn_closed(&conn);
                 return;
             }
         };
@@ -72,20 +76,29 @@ async fn serve_conn(conn: Connection, ctx: Rc<ShardCtx>) {
             Ok(task) => {
                 task.detach();
             }
-            Err(_) => return,
+            Err(_) => {
+                ctx.counters.conn_closed(&conn);
+                return;
+            }
         }
     }
 }
 
 /// Reads the peer's `Hello` on the first stream and answers `HelloOk`, or refuses versions
-/// this build does not speak with `VersionMismatch`.
+/// this build does not speak with `VersionMismatch` (`cv_wire::hello`).
 async fn hello(conn: &Connection, ctx: &ShardCtx) -> Result<(), String> {
     let (mut send, mut recv) = conn.accept_bi().await.map_err(|e| format!("no hello stream: {e}"))?;
     let frame = match read_frame(&mut recv, &ctx.limits).await {
         Ok(f) => f,
         Err(ReadFail::Gone(e)) => return Err(format!("hello stream: {e}")),
+        Err(ReadFail::Wire(bad)) => {
+            // A frame of another version is answered in that version, so its sender reads why.
+            let refusal = cv_wire::hello::refuse_unreadable(&bad, "worker");
+            let _ = Reply::frame(refusal.frame).send(&mut send).await;
+            return Err(refusal.message);
+        }
         Err(bad) => {
-            let msg = format!("{bad}; this server speaks version {PROTOCOL_VERSION}");
+            let msg = format!("{bad}; this worker speaks version {PROTOCOL_VERSION}");
             let _ = Reply::error(0, bad.code(), &msg, None).send(&mut send).await;
             return Err(msg);
         }
@@ -98,15 +111,14 @@ async fn hello(conn: &Connection, ctx: &ShardCtx) -> Result<(), String> {
             return Err(e.to_string());
         }
     };
-    if hello.min_version > PROTOCOL_VERSION || hello.max_version < PROTOCOL_VERSION {
-        let msg = format!(
-            "peer speaks versions {}..={}, this server speaks {PROTOCOL_VERSION}",
-            hello.min_version, hello.max_version
-        );
-        let _ = Reply::error(id, ErrorCode::VersionMismatch, &msg, None).send(&mut send).await;
-        return Err(msg);
-    }
-    let ok = HelloOk { version: PROTOCOL_VERSION, role: Role::Worker, node: ctx.node.clone() };
+    let version = match cv_wire::hello::negotiate(hello.min_version, hello.max_version, id, "worker") {
+        Ok(v) => v,
+        Err(refusal) => {
+            let _ = Reply::frame(refusal.frame).send(&mut send).await;
+            return Err(refusal.message);
+        }
+    };
+    let ok = HelloOk { version, role: Role::Worker, node: ctx.node.clone() };
     Reply::ok(id, &ok).send(&mut send).await.map_err(|e| format!("hello reply: {e}"))?;
     tracing::debug!(shard = ctx.index, peer = %conn.remote_address(), role = ?hello.role, node = %hello.node, "hello");
     Ok(())
@@ -128,6 +140,7 @@ async fn read_request(
 /// the connection's `budget`, gets an error reply; only a vanished stream or connection ends
 /// the task without one.
 async fn serve_stream(mut send: SendStream, mut recv: RecvStream, ctx: Rc<ShardCtx>, budget: RequestBudget) {
+    let _in_flight = ctx.counters.request();
     // The reservation lasts until the reply is sent: a ping's reply carries its payload.
     let (reply, _held) = match read_request(&mut recv, &ctx.limits, &budget).await {
         Ok((head, held)) => {

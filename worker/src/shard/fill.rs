@@ -180,11 +180,19 @@ pub(crate) struct Fills {
     fetcher: Option<Fetcher>,
     flights: RefCell<HashMap<u64, Flight>>,
     next_id: Cell<u64>,
+    /// Waiters that joined a flight already under way (single flight saved their fetch).
+    joined: Cell<u64>,
 }
 
 impl Fills {
     pub(crate) fn new(store: BlockStore, fetcher: Option<Fetcher>) -> Self {
-        Self { store, fetcher, flights: RefCell::new(HashMap::new()), next_id: Cell::new(0) }
+        Self { store, fetcher, flights: RefCell::new(HashMap::new()), next_id: Cell::new(0), joined: Cell::new(0) }
+    }
+
+    /// Fills started (flights, one per block fetched at a time), waiters that joined one
+    /// already under way, and flights under way now.
+    pub(crate) fn counts(&self) -> (u64, u64, u64) {
+        (self.next_id.get(), self.joined.get(), self.flights.borrow().len() as u64)
     }
 
     /// The bytes `r` of block `block_id` (already cut by `store::clamp`), filled from `source`
@@ -231,6 +239,9 @@ impl Fills {
         let for_reader = matches!(want, Want::Range(_));
         let (id, start, now) = {
             let mut flights = self.flights.borrow_mut();
+            if flights.contains_key(&block_id) {
+                self.joined.set(self.joined.get() + 1);
+            }
             let flight = flights.entry(block_id).or_insert_with(|| Flight {
                 id: self.next_id.replace(self.next_id.get() + 1),
                 pieces: Pieces::new(source.len),

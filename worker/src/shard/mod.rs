@@ -4,6 +4,7 @@
 
 mod codes;
 mod conn;
+mod counters;
 mod fill;
 mod frame_io;
 mod handler;
@@ -29,8 +30,29 @@ pub(crate) enum ShardCmd {
     Delete(Vec<u64>),
     /// Let eviction take these blocks (their files were exported).
     Unpin(Vec<u64>),
+    /// Send back what `/metrics` shows of this shard (nothing is drained).
+    Metrics { reply: flume::Sender<ShardMetrics> },
     /// Close the endpoint, finish in-flight requests, close the store, end the thread.
     Shutdown,
+}
+
+/// A shard's counters for `/metrics`, all cumulative but the gauges noted.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct ShardMetrics {
+    pub(crate) shard: u16,
+    pub(crate) stats: StoreStats,
+    pub(crate) usage: Usage,
+    pub(crate) quic: cv_net::quic_stats::QuicTotals,
+    /// Requests being served now (a gauge: the shard's queue depth).
+    pub(crate) in_flight: u64,
+    /// Control-plane commands waiting (a gauge).
+    pub(crate) commands_queued: u64,
+    /// Fills started from object storage.
+    pub(crate) fills: u64,
+    /// Readers (and loads) that joined a fill already under way.
+    pub(crate) fill_joins: u64,
+    /// Fills under way now (a gauge).
+    pub(crate) fills_in_flight: u64,
 }
 
 /// What a shard reports for a heartbeat.

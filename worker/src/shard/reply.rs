@@ -71,6 +71,11 @@ impl Reply {
         Reply { frame: cv_wire::encode_streamed(msg, request_id, len), payload: Payload::Streamed(first, rest) }
     }
 
+    /// A frame encoded elsewhere, without payload: a hello's refusal (`cv_wire::hello`).
+    pub(crate) fn frame(frame: EncodedFrame) -> Reply {
+        Reply { frame: Ok(frame), payload: Payload::Owned(Vec::new()) }
+    }
+
     /// An `ErrorReply` with `code`; `redirect` names the owning shard for `WrongShard`.
     pub(crate) fn error(request_id: u64, code: ErrorCode, message: &str, redirect: Option<String>) -> Reply {
         let mut end = message.len().min(MAX_MESSAGE);

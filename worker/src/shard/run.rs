@@ -9,7 +9,7 @@ use cv_wire::Limits;
 
 use super::conn::{ShardCtx, accept_loop};
 use super::fill::Fills;
-use super::{ShardCmd, ShardReport};
+use super::{ShardCmd, ShardMetrics, ShardReport};
 use crate::error::{Result, WorkerError, WorkerErrorKind};
 use crate::local::LocalServe;
 use crate::store::BlockStore;
@@ -102,6 +102,7 @@ async fn shard_main(
             gate: gate.clone(),
             fills: Rc::new(Fills::new(store.clone(), spec.ufs)),
             local: spec.local,
+            counters: Default::default(),
         });
         if let Ok(task) = gate.spawn(accept_loop(ep.clone(), c.clone())) {
             task.detach();
@@ -141,6 +142,20 @@ async fn command_loop(ctx: &ShardCtx, cmds: &flume::Receiver<ShardCmd>) {
                         tracing::warn!(shard = ctx.index, block = id, error = %e, "unpin failed");
                     }
                 }
+            }
+            ShardCmd::Metrics { reply } => {
+                let (fills, fill_joins, fills_in_flight) = ctx.fills.counts();
+                let _ = reply.send(ShardMetrics {
+                    shard: ctx.index,
+                    stats: ctx.store.stats(),
+                    usage: ctx.store.usage(),
+                    quic: ctx.counters.quic(),
+                    in_flight: ctx.counters.in_flight(),
+                    commands_queued: cmds.len() as u64,
+                    fills,
+                    fill_joins,
+                    fills_in_flight,
+                });
             }
             ShardCmd::Shutdown => return,
         }

@@ -42,6 +42,8 @@ pub(crate) struct Mounts {
     settings: UfsSettings,
     refresh: Duration,
     slots: Mutex<HashMap<String, Slot>>,
+    /// Every store's requests, counted for `/metrics`.
+    stats: Arc<cv_ufs::UfsStats>,
 }
 
 /// A resolved mount, and whether it came from the cache (a refusal then warrants one retry
@@ -53,8 +55,13 @@ pub(crate) struct Resolved {
 }
 
 impl Mounts {
-    pub(crate) fn new(master: MasterLink, settings: UfsSettings, refresh: Duration) -> Self {
-        Self { master, settings, refresh, slots: Mutex::new(HashMap::new()) }
+    pub(crate) fn new(
+        master: MasterLink,
+        settings: UfsSettings,
+        refresh: Duration,
+        stats: Arc<cv_ufs::UfsStats>,
+    ) -> Self {
+        Self { master, settings, refresh, slots: Mutex::new(HashMap::new()), stats }
     }
 
     pub(crate) fn master(&self) -> &MasterLink {
@@ -118,7 +125,8 @@ impl Mounts {
             return Ok((old.ufs.clone(), said));
         }
         let ufs = Ufs::connect(&said.0, &said.1, &self.settings)
-            .map_err(|e| FetchError::from_ufs(&format!("mount {mount} ({})", said.0), &e))?;
+            .map_err(|e| FetchError::from_ufs(&format!("mount {mount} ({})", said.0), &e))?
+            .with_stats(self.stats.clone());
         Ok((ufs, said))
     }
 }

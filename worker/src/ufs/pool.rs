@@ -30,6 +30,8 @@ pub(crate) struct PoolSpec {
     pub(crate) ufs: UfsSettings,
     /// How long a mount asked of the master is used before asking again.
     pub(crate) mount_refresh: Duration,
+    /// Object-store requests of every mount, for `/metrics`.
+    pub(crate) stats: Arc<cv_ufs::UfsStats>,
 }
 
 /// The running pool. [`UfsPool::stop`] (or drop) ends it.
@@ -110,7 +112,7 @@ impl Drop for UfsPool {
 }
 
 async fn serve(spec: PoolSpec, requests: flume::Receiver<Fetch>, stop: flume::Receiver<()>) {
-    let mounts = Arc::new(Mounts::new(MasterLink::new(spec.master), spec.ufs, spec.mount_refresh));
+    let mounts = Arc::new(Mounts::new(MasterLink::new(spec.master), spec.ufs, spec.mount_refresh, spec.stats));
     let permits = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
     loop {
         let req = tokio::select! {

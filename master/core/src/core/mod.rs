@@ -11,6 +11,7 @@ mod mounts;
 mod namespace;
 mod objects;
 mod replicas;
+mod tails;
 mod workers;
 
 use std::collections::HashMap;

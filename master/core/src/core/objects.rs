@@ -23,6 +23,11 @@ impl MasterCore {
         let mut replaced = None;
         let (applied, t) = self.submit(|g, _| {
             replaced = g.state.stat(path).ok().filter(|s| s.kind == EntryKind::File).map(|s| s.id);
+            // Another mount's copy of the same object version: cache it once.
+            if let Some(shares) = g.state.copy_of_same_object(&object, length).filter(|&s| Some(s) != replaced) {
+                let (path, object) = (path.as_str().to_owned(), object.clone());
+                return Ok(Mutation::UfsFileShared { path, object, length, mtime, shares });
+            }
             let n = length.div_ceil(block_size);
             let first = cv_wire::first_free_seq(g.state.next_block_id());
             let ring = g.ring(vnodes);
@@ -33,7 +38,14 @@ impl MasterCore {
                 };
                 placement.push(p);
             }
-            Ok(Mutation::UfsFile { path: path.as_str().to_owned(), object, length, block_size, placement, mtime })
+            Ok(Mutation::UfsFile {
+                path: path.as_str().to_owned(),
+                object: object.clone(),
+                length,
+                block_size,
+                placement,
+                mtime,
+            })
         })?;
         let Applied::Created { file_id, version } = applied else {
             return Err(Error::new(ErrorKind::InvalidArgument, "ufs_file did not create"));

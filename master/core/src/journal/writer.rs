@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use super::format::encode_header;
 use super::storage::Storage;
 use crate::error::{Error, ErrorKind, Result};
+use crate::latency::Latency;
 
 pub(super) enum Cmd {
     Append { seq: u64, bytes: Vec<u8>, done: flume::Sender<Result<u64>> },
@@ -22,6 +23,9 @@ pub struct WriterStats {
     pub records: AtomicU64,
     pub bytes: AtomicU64,
     pub snapshots: AtomicU64,
+    /// How long each batch's write + sync took: the commit latency every appender of the
+    /// batch waited for.
+    pub commit: Latency,
 }
 
 pub(super) struct Writer {
@@ -112,7 +116,9 @@ impl Writer {
     }
 
     fn write(&mut self, batch: &Batch) -> Result<u64> {
+        let started = std::time::Instant::now();
         let r = self.journal.append(&batch.buf).and_then(|()| self.journal.sync());
+        self.stats.commit.observe(started.elapsed());
         if let Err(e) = r {
             return Err(self.fail("journal append", &e));
         }

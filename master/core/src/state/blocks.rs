@@ -14,7 +14,7 @@ impl State {
         }
     }
 
-    fn file_mut(&mut self, id: InodeId) -> Result<&mut FileBody> {
+    pub(super) fn file_mut(&mut self, id: InodeId) -> Result<&mut FileBody> {
         match self.data.inodes.get_mut(&id).map(|i| &mut i.body) {
             Some(InodeBody::File(f)) => Ok(f),
             Some(InodeBody::Dir { .. }) => err(ErrorKind::IsADirectory, format!("inode {id}")),

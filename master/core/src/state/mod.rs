@@ -5,6 +5,7 @@ mod blocks;
 mod mounts;
 mod mutation;
 mod namespace;
+mod shared;
 mod types;
 mod ufs;
 pub mod v1;
@@ -35,6 +36,8 @@ pub struct State {
     /// Bumped by every mutation that can change which files await export (not kept: a
     /// reader only compares it with the value it saw before).
     exports_epoch: u64,
+    /// Which files share blocks, and a copy of each object (`shared.rs`).
+    shared: shared::Shared,
 }
 
 impl State {
@@ -44,7 +47,9 @@ impl State {
 
     /// Rebuilds a state from snapshot data.
     pub fn from_data(data: StateData) -> Self {
-        Self { data, live_epoch: 1, exports_epoch: 0 }
+        let mut st = Self { data, live_epoch: 1, exports_epoch: 0, shared: Default::default() };
+        st.rebuild_shared();
+        st
     }
 
     pub fn data(&self) -> &StateData {
@@ -134,6 +139,9 @@ impl State {
             Mutation::Drain { worker_id, draining } => self.drain(*worker_id, *draining),
             Mutation::ReplaceBlock { file_id, index, block_id, worker, shard, replicas } => {
                 self.replace_block(*file_id, *index, *block_id, *worker, *shard, replicas)
+            }
+            Mutation::UfsFileShared { path, object, length, mtime, shares } => {
+                self.ufs_file_shared(&parse(path)?, object, *length, *mtime, *shares)
             }
         }
     }

@@ -171,6 +171,17 @@ pub enum Mutation {
         worker_id: WorkerId,
         draining: bool,
     },
+    /// As `UfsFile`, for an object of which file `shares` is a complete copy at the same
+    /// version (another mount of the same store prefix): the new file lists `shares`' blocks
+    /// instead of new ones, so the object is cached once (format 4; added last, so records
+    /// written before it decode as they did).
+    UfsFileShared {
+        path: String,
+        object: UfsObject,
+        length: u64,
+        mtime: u64,
+        shares: InodeId,
+    },
 }
 
 impl Mutation {
@@ -200,6 +211,7 @@ impl Mutation {
             Mutation::CopiesMissing { .. } => "copies_missing",
             Mutation::ReplaceBlock { .. } => "replace_block",
             Mutation::Drain { .. } => "drain",
+            Mutation::UfsFileShared { .. } => "ufs_file_shared",
         }
     }
 
@@ -216,6 +228,7 @@ impl Mutation {
             | Mutation::Mount { .. }
             | Mutation::Unmount { .. }
             | Mutation::UfsFile { .. }
+            | Mutation::UfsFileShared { .. }
             | Mutation::Exported { .. }
             | Mutation::Remove { .. }
             | Mutation::RenameObjects { .. } => true,

@@ -31,6 +31,14 @@ impl State {
         }
     }
 
+    /// The version and length of file `id` if it is complete.
+    pub fn complete_file(&self, id: InodeId) -> Option<(u64, u64)> {
+        match &self.data.inodes.get(&id)?.body {
+            InodeBody::File(f) if f.state == FileState::Complete => Some((f.version, f.length)),
+            _ => None,
+        }
+    }
+
     /// The directory that would hold `path`; errors if it is missing or a file.
     fn parent_dir(&self, path: &CvPath) -> Result<InodeId> {
         let Some(parent) = path.parent() else {
@@ -230,7 +238,11 @@ impl State {
             self.data.creates.remove(&cur);
             match inode.body {
                 InodeBody::Dir { children } => stack.extend(children.into_values()),
-                InodeBody::File(f) => queued += self.drop_blocks(&f.blocks),
+                InodeBody::File(f) => {
+                    // A block another file lists (a copy of the same object) stays for it.
+                    let own: Vec<_> = f.blocks.into_iter().filter(|&b| self.release_block(cur, b)).collect();
+                    queued += self.drop_blocks(&own);
+                }
             }
         }
         queued

@@ -399,3 +399,70 @@ fn unmount_removes_the_copies_of_its_objects_and_keeps_cv_only_files() {
     assert!(st.lookup(&cv("/m")).is_ok(), "the mount point stays");
     assert!(st.mounts().is_empty());
 }
+
+#[test]
+fn copies_of_one_object_through_two_mounts_share_blocks_until_the_last_goes() {
+    let mut st = State::new();
+    let w = worker(&mut st, 1);
+    // Two mounts of the same store prefix, and a third of a deeper prefix of it.
+    let ep = vec![("endpoint".to_owned(), "http://s3:9000".to_owned())];
+    for (m, url) in [("/a", "s3://b/x"), ("/b", "s3://b/x/"), ("/c", "s3://b/x/t")] {
+        st.apply(&Mutation::Mount { path: p(m), ufs_url: p(url), mode: MountMode::Cache, options: ep.clone() })
+            .unwrap();
+    }
+    let record = |st: &mut State, mount: &str, key: &str, version: &str| -> Mutation {
+        let object = UfsObject { mount: p(mount), key: p(key), version: p(version) };
+        let path = format!("{mount}/{key}");
+        let length = 10 << 20;
+        match st.copy_of_same_object(&object, length) {
+            Some(shares) => Mutation::UfsFileShared { path, object, length, mtime: 5, shares },
+            None => {
+                let placement = vec![(w, 0); 3];
+                Mutation::UfsFile { path, object, length, block_size: 4 << 20, placement, mtime: 5 }
+            }
+        }
+    };
+    let m = record(&mut st, "/a", "t/f.parquet", "e1");
+    assert!(matches!(m, Mutation::UfsFile { .. }));
+    st.apply(&m).unwrap();
+    for (mount, key) in [("/b", "t/f.parquet"), ("/c", "f.parquet")] {
+        let m = record(&mut st, mount, key, "e1");
+        assert!(matches!(m, Mutation::UfsFileShared { .. }), "{mount}: {m:?}");
+        st.apply(&m).unwrap();
+    }
+    // Another version, or another store, is not the same object.
+    assert!(matches!(record(&mut st, "/b", "t/f.parquet", "e2"), Mutation::UfsFile { .. }));
+    let open = |st: &State, path: &str| st.open_file(&cv(path)).unwrap();
+    let a = open(&st, "/a/t/f.parquet");
+    let (b, c) = (open(&st, "/b/t/f.parquet"), open(&st, "/c/f.parquet"));
+    let ids = |f: &OpenFile| f.blocks.iter().map(|b| b.block_id).collect::<Vec<_>>();
+    assert_eq!((ids(&b), ids(&c)), (ids(&a), ids(&a)));
+    assert_eq!((b.length, st.data().blocks.len(), st.shared_blocks()), (10 << 20, 3, 3));
+    assert_ne!(a.file_id, b.file_id);
+
+    // Removing the owner keeps the blocks for the others; a snapshot keeps the sharing.
+    st.apply(&Mutation::Delete { path: p("/a/t/f.parquet"), recursive: false, mtime: 6 }).unwrap();
+    assert!(st.pending_deletes(w).is_empty(), "a block another copy lists was queued for deletion");
+    assert!(st.data().blocks.values().all(|i| i.file != a.file_id));
+    let mut st = State::from_data(st.data().clone());
+    assert_eq!(st.shared_blocks(), 3);
+    st.apply(&Mutation::Unmount { path: p("/b") }).unwrap();
+    assert!(st.pending_deletes(w).is_empty());
+    assert_eq!(ids(&open(&st, "/c/f.parquet")), ids(&a));
+    assert_eq!(st.shared_blocks(), 0);
+    // The last copy takes them with it.
+    st.apply(&Mutation::Delete { path: p("/c/f.parquet"), recursive: false, mtime: 7 }).unwrap();
+    assert_eq!(st.pending_deletes(w).len(), 3);
+    assert!(st.data().blocks.is_empty());
+
+    // A share whose source changed since it was chosen is refused, and changes nothing.
+    st.apply(&Mutation::Mount { path: p("/b"), ufs_url: p("s3://b/x"), mode: MountMode::Cache, options: ep }).unwrap();
+    let m = record(&mut st, "/a", "g", "e1");
+    st.apply(&m).unwrap();
+    let shared = record(&mut st, "/b", "g", "e1");
+    assert!(matches!(shared, Mutation::UfsFileShared { .. }));
+    st.apply(&Mutation::Delete { path: p("/a/g"), recursive: false, mtime: 8 }).unwrap();
+    let before = st.data().clone();
+    assert_eq!(kind(st.apply(&shared)), ErrorKind::Changed);
+    assert_eq!(st.data(), &before);
+}

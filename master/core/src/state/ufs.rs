@@ -83,6 +83,7 @@ impl State {
         self.complete(file_id, length, &lens, mtime)?;
         self.unqueue_object_delete(object);
         self.data.ufs_files.insert(file_id, object.clone());
+        self.note_copy(file_id, object);
         Ok(Applied::Created { file_id, version })
     }
 
@@ -136,6 +137,7 @@ impl State {
         }
         self.unqueue_object_delete(object);
         self.data.ufs_files.insert(file_id, object.clone());
+        self.note_copy(file_id, object);
         Ok(Applied::Done)
     }
 

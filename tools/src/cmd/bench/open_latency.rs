@@ -1,23 +1,28 @@
 //! `cvctl bench open-latency`: cv's main job. Opens N real Parquet files and
-//! reads each footer, through cv and straight from their source through
-//! OpenDAL, with a null RPC as the floor; one table, same run, with ratios.
+//! reads each footer, through cv and straight from object storage through
+//! OpenDAL; one table, same run, with ratios.
 //!
-//! By default the files are written into cv and into a local directory (the
-//! baseline). With `--baseline <url>` or `--s3-embedded` they live in object
-//! storage only, and cv reads them through a cache-mode mount of that
-//! location: the first open of each file is cold (reported on its own row),
-//! the measured rounds are warm.
+//! By default the files live in cv-testkit's embedded S3 server behind its
+//! delaying TCP proxy (`--rtt`, 5 ms: object storage at a realistic distance;
+//! feature `embedded-s3`), and cv reads them through a cache-mode mount of
+//! it. The rows: the store read directly (the baseline), cv warm (the tail is
+//! in the master's cache), cv cold (each file's first open: the master HEADs
+//! the object and reads its tail through the proxy), the same files on the
+//! local file system (a floor no remote store beats) and a null RPC.
+//! `--baseline <url>` uses any store instead; `--local` measures cv against
+//! local files only (the files written into cv; needs no feature).
 
 use crate::cluster::ClusterOptions;
 use crate::cmd::CmdResult;
 use crate::connect::runtime;
 use clap::Args;
+use cv_benches::embedded_s3::DelayProxy;
 use cv_benches::open_latency::{BenchError, BenchFile, measure, verify};
 use cv_benches::report::print_latency_table;
-use cv_benches::ufs_scan::open::{OpenReport, measure_mounted};
+use cv_benches::ufs_scan::open::{LocalFloor, MountedRun, OpenReport, measure_mounted};
 use cv_benches::ufs_scan::store::{Store, StoreRequests};
 use cv_client::Client;
-use cv_net::config::ByteSize;
+use cv_net::config::{ByteSize, Dur};
 use opendal::Operator;
 use std::path::{Path, PathBuf};
 use tokio::task::JoinSet;
@@ -34,24 +39,34 @@ pub struct OpenLatencyArgs {
     /// Passes over all files (each pass measures every file once per series).
     #[arg(long, default_value_t = 3)]
     rounds: u32,
+    /// Round-trip time added in front of the embedded store (a delaying TCP
+    /// proxy; the cv cluster stays on loopback, beside the engine); 0 reads
+    /// it on plain loopback.
+    #[arg(long, default_value = "5ms", conflicts_with_all = ["baseline", "local"])]
+    rtt: Dur,
     #[command(flatten)]
     target: super::Target,
     /// Object-store location (`s3://bucket/prefix`, `fs:///dir`) the files are
-    /// written to; cv reads them through a cache-mode mount of it and the
-    /// baseline straight from it. Default: the files are written into cv and
-    /// the baseline reads the local directory they are generated in.
-    #[arg(long, conflicts_with = "s3_embedded")]
+    /// written to instead of the embedded store; cv reads them through a
+    /// cache-mode mount of it and the baseline straight from it.
+    #[arg(long, conflicts_with_all = ["s3_embedded", "local"])]
     baseline: Option<String>,
     /// OpenDAL option of `--baseline` (and of the mount), `key=value`:
     /// endpoint, region, access_key_id, secret_access_key, …
     #[arg(long = "baseline-option", value_name = "KEY=VALUE", requires = "baseline")]
     baseline_options: Vec<String>,
-    /// Start cv-testkit's S3 server (s3s + s3s-fs, real HTTP on 127.0.0.1) in
-    /// this process and use it as `--baseline`; its request log shows what
-    /// each series cost at the store. Needs a cvctl built with `--features
+    /// The embedded S3 server (cv-testkit: s3s + s3s-fs, real HTTP on
+    /// 127.0.0.1, behind the `--rtt` proxy): the default, so this flag only
+    /// keeps older command lines working. Its request log shows what each
+    /// series cost at the store. Needs a cvctl built with `--features
     /// embedded-s3`.
-    #[arg(long)]
+    #[arg(long, hide = true)]
     s3_embedded: bool,
+    /// No object store: the files are written into cv and the baseline reads
+    /// the local directory they are generated in (cv against the local file
+    /// system; needs no feature).
+    #[arg(long, conflicts_with = "s3_embedded")]
+    local: bool,
     /// Work directory (default: a temporary one, removed at the end).
     #[arg(long)]
     dir: Option<PathBuf>,
@@ -63,9 +78,14 @@ pub struct OpenLatencyArgs {
 impl OpenLatencyArgs {
     /// Runs the benchmark.
     pub fn run(self) -> CmdResult {
-        if self.baseline.is_some() || self.s3_embedded {
+        if !self.local {
             return self.run_mounted();
         }
+        self.run_local()
+    }
+
+    /// `--local`: the files are written into cv and read back next to the local copy.
+    fn run_local(self) -> CmdResult {
         let tmp = tempfile::Builder::new().prefix("cv-bench-").tempdir()?;
         let dir = self.dir.clone().unwrap_or_else(|| tmp.path().to_path_buf());
         let source = dir.join("source");
@@ -126,8 +146,12 @@ fn speed(baseline_us: f64, cv_us: f64) -> String {
 impl OpenLatencyArgs {
     /// The files live in object storage; cv reads them through a cache-mode mount.
     fn run_mounted(self) -> CmdResult {
-        if self.s3_embedded {
-            cv_benches::embedded_s3::require()?;
+        let embedded = self.baseline.is_none();
+        if embedded {
+            // Before any work: say how to get the store, or how to run without it.
+            cv_benches::embedded_s3::require().map_err(|e| {
+                format!("{e}; or measure cv against local files only with `bench open-latency --local`")
+            })?;
         }
         let options = self
             .baseline_options
@@ -147,40 +171,73 @@ impl OpenLatencyArgs {
                 Some(url) => Store::external(url, options),
                 None => Store::embedded(&dir.join("s3"))?,
             };
-            let scheme = store.url().split("://").next().unwrap_or("url").to_string();
-            let name = if self.s3_embedded { "OpenDAL s3 (embedded)".to_string() } else { format!("OpenDAL {scheme}") };
+            let rtt = self.rtt.get();
+            // The distance to the store: both the direct side and cv's master go through it.
+            let proxy = match store.addr() {
+                Some(target) if embedded && !rtt.is_zero() => Some(DelayProxy::start(target, rtt / 2)?),
+                _ => None,
+            };
+            let endpoint = proxy.as_ref().map(DelayProxy::endpoint);
+            let name = match (&self.baseline, &proxy) {
+                (Some(url), _) => format!("OpenDAL {}", url.split("://").next().unwrap_or("url")),
+                (None, Some(_)) => format!("OpenDAL s3 +{rtt:?} RTT"),
+                (None, None) => "OpenDAL s3 (loopback)".to_string(),
+            };
             eprintln!("putting them into {}", store.url());
             // In a table directory under the mounted root (see `ufs_scan::TABLE_DIR`).
             let mut keys = Vec::with_capacity(names.len());
             for n in &names {
-                let p = source.join(n);
                 let key = format!("{}/{n}", cv_benches::ufs_scan::TABLE_DIR);
-                store.put(&key, std::fs::read(&p)?).await?;
-                std::fs::remove_file(&p)?;
+                store.put(&key, std::fs::read(source.join(n))?).await?;
                 keys.push(key);
             }
-            let op = store.operator(None)?;
+            // The local floor reads the embedded store's own files (no second copy of the data
+            // set on disk); for another store, the generated files.
+            let (floor_root, floor_names) = match store.local_dir() {
+                Some(d) => {
+                    for n in &names {
+                        std::fs::remove_file(source.join(n))?;
+                    }
+                    (d.to_path_buf(), keys.clone())
+                }
+                None => (source.clone(), names.clone()),
+            };
+            let floor_op = Operator::new(opendal::services::Fs::default().root(&floor_root.to_string_lossy()))?;
+            let op = store.operator(endpoint.as_deref())?;
 
             let (cluster, client) =
                 super::cluster_or_master(&self.target, || ClusterOptions::ephemeral(&dir.join("cluster"))).await?;
             let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis());
             let mount = format!("/bench/open-latency-{}-{}", std::process::id(), stamp.unwrap_or(0));
-            let mut mount_options = store.options(None);
+            let mut mount_options = store.options(endpoint.as_deref());
             mount_options.push(("cv.ttl".into(), "1h".into()));
-            eprintln!("mounting {} at {mount} (cache mode); measuring {} rounds", store.url(), self.rounds);
+            let behind = if proxy.is_some() { format!(" behind +{rtt:?} RTT") } else { String::new() };
+            eprintln!("mounting {}{behind} at {mount} (cache mode); measuring {} rounds", store.url(), self.rounds);
             client.mount(store.url(), &mount, cv_client::MountMode::Cache, mount_options).await?;
-            let report = measure_mounted(&client, &store, &op, &mount, &keys, self.rounds, &name).await;
+            let run = MountedRun {
+                store: &store,
+                op: &op,
+                mount: &mount,
+                keys: &keys,
+                rounds: self.rounds,
+                store_name: &name,
+                floor: Some(LocalFloor { op: &floor_op, names: &floor_names }),
+            };
+            let report = measure_mounted(&client, run).await;
             let unmounted = client.unmount(&mount, false).await;
             client.close();
             if let Some(c) = cluster {
                 c.shutdown().await?;
+            }
+            if let Some(p) = proxy {
+                p.shutdown();
             }
             let report = report?;
             unmounted?;
             if self.json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {
-                print_mounted(&report, self.files, self.rounds);
+                print_mounted(&report, self.files, self.rounds, &behind);
             }
             Ok(())
         });
@@ -198,11 +255,12 @@ fn requests_line(what: &str, r: &StoreRequests, per: u64) {
     );
 }
 
-fn print_mounted(r: &OpenReport, files: usize, rounds: u32) {
+/// The table (ratios to the store read directly), then each cv row said against it.
+fn print_mounted(r: &OpenReport, files: usize, rounds: u32, behind: &str) {
     print_latency_table(
         &format!(
-            "open + footer of {files} Parquet files in {} ({} row groups each) through a cache-mode mount; \
-             first open once per file (cold), then {rounds} warm rounds, 1 client",
+            "open + footer of {files} Parquet files in {}{behind} ({} row groups each) through a cache-mode \
+             mount; first open once per file (cold), then {rounds} warm rounds, 1 client",
             r.store, r.row_groups
         ),
         &r.rows,
@@ -220,6 +278,13 @@ fn print_mounted(r: &OpenReport, files: usize, rounds: u32) {
         cold.p50_us / b.p50_us.max(1e-9),
         cold.p99_us / b.p99_us.max(1e-9)
     );
+    if let Some(local) = r.rows.iter().find(|row| row.name.starts_with("local fs")) {
+        println!(
+            "cv warm vs the local file system (the floor): {:.2}× its time at p50, {:.2}× at p99",
+            warm.p50_us / local.p50_us.max(1e-9),
+            warm.p99_us / local.p99_us.max(1e-9)
+        );
+    }
     match &r.requests {
         Some(q) => {
             println!("requests at the store (embedded S3 server's log):");
@@ -230,7 +295,7 @@ fn print_mounted(r: &OpenReport, files: usize, rounds: u32) {
                 println!("WARNING: warm cv opens reached the store {} times", q.cv_warm.total());
             }
         }
-        None => println!("(requests at the store are counted only with --s3-embedded)"),
+        None => println!("(requests at the store are counted only with the embedded store)"),
     }
 }
 

@@ -1,0 +1,110 @@
+//! Requests the kernel sent the mount, counted by kind, and the bytes it asked to read and
+//! write: plain atomics the serving process (`cvctl fuse`) reads for `/metrics`.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// What a request asked (the kinds that carry cv's work; the rest count as `other`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FuseOp {
+    Lookup,
+    Getattr,
+    Setattr,
+    Open,
+    Read,
+    Write,
+    Flush,
+    Release,
+    Fsync,
+    Readdir,
+    Create,
+    Mkdir,
+    Remove,
+    Rename,
+    Other,
+}
+
+impl FuseOp {
+    /// Every kind, in the order of [`FuseStats::snapshot`].
+    pub const ALL: [FuseOp; 15] = [
+        FuseOp::Lookup,
+        FuseOp::Getattr,
+        FuseOp::Setattr,
+        FuseOp::Open,
+        FuseOp::Read,
+        FuseOp::Write,
+        FuseOp::Flush,
+        FuseOp::Release,
+        FuseOp::Fsync,
+        FuseOp::Readdir,
+        FuseOp::Create,
+        FuseOp::Mkdir,
+        FuseOp::Remove,
+        FuseOp::Rename,
+        FuseOp::Other,
+    ];
+
+    /// Its name as a metric label.
+    pub fn name(self) -> &'static str {
+        match self {
+            FuseOp::Lookup => "lookup",
+            FuseOp::Getattr => "getattr",
+            FuseOp::Setattr => "setattr",
+            FuseOp::Open => "open",
+            FuseOp::Read => "read",
+            FuseOp::Write => "write",
+            FuseOp::Flush => "flush",
+            FuseOp::Release => "release",
+            FuseOp::Fsync => "fsync",
+            FuseOp::Readdir => "readdir",
+            FuseOp::Create => "create",
+            FuseOp::Mkdir => "mkdir",
+            FuseOp::Remove => "remove",
+            FuseOp::Rename => "rename",
+            FuseOp::Other => "other",
+        }
+    }
+}
+
+/// The mount's counters.
+#[derive(Debug, Default)]
+pub struct FuseStats {
+    ops: [AtomicU64; FuseOp::ALL.len()],
+    read_bytes: AtomicU64,
+    write_bytes: AtomicU64,
+}
+
+/// A copy of [`FuseStats`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FuseSnapshot {
+    /// Requests per kind, as `(name, count)`.
+    pub ops: Vec<(&'static str, u64)>,
+    /// Bytes the kernel asked to read.
+    pub read_bytes: u64,
+    /// Bytes the kernel handed to write.
+    pub write_bytes: u64,
+}
+
+impl FuseStats {
+    pub(crate) fn count(&self, op: FuseOp) {
+        self.ops[op as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn read(&self, bytes: u64) {
+        self.count(FuseOp::Read);
+        self.read_bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    pub(crate) fn write(&self, bytes: u64) {
+        self.count(FuseOp::Write);
+        self.write_bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// The counters now.
+    pub fn snapshot(&self) -> FuseSnapshot {
+        FuseSnapshot {
+            ops: FuseOp::ALL.iter().map(|&op| (op.name(), self.ops[op as usize].load(Ordering::Relaxed))).collect(),
+            read_bytes: self.read_bytes.load(Ordering::Relaxed),
+            write_bytes: self.write_bytes.load(Ordering::Relaxed),
+        }
+    }
+}

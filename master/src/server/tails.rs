@@ -1,0 +1,126 @@
+//! The master's `tails` file (master/core/FORMAT.md, "Tails"): the tail cache and when each
+//! path under a cache-mode mount was last checked at its store, saved every `SAVE_EVERY` when
+//! they changed and at shutdown, and taken back at start. Without it a restarted master
+//! HEADs every object again and reads every footer again, round trips of 5–24 ms each.
+//!
+//! It is a cache, so a lost or damaged file costs only those round trips: a crash loses what
+//! changed since the last save, a damaged record ends the read (what came before it is used),
+//! and a tail is taken back only while its file is still at the version saved.
+
+use super::ufs::UfsLayer;
+use cv_master_core::MasterCore;
+use cv_master_core::tail_file::{self, TailRecord};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio::sync::watch;
+
+/// How often the file is written again when the cache changed.
+const SAVE_EVERY: Duration = Duration::from_secs(60);
+
+/// The file in the master's journal directory.
+pub(super) fn path(journal_dir: &Path) -> PathBuf {
+    journal_dir.join("tails")
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}
+
+/// Takes back what `file` holds. Blocking (a read of up to the tail budget): called once at
+/// start, before the master serves.
+pub(super) fn load(file: &Path, core: &MasterCore, ufs: &UfsLayer) {
+    let bytes = match std::fs::read(file) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
+        Err(e) => {
+            tracing::warn!(file = %file.display(), error = %e, "tails file unreadable; tails are read from the stores again");
+            return;
+        }
+    };
+    let decoded = match tail_file::decode(&bytes) {
+        Ok(d) => d,
+        Err(e) => {
+            tracing::warn!(file = %file.display(), error = %e, "tails file not used");
+            return;
+        }
+    };
+    if let Some(at) = decoded.damaged_at {
+        tracing::warn!(file = %file.display(), at, "tails file damaged or cut short; the records before it are used");
+    }
+    let now = now_ms();
+    let mut checked = 0;
+    let mut tails = Vec::with_capacity(decoded.records.len());
+    for r in decoded.records {
+        match r {
+            // A check dated in the future (the clock went back) is not trusted.
+            TailRecord::Fresh { path, checked_at_ms } if checked_at_ms <= now => {
+                ufs.restore_fresh(path, Duration::from_millis(now - checked_at_ms));
+                checked += 1;
+            }
+            TailRecord::Fresh { .. } => {}
+            tail => tails.push(tail),
+        }
+    }
+    let saved = tails.len();
+    let taken = core.restore_tails(tails);
+    tracing::info!(file = %file.display(), tails = taken, stale = saved - taken, checked, "tails file taken back");
+}
+
+/// Writes the file whole: to `tails.tmp`, fsynced, renamed over `tails`, directory fsynced.
+pub(super) fn save(file: &Path, core: &MasterCore, ufs: &UfsLayer) -> std::io::Result<usize> {
+    let mut records = core.saved_tails();
+    let now = now_ms();
+    records.extend(
+        ufs.fresh_ages()
+            .into_iter()
+            .map(|(path, age)| TailRecord::Fresh { path, checked_at_ms: now.saturating_sub(age.as_millis() as u64) }),
+    );
+    let bytes = tail_file::encode(&records);
+    let tmp = file.with_extension("tmp");
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(&bytes)?;
+    f.sync_data()?;
+    drop(f);
+    std::fs::rename(&tmp, file)?;
+    if let Some(dir) = file.parent() {
+        std::fs::File::open(dir)?.sync_all()?;
+    }
+    Ok(records.len())
+}
+
+/// A change count of what the file holds: the cache's inserts and evictions and the checks.
+fn generation(core: &MasterCore, ufs: &UfsLayer) -> (u64, u64, u64) {
+    let s = core.tail_stats();
+    (s.inserts, s.evictions, ufs.fresh_generation())
+}
+
+/// Saves the file every `SAVE_EVERY` if it changed, until stopped; then once more.
+pub(super) async fn keep(file: PathBuf, core: Arc<MasterCore>, ufs: Arc<UfsLayer>, mut stopped: watch::Receiver<bool>) {
+    let mut saved = generation(&core, &ufs);
+    let mut every = tokio::time::interval(SAVE_EVERY);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    every.tick().await;
+    loop {
+        let stopping = tokio::select! {
+            _ = every.tick() => false,
+            _ = stopped.changed() => true,
+        };
+        let now = generation(&core, &ufs);
+        if now != saved || stopping {
+            let (f, c, u) = (file.clone(), core.clone(), ufs.clone());
+            match tokio::task::spawn_blocking(move || save(&f, &c, &u)).await {
+                Ok(Ok(n)) => {
+                    saved = now;
+                    tracing::debug!(file = %file.display(), records = n, "tails file saved");
+                }
+                Ok(Err(e)) => tracing::warn!(file = %file.display(), error = %e, "tails file not saved"),
+                Err(e) => tracing::warn!(error = %e, "tails save task failed"),
+            }
+        }
+        if stopping {
+            return;
+        }
+    }
+}

@@ -1,0 +1,302 @@
+//! `/metrics` of a running cluster, scraped over HTTP and read with a real Prometheus
+//! text-format parser (prometheus-parse): the master and the worker of cv-tools' embedded
+//! cluster (served as `cvctl up` serves them), and `cvctl gateway` and `cvctl fuse` (as root)
+//! as processes of their own. Named
+//! series must exist, and counters must move after real traffic: reads raise the worker's
+//! tier hits, opens the master's open-latency count, writes its journal commits.
+
+mod fuse_util;
+
+use cv_client::ClientSettings;
+use cv_tools::cluster::{ClusterOptions, LocalCluster};
+use prometheus_parse::{Sample, Scrape, Value};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// `GET /metrics` over plain HTTP/1.1; the status line and the body.
+fn get(addr: SocketAddr, path: &str) -> (String, String) {
+    let mut s = TcpStream::connect(addr).expect("connect to the metrics endpoint");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").expect("an HTTP response");
+    (head.lines().next().unwrap_or_default().to_owned(), body.to_owned())
+}
+
+/// Scrapes and parses `addr`'s `/metrics`.
+fn scrape(addr: SocketAddr) -> Scrape {
+    let (status, body) = get(addr, "/metrics");
+    assert!(status.contains(" 200 "), "{status}");
+    Scrape::parse(body.lines().map(|l| Ok(l.to_owned()))).expect("Prometheus text format")
+}
+
+/// The samples of metric `name` (as exposed: counters end in `_total`).
+fn samples<'a>(s: &'a Scrape, name: &str) -> Vec<&'a Sample> {
+    s.samples.iter().filter(|x| x.metric == name).collect()
+}
+
+fn value(v: &Value) -> f64 {
+    match v {
+        Value::Counter(x) | Value::Gauge(x) | Value::Untyped(x) => *x,
+        Value::Histogram(_) | Value::Summary(_) => panic!("not a single value: {v:?}"),
+    }
+}
+
+/// Sum over every series of `name`, which must exist.
+fn sum(s: &Scrape, name: &str) -> f64 {
+    let found = samples(s, name);
+    assert!(!found.is_empty(), "no {name} in the scrape; it has {:?}", names(s));
+    found.iter().map(|x| value(&x.value)).sum()
+}
+
+/// Sum of `name` over the series whose `label` is `want`.
+fn sum_where(s: &Scrape, name: &str, label: &str, want: &str) -> f64 {
+    let found: Vec<_> = samples(s, name).into_iter().filter(|x| x.labels.get(label) == Some(want)).collect();
+    assert!(!found.is_empty(), "no {name}{{{label}=\"{want}\"}} in the scrape");
+    found.iter().map(|x| value(&x.value)).sum()
+}
+
+/// Observations of histogram `name` (the count of its `+Inf` bucket).
+fn hist_count(s: &Scrape, name: &str) -> f64 {
+    let found = samples(s, name);
+    assert!(!found.is_empty(), "no histogram {name}; the scrape has {:?}", names(s));
+    found
+        .iter()
+        .map(|x| match &x.value {
+            Value::Histogram(b) => b.iter().map(|c| c.count).fold(0.0, f64::max),
+            v => panic!("{name} is not a histogram: {v:?}"),
+        })
+        .sum()
+}
+
+/// The metric names the checked-in Grafana dashboard queries that start with one of
+/// `prefixes` (a histogram's `_bucket` series by the histogram's name).
+fn dashboard_metrics(prefixes: &[&str]) -> Vec<String> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/grafana/cv-dashboard.json");
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut out: Vec<String> = Vec::new();
+    let mut rest = text.as_str();
+    while let Some(i) = rest.find("cv_") {
+        let name: String =
+            rest[i..].chars().take_while(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '_').collect();
+        rest = &rest[i + name.len()..];
+        let name = name.strip_suffix("_bucket").map(str::to_owned).unwrap_or(name);
+        if prefixes.iter().any(|p| name.starts_with(p)) && !out.contains(&name) {
+            out.push(name);
+        }
+    }
+    assert!(!out.is_empty(), "the dashboard queries nothing under {prefixes:?}");
+    out
+}
+
+/// Every metric the dashboard queries under `prefixes` is in one of `scrapes`.
+fn dashboard_matches(prefixes: &[&str], scrapes: &[&Scrape]) {
+    for name in dashboard_metrics(prefixes) {
+        assert!(
+            scrapes.iter().any(|s| s.samples.iter().any(|x| x.metric == name)),
+            "the dashboard queries {name}, which no endpoint exports"
+        );
+    }
+}
+
+fn names(s: &Scrape) -> Vec<&str> {
+    let mut v: Vec<&str> = s.samples.iter().map(|x| x.metric.as_str()).collect();
+    v.dedup();
+    v
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn master_and_worker_metrics_move_with_traffic() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = LocalCluster::start(&ClusterOptions::ephemeral(dir.path())).await.unwrap();
+    let served = cluster.serve_metrics().await.unwrap();
+    let addr = |role: &str| served.iter().find(|(r, _)| r == role).map(|(_, m)| m.local_addr()).unwrap();
+    let (master, worker) = (addr("master"), addr("worker"));
+    let scrape_both =
+        || async move { tokio::task::spawn_blocking(move || (scrape(master), scrape(worker))).await.unwrap() };
+
+    let (m0, w0) = scrape_both().await;
+    for name in [
+        "cv_master_tail_hits_total",
+        "cv_master_tail_misses_total",
+        "cv_master_tail_hit_ratio",
+        "cv_master_journal_batches_total",
+        "cv_master_export_backlog_files",
+        "cv_master_export_lag_seconds",
+        "cv_master_under_replicated_files",
+        "cv_master_lost_files",
+        "cv_master_workers_live",
+        "cv_quic_connections",
+        "cv_quic_lost_packets_total",
+        "cv_ufs_requests_total",
+    ] {
+        assert!(!samples(&m0, name).is_empty(), "master lacks {name}; it has {:?}", names(&m0));
+    }
+    assert_eq!(sum(&m0, "cv_master_workers_live"), 1.0);
+    for name in [
+        "cv_worker_tier_hits_total",
+        "cv_worker_tier_misses_total",
+        "cv_worker_tier_evictions_total",
+        "cv_worker_tier_bytes",
+        "cv_worker_fills_total",
+        "cv_worker_fill_joins_total",
+        "cv_worker_shard_requests_in_flight",
+        "cv_quic_connections_accepted_total",
+        "cv_quic_streams_total",
+        "cv_quic_lost_packets_total",
+        "cv_ufs_requests_total",
+    ] {
+        assert!(!samples(&w0, name).is_empty(), "worker lacks {name}; it has {:?}", names(&w0));
+    }
+    // One series per shard and tier.
+    assert_eq!(samples(&w0, "cv_worker_tier_hits_total").len(), 4);
+
+    // Traffic: a file written, opened and read twice over QUIC (not short-circuit, which
+    // the worker's tiers do not see).
+    let client =
+        cluster.client_with(ClientSettings { short_circuit: false, ..cluster.client_settings() }).await.unwrap();
+    let data: Vec<u8> = (0..(3 << 20)).map(|i: u32| (i.wrapping_mul(2_654_435_761) >> 7) as u8).collect();
+    let mut w = client.create("/metered", false).await.unwrap();
+    w.write(&data).await.unwrap();
+    w.close().await.unwrap();
+    for _ in 0..2 {
+        let f = client.open("/metered").await.unwrap();
+        let mut buf = vec![0u8; data.len()];
+        assert_eq!(f.read_at(0, &mut buf).await.unwrap(), data.len());
+        assert!(buf == data);
+    }
+
+    let (m1, w1) = scrape_both().await;
+    let opens = |s: &Scrape| hist_count(s, "cv_master_open_seconds");
+    assert!(opens(&m1) >= opens(&m0) + 2.0, "open latency count {} -> {}", opens(&m0), opens(&m1));
+    let commits = |s: &Scrape| hist_count(s, "cv_master_journal_commit_seconds");
+    assert!(commits(&m1) > commits(&m0), "journal commits {} -> {}", commits(&m0), commits(&m1));
+    assert!(sum(&m1, "cv_master_journal_records_total") > sum(&m0, "cv_master_journal_records_total"));
+    assert!(sum(&m1, "cv_quic_streams_total") > sum(&m0, "cv_quic_streams_total"));
+
+    let hits = |s: &Scrape| sum(s, "cv_worker_tier_hits_total");
+    assert!(hits(&w1) > hits(&w0), "tier hits {} -> {}", hits(&w0), hits(&w1));
+    let tier_lookups = |s: &Scrape, t| {
+        sum_where(s, "cv_worker_tier_hits_total", "tier", t) + sum_where(s, "cv_worker_tier_misses_total", "tier", t)
+    };
+    assert!(
+        tier_lookups(&w1, "disk") + tier_lookups(&w1, "memory")
+            > tier_lookups(&w0, "disk") + tier_lookups(&w0, "memory")
+    );
+    let streams = |s: &Scrape| sum(s, "cv_quic_streams_total");
+    assert!(streams(&w1) > streams(&w0), "worker streams {} -> {}", streams(&w0), streams(&w1));
+    assert!(sum(&w1, "cv_quic_connections") >= 1.0);
+    assert!(sum(&w1, "cv_worker_tier_bytes") > 0.0);
+
+    dashboard_matches(&["cv_master_", "cv_worker_", "cv_quic_", "cv_ufs_"], &[&m1, &w1]);
+
+    // Only /metrics is served.
+    let (status, _) = tokio::task::spawn_blocking(move || get(master, "/other")).await.unwrap();
+    assert!(status.contains(" 404 "), "{status}");
+
+    client.shutdown().await;
+    drop(served);
+    cluster.shutdown().await.unwrap();
+}
+
+/// A `cvctl` process, killed if the test fails before it ends.
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cvctl_gateway_serves_metrics() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = LocalCluster::start(&ClusterOptions::ephemeral(dir.path())).await.unwrap();
+    let client = cluster.client().await.unwrap();
+    client.mkdir("/public", false).await.unwrap();
+    let mut w = client.create("/public/hello.txt", false).await.unwrap();
+    w.write(b"hello, metrics").await.unwrap();
+    w.close().await.unwrap();
+
+    // The cluster's client config plus a [gateway] on ports the system picked just now.
+    let free = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let (s3, metrics) = (free(), free());
+    let config = dir.path().join("gateway.toml");
+    let mut text = std::fs::read_to_string(cluster.client_config()).unwrap();
+    text.push_str(&format!(
+        "\n[gateway]\nbind = \"{s3}\"\nmetrics = \"{metrics}\"\n\
+         [[gateway.buckets]]\nname = \"open\"\npath = \"/public\"\npublic = true\n"
+    ));
+    std::fs::write(&config, text).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cvctl"))
+        .args(["gateway", "--config", config.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn cvctl gateway");
+    let stdout = child.stdout.take().unwrap();
+    let proc = Proc(child);
+    let seen = tokio::task::spawn_blocking(move || {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        for line in BufReader::new(stdout).lines() {
+            let line = line.unwrap();
+            if line.contains("gateway metrics at") || Instant::now() > deadline {
+                return Some(line);
+            }
+        }
+        None
+    })
+    .await
+    .unwrap();
+    assert!(seen.is_some_and(|l| l.contains(&metrics.to_string())), "cvctl gateway did not announce its metrics");
+
+    let before = tokio::task::spawn_blocking(move || scrape(metrics)).await.unwrap();
+    assert_eq!(sum_where(&before, "cv_gateway_requests_total", "kind", "get"), 0.0);
+    let (status, body) = tokio::task::spawn_blocking(move || get(s3, "/open/hello.txt")).await.unwrap();
+    assert!(status.contains(" 200 "), "{status}: {body}");
+    assert_eq!(body, "hello, metrics");
+    let after = tokio::task::spawn_blocking(move || scrape(metrics)).await.unwrap();
+    assert_eq!(sum_where(&after, "cv_gateway_requests_total", "kind", "get"), 1.0);
+    assert_eq!(sum(&after, "cv_gateway_bytes_out_total"), 14.0);
+    dashboard_matches(&["cv_gateway_"], &[&after]);
+
+    drop(proc);
+    client.shutdown().await;
+    cluster.shutdown().await.unwrap();
+}
+
+#[test]
+fn cvctl_fuse_serves_metrics() {
+    if !std::path::Path::new("/dev/fuse").exists()
+        || !std::fs::read_to_string("/proc/self/status").unwrap().contains("\nUid:\t0\t")
+    {
+        assert!(std::env::var_os("CI").is_none(), "the FUSE metrics test needs root and /dev/fuse");
+        eprintln!("SKIP: cvctl fuse needs root and /dev/fuse");
+        return;
+    }
+    let addr = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let m = fuse_util::mount(&["--metrics", &addr.to_string()]);
+    // The endpoint is up once the mount is (it is served right after mounting).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(addr).is_err() {
+        assert!(Instant::now() < deadline, "cvctl fuse serves no /metrics at {addr}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let before = scrape(addr);
+    assert_eq!(sum_where(&before, "cv_fuse_requests_total", "op", "write"), 0.0);
+    assert!(sum(&before, "cv_client_connections") >= 1.0);
+
+    let data = vec![7u8; 100_000];
+    std::fs::write(m.path("f"), &data).unwrap();
+    assert!(std::fs::read(m.path("f")).unwrap() == data);
+    let after = scrape(addr);
+    assert!(sum_where(&after, "cv_fuse_requests_total", "op", "write") >= 1.0);
+    assert!(sum_where(&after, "cv_fuse_requests_total", "op", "create") >= 1.0);
+    assert_eq!(sum(&after, "cv_fuse_write_bytes_total"), data.len() as f64);
+    assert!(sum(&after, "cv_fuse_read_bytes_total") >= data.len() as f64);
+    dashboard_matches(&["cv_fuse_", "cv_client_"], &[&after]);
+}
