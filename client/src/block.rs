@@ -167,10 +167,14 @@ fn bad_bytes(block_id: u64, e: WireError) -> Error {
 
 /// Sends `req` on `conn` and puts the `req.len` bytes of its reply into `dst`. A reply
 /// of another length is a protocol error (the caller asked for bytes inside the block).
-pub(crate) async fn read_block(conn: &Conn, req: &ReadBlock, mut dst: Dst<'_>) -> Result<()> {
+pub(crate) async fn read_block(conn: &Conn, req: &ReadBlock, dst: Dst<'_>) -> Result<()> {
+    let id = conn.next_request_id();
+    read_block_as(conn, id, req, dst).await.map_err(|e| e.with_request(id))
+}
+
+async fn read_block_as(conn: &Conn, id: u64, req: &ReadBlock, mut dst: Dst<'_>) -> Result<()> {
     let want = usize::try_from(req.len).map_err(|_| Error::new(ErrorKind::InvalidArgument, "read over usize"))?;
     debug_assert_eq!(dst.len(want), want);
-    let id = conn.next_request_id();
     // Evaluated only when a mark is recorded: the address takes the connection's lock.
     let port = || conn.quinn().remote_address().port();
     let frame = cv_wire::encode(req, id, &[]).map_err(wire)?;

@@ -126,6 +126,7 @@ impl Client {
             }
         })
         .await
+        .map_err(|e| e.with_request(id))
     }
 
     /// Reads `req.len` bytes of block `loc` from its shard into `dst`, with the retries of
@@ -211,8 +212,8 @@ impl Client {
             };
             match attempts.run(attempt).await {
                 Ok(f) => return Ok(f),
-                Err(e) if e.kind() == ErrorKind::WorkerUnreachable => return Err(e),
-                Err(e) => attempts.retry(e).await?,
+                Err(e) if e.kind() == ErrorKind::WorkerUnreachable => return Err(e.with_request(id)),
+                Err(e) => attempts.retry(e.with_request(id)).await?,
             }
         }
     }
@@ -281,12 +282,13 @@ impl Client {
                     return Ok(f);
                 }
                 Err(e) if attempts.expired() => {
-                    let Some(last) = last else { return Err(e) };
+                    let Some(last) = last else { return Err(e.with_request(id)) };
                     let tried: Vec<String> = masters.list().iter().map(|a| a.to_string()).collect();
                     return Err(Error::new(
                         ErrorKind::Unavailable,
                         format!("{what}: no master of [{}] answered as leader in time; last: {last}", tried.join(", ")),
-                    ));
+                    )
+                    .with_request(id));
                 }
                 Err(e) if elsewhere(&e) => {
                     let leader = e.redirect().and_then(|r| r.parse().ok()).filter(|l| !down(*l));
@@ -300,7 +302,7 @@ impl Client {
                     }
                     last = Some(e);
                 }
-                Err(e) => attempts.retry(e).await?,
+                Err(e) => attempts.retry(e.with_request(id)).await?,
             }
         }
     }

@@ -90,6 +90,9 @@ pub struct Error {
     kind: ErrorKind,
     retryable: bool,
     message: String,
+    /// The id of the call that failed (every retry of a call sends the same id), which the
+    /// server's log of the failure names too.
+    request: Option<u64>,
     source: Option<Box<dyn std::error::Error + Send + Sync>>,
 }
 
@@ -99,7 +102,18 @@ pub type Result<T> = std::result::Result<T, Error>;
 impl Error {
     /// A new error.
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        Error { kind, retryable: kind.retryable(), message: message.into(), source: None }
+        Error { kind, retryable: kind.retryable(), message: message.into(), request: None, source: None }
+    }
+
+    /// The id of the request that failed, if a server was asked: grep the server's log for it.
+    pub fn request_id(&self) -> Option<u64> {
+        self.request
+    }
+
+    /// Names the request that failed (the first id given stays).
+    pub(crate) fn with_request(mut self, id: u64) -> Self {
+        self.request.get_or_insert(id);
+        self
     }
 
     /// The kind.
@@ -174,7 +188,7 @@ impl From<NetError> for Error {
             (NetErrorKind::Io, _) => (ErrorKind::Unavailable, true),
             (NetErrorKind::Remote, None) => (ErrorKind::Other, false),
         };
-        Error { kind, retryable, message: e.to_string(), source: Some(Box::new(e)) }
+        Error { kind, retryable, message: e.to_string(), request: None, source: Some(Box::new(e)) }
     }
 }
 
@@ -186,7 +200,11 @@ impl From<cv_wire::WireError> for Error {
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:?}: {}", self.kind, self.message)
+        write!(f, "{:?}: {}", self.kind, self.message)?;
+        match self.request {
+            Some(id) => write!(f, " (request {id:016x})"),
+            None => Ok(()),
+        }
     }
 }
 

@@ -334,6 +334,14 @@ impl Reply {
 
     /// An error reply.
     pub fn error(request_id: u64, code: ErrorCode, message: &str, redirect: Option<String>) -> Reply {
+        // Under the id the client's error names (`cv_client::Error::request_id`), so the two
+        // can be matched.
+        let request = format_args!("{request_id:016x}");
+        if code.is_fault() {
+            tracing::warn!(%request, code = code.name(), message, "request failed");
+        } else {
+            tracing::debug!(%request, code = code.name(), message, "request refused");
+        }
         let msg = ErrorReply { code: code as u16, message: message.into(), redirect };
         let frame = cv_wire::encode(&msg, request_id, &[]).expect("an error reply always encodes");
         Reply { frame, payload: bytes::Bytes::new() }

@@ -198,3 +198,30 @@ async fn a_worker_with_a_client_certificate_exits_with_the_refusal() {
     assert_eq!(cluster.client().await.unwrap().report().await.unwrap().workers.len(), 1, "it registered");
     cluster.shutdown().await.unwrap();
 }
+
+#[test]
+fn an_error_names_its_request_and_the_server_logs_it_under_that_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("up.log");
+    let mut up = Command::new(env!("CARGO_BIN_EXE_cvctl"))
+        .args(["up", "--shards", "1", "--master-port", "0", "--worker-port", "0", "--dir"])
+        .arg(dir.path().join("c"))
+        .env("CV_LOG", "debug")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(up.stdout.take().unwrap()));
+    assert!(lines.any(|l| l.is_ok_and(|l| l.starts_with("cv is up"))), "cvctl up did not come up");
+    let cfg = dir.path().join("c").join("client.toml");
+    let out = fs(&cfg, &["stat", "/no/such/file"]);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    let _ = up.kill();
+    let _ = up.wait();
+    assert!(!out.status.success());
+    let id = err.split("(request ").nth(1).and_then(|s| s.get(..16)).unwrap_or_else(|| panic!("no request id: {err}"));
+    assert!(id.chars().all(|c| c.is_ascii_hexdigit()), "{err}");
+    let server = std::fs::read_to_string(&log).unwrap();
+    let line = server.lines().find(|l| l.contains(id)).unwrap_or_else(|| panic!("the master's log lacks {id}"));
+    assert!(line.contains("NotFound"), "{line}");
+}

@@ -92,6 +92,25 @@ error_codes! {
     NotLeader = 25, retry: true;
 }
 
+impl ErrorCode {
+    /// Whether the code reports a failure of the server or of what is behind it (its disk, a
+    /// worker, the object store), not a refusal of the request: servers log these as warnings
+    /// and the others at debug, each under the request's id.
+    pub const fn is_fault(self) -> bool {
+        matches!(
+            self,
+            ErrorCode::Internal
+                | ErrorCode::Unavailable
+                | ErrorCode::Timeout
+                | ErrorCode::NoWorkers
+                | ErrorCode::NoSpace
+                | ErrorCode::Corrupt
+                | ErrorCode::UfsFailed
+                | ErrorCode::DataLoss
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

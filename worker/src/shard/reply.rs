@@ -78,6 +78,13 @@ impl Reply {
 
     /// An `ErrorReply` with `code`; `redirect` names the owning shard for `WrongShard`.
     pub(crate) fn error(request_id: u64, code: ErrorCode, message: &str, redirect: Option<String>) -> Reply {
+        // Under the id the client's error names, so the two can be matched.
+        let request = format_args!("{request_id:016x}");
+        if code.is_fault() {
+            tracing::warn!(%request, code = code.name(), message, "request failed");
+        } else {
+            tracing::debug!(%request, code = code.name(), message, "request refused");
+        }
         let mut end = message.len().min(MAX_MESSAGE);
         while !message.is_char_boundary(end) {
             end -= 1;
