@@ -1,6 +1,6 @@
-//! The embedded object store of `bench scan` and `bench open-latency
-//! --s3-embedded`: cv-testkit's in-process S3 server (with its request log)
-//! and delaying TCP proxy. They are test servers, so they are linked only with
+//! The embedded object store of `bench scan` and `bench open-latency` (its
+//! default): cv-testkit's in-process S3 server (with its request log) and
+//! delaying TCP proxy. They are test servers, so they are linked only with
 //! feature `embedded-s3`; without it the same names are stand-ins that cannot
 //! be started, and starting one fails with [`MISSING`], which says how to get
 //! them. This file is the only place that knows whether the feature is on.

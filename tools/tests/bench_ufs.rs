@@ -1,5 +1,6 @@
-//! `cvctl bench scan` and `cvctl bench open-latency` (by default and with
-//! `--s3-embedded`) through the built binary with tiny sizes: both sides run
+//! `cvctl bench scan` and `cvctl bench open-latency` (by default, against the
+//! embedded store behind the delay proxy, and with `--local`) through the built
+//! binary with tiny sizes: both sides run
 //! against a real embedded cluster (and a real S3 server on loopback), and the
 //! server's request log shows that cold reads fetched and warm reads did not.
 //! Speed is not asserted.
@@ -91,23 +92,29 @@ fn bench_scan_measures_direct_cold_and_warm_and_warm_makes_no_requests() {
 }
 
 #[test]
-fn bench_open_latency_against_the_embedded_s3_server() {
+fn bench_open_latency_by_default_reads_the_embedded_s3_server_behind_the_proxy() {
     let r = cvctl(&[
         "bench",
         "open-latency",
-        "--s3-embedded",
         "--files",
         "3",
         "--file-size",
         "1MiB",
         "--rounds",
         "2",
+        "--rtt",
+        "4ms",
         "--json",
     ]);
     let rows = r["rows"].as_array().expect("rows");
-    assert_eq!(rows.len(), 4);
-    assert!(rows[0]["name"].as_str().unwrap().contains("OpenDAL s3"), "{r}");
-    for (row, count) in rows.iter().zip([6, 6, 3, 6]) {
+    let names: Vec<&str> = rows.iter().map(|row| row["name"].as_str().unwrap()).collect();
+    assert_eq!(rows.len(), 5, "{names:?}");
+    assert!(names[0].contains("OpenDAL s3 +4ms RTT"), "{names:?}");
+    assert!(names[1].starts_with("cv warm"), "{names:?}");
+    assert!(names[2].starts_with("cv cold"), "{names:?}");
+    assert!(names[3].starts_with("local fs"), "{names:?}");
+    assert!(names[4].contains("null RPC"), "{names:?}");
+    for (row, count) in rows.iter().zip([6, 6, 3, 6, 6]) {
         assert_eq!(row["count"], count, "{row}");
         positive(row, "p50_us");
         positive(row, "p99_us");
@@ -123,11 +130,49 @@ fn bench_open_latency_against_the_embedded_s3_server() {
     for f in ["head", "get", "list", "other"] {
         assert_eq!(q["cv_warm"][f], 0, "{q}");
     }
+    // Both the direct reads and cv's cold opens went through the proxy: two round trips of
+    // 4 ms at least (HEAD, GET) each; a warm open none.
+    let p50 = |i: usize| rows[i]["p50_us"].as_f64().unwrap();
+    assert!(p50(0) >= 8_000.0 && p50(2) >= 8_000.0, "{names:?}: {} {}", p50(0), p50(2));
+    assert!(p50(1) < 8_000.0, "warm: {}", p50(1));
 }
 
 #[test]
-fn bench_open_latency_by_default_writes_into_cv_and_reads_the_local_copy() {
-    let r = cvctl(&["bench", "open-latency", "--files", "4", "--file-size", "512KiB", "--rounds", "2", "--json"]);
+fn bench_open_latency_keeps_accepting_s3_embedded() {
+    // The embedded store became the default; the old flag still runs it.
+    let r = cvctl(&[
+        "bench",
+        "open-latency",
+        "--s3-embedded",
+        "--files",
+        "2",
+        "--file-size",
+        "512KiB",
+        "--rounds",
+        "1",
+        "--rtt",
+        "0s",
+        "--json",
+    ]);
+    let rows = r["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 5, "{r}");
+    assert!(rows[0]["name"].as_str().unwrap().contains("OpenDAL s3 (loopback)"), "{r}");
+}
+
+#[test]
+fn bench_open_latency_local_writes_into_cv_and_reads_the_local_copy() {
+    let r = cvctl(&[
+        "bench",
+        "open-latency",
+        "--local",
+        "--files",
+        "4",
+        "--file-size",
+        "512KiB",
+        "--rounds",
+        "2",
+        "--json",
+    ]);
     // Both sides read the footers the generator wrote (`verify` checks them before measuring).
     let rows = r["rows"].as_array().expect("rows");
     let names: Vec<&str> = rows.iter().map(|row| row["name"].as_str().unwrap()).collect();

@@ -168,7 +168,7 @@ pub async fn measure_mounted(client: &Client, run: MountedRun<'_>) -> Result<Ope
         Latency::from_hist("cv cold: first open + footer", &h_cold),
     ];
     if floor.is_some() {
-        rows.push(Latency::from_hist("local fs (OpenDAL fs): stat + footer", &h_local));
+        rows.push(Latency::from_hist("local fs (floor): stat + footer", &h_local));
     }
     rows.push(Latency::from_hist("cv: null RPC (transport floor)", &h_null));
     Ok(OpenReport {

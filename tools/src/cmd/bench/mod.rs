@@ -118,11 +118,13 @@ async fn cluster_or_master(
 /// Benchmarks.
 #[derive(Subcommand, Debug)]
 pub enum Bench {
-    /// cv's main job: open N real Parquet files and read their footers through
-    /// cv and straight from their source (OpenDAL), with a null RPC as the
-    /// floor. Starts an embedded cluster unless `--master` is given. With
-    /// `--baseline <url>` or `--s3-embedded` cv reads the store's objects
-    /// through a cache-mode mount.
+    /// cv's main job: open N real Parquet files in object storage (an embedded
+    /// S3 server behind a `--rtt` 5 ms delay proxy, or `--baseline <url>`) and
+    /// read their footers through a cache-mode mount in cv, warm and cold, and
+    /// straight from the store (OpenDAL), with the local file system and a null
+    /// RPC as floors. Starts an embedded cluster unless `--master` is given.
+    /// Needs feature `embedded-s3` for the embedded store; `--local` measures cv
+    /// against local files only.
     OpenLatency(open_latency::OpenLatencyArgs),
     /// Frame encode + validate + access of an open reply with a 64 KiB tail,
     /// against a bincode serialize + deserialize copy.

@@ -122,8 +122,10 @@ impl OpenLatencyArgs {
                     &rows,
                 );
                 let (b, c) = (&rows[0], &rows[1]);
+                // Local files are the floor cv approaches, not what it replaces: say so.
                 println!(
-                    "cv vs {baseline_name}: {} at p50, {} at p99",
+                    "cv vs {baseline_name} (local files, the floor; cv's job is object storage: run without --local): \
+                     {} at p50, {} at p99",
                     speed(b.p50_us, c.p50_us),
                     speed(b.p99_us, c.p99_us)
                 );
