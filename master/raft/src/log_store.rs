@@ -209,6 +209,12 @@ impl FileLog {
         rx.recv().unwrap_or_else(|_| Err(std::io::Error::other("the raft log writer stopped")))
     }
 
+    /// The last entry's id (or the last purged one's), as openraft's log state says.
+    pub fn last_log_id(&self) -> Option<LogId> {
+        let g = self.lock();
+        g.entries.values().next_back().map(|(_, e)| e.log_id).or(g.purged)
+    }
+
     /// Entries in `range`, for the state machine's rebuild (master/HA.md) as for openraft.
     pub fn entries(&self, range: impl RangeBounds<u64>) -> Vec<Entry> {
         self.lock().entries.range(range).map(|(_, (_, e))| e.clone()).collect()

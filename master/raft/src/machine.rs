@@ -38,6 +38,9 @@ pub(crate) struct Node {
     pub shared: Arc<Shared>,
     pub core: Arc<MasterCore>,
     pub log: FileLog,
+    /// The last entry of the log when this process opened it: entries up to it were built
+    /// (and applied ahead) by an earlier process, whose memory is gone.
+    pub started_with: Option<LogId>,
     pub current: Mutex<Option<Stored>>,
     pub applied: Mutex<Applied>,
     pub snapshot_file: Mutex<FileStorage>,
@@ -106,6 +109,25 @@ impl Node {
                 _ => return Ok(()),
             }
         };
+        // A leadership resumed at start (openraft makes a node whose committed vote is its own
+        // the leader of that term again, with no new Blank entry): the Blank applied, and the
+        // entries after it, were built by the previous process, which had applied them in
+        // memory only. Taking the lead now would skip them as built here (`apply_batch`) and
+        // build on a core that lacks them; so the lead waits until every entry the log held at
+        // start is applied (`apply_entry` asks again then). A new election's term is above every
+        // term in the log at start, so it never waits here.
+        if let Some(start) = self.started_with
+            && lid.term <= start.leader_id.term
+            && lock(&self.applied).last.is_none_or(|l| l.index < start.index)
+        {
+            tracing::info!(
+                node = self.shared.me,
+                term = lid.term,
+                upto = start.index,
+                "resumed leadership waits for the log to be applied"
+            );
+            return Ok(());
+        }
         // Leading again in the same term (after a lost majority came back): its records are
         // all in its own log, which a leader never truncates, so nothing is to be dropped.
         if self.shared.glue().speculating != Some(lid) {
@@ -143,6 +165,16 @@ impl Node {
 
     fn apply_entry(&self, e: &Entry) -> Result<u64, Error> {
         lock(&self.applied).last = Some(e.log_id);
+        let r = self.apply_payload(e)?;
+        // The last entry of the log at start is applied: a resumed leadership may lead now.
+        if self.started_with.is_some_and(|s| s.index == e.log_id.index) && !self.core.is_leading() {
+            let _t = lock(&self.shared.transition);
+            self.maybe_lead()?;
+        }
+        Ok(r)
+    }
+
+    fn apply_payload(&self, e: &Entry) -> Result<u64, Error> {
         match &e.payload {
             EntryPayload::Normal(b) => self.apply_batch(&e.log_id, b),
             EntryPayload::Blank => {

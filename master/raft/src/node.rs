@@ -131,6 +131,7 @@ impl RaftMaster {
         let node = Arc::new(Node {
             shared: shared.clone(),
             core: core.clone(),
+            started_with: log.last_log_id(),
             log: log.clone(),
             current: Mutex::new(current),
             applied: Mutex::new(applied),

@@ -225,6 +225,16 @@ impl CvCluster {
         Ok(p)
     }
 
+    /// `cvctl master list` asked of master `i` alone (a client config naming only it, so no
+    /// other master answers in its place): its stdout, or an error while it does not answer.
+    /// A master that answers and names a leader is up and following the group.
+    pub fn master_list_at(&self, i: usize) -> Result<String, RigError> {
+        let probe = self.probes.get(i).ok_or_else(|| RigError::Unknown(format!("master {i}")))?;
+        let out = run(Command::new(&self.cvctl).args(["master", "list", "--config"]).arg(probe))?;
+        check(&out, &format!("cvctl master list (master {} alone)", i + 1))?;
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
     /// Removes master `i`'s journal (or Raft files): its disk was lost. Kill it first.
     pub fn wipe_master(&self, i: usize) -> Result<(), RigError> {
         let dir = self.rig.host_dir(MASTER_HOST + i)?.join("journal");
@@ -295,6 +305,25 @@ impl CvCluster {
         let name = self.host_name(h);
         self.wait_for(&format!("worker {name} live"), timeout, |r| r.live(&name))?;
         Ok(h)
+    }
+
+    /// Starts the worker on host `index` again (after [`Rig::kill9`] or [`Rig::terminate`] of
+    /// its process) with the same config, address and data; its new process becomes
+    /// [`Self::worker`]`(index)`. Does not wait for it to register.
+    pub fn restart_worker(&mut self, index: usize) -> Result<ProcId, RigError> {
+        let slot = self
+            .workers
+            .iter()
+            .position(|&(h, _)| h == index)
+            .ok_or_else(|| RigError::Unknown(format!("worker on host {index}")))?;
+        let conf = self.rig.host_dir(index)?.join("cv.toml");
+        let p = self.rig.spawn(
+            index,
+            &format!("worker-h{index}"),
+            &cvctl_cmd(&self.cvctl, &["worker", "--config"], &conf),
+        )?;
+        self.workers[slot].1 = p;
+        Ok(p)
     }
 
     /// The host indices of the workers, in order.

@@ -158,6 +158,29 @@ impl Rig {
         self.procs().kill9(p)
     }
 
+    /// Stops a process the way `systemctl stop` (and the stop half of `systemctl restart`) does:
+    /// SIGTERM, then up to `timeout` for it to exit (reaped). Past `timeout` it is killed with
+    /// SIGKILL, as systemd does after `TimeoutStopSec`, and that is an error. Returns how it
+    /// exited and how long the stop took.
+    pub fn terminate(&self, p: ProcId, timeout: Duration) -> Result<(ExitStatus, Duration), RigError> {
+        self.procs().signal(p, "TERM")?;
+        let start = std::time::Instant::now();
+        loop {
+            // The lock is taken per poll, so other threads may use the rig meanwhile.
+            if let Some(status) = self.procs().exit_status(p)? {
+                return Ok((status, start.elapsed()));
+            }
+            if start.elapsed() > timeout {
+                let _ = self.procs().kill9(p);
+                return Err(RigError::Timeout {
+                    what: format!("process {} to exit on SIGTERM within {timeout:?} (killed)", p.0),
+                    logs: self.logs(),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     /// SIGSTOP: it stays, silent, holding its sockets. Returns once all its threads are stopped.
     pub fn pause(&self, p: ProcId) -> Result<(), RigError> {
         self.procs().set_stopped(p, true)

@@ -4,7 +4,8 @@
 //! - [`Rig`]: `Rig::new(n)` claims a free subnet `10.210.S.0/24` (the bridge `cvb<S>` is the claim,
 //!   so rigs in parallel threads or processes never collide; the bridge is `.1`, host `H` is
 //!   `.(10 + H)` in namespace `cv<S>h<H>` behind veth `cvv<S>h<H>`). It runs processes in a host
-//!   ([`Rig::spawn`], logs in the rig's temp dir, [`Rig::logs`]), kills ([`Rig::kill9`]), pauses and
+//!   ([`Rig::spawn`], logs in the rig's temp dir, [`Rig::logs`]), kills ([`Rig::kill9`]), stops them
+//!   as `systemctl stop` does ([`Rig::terminate`]: SIGTERM, waited for), pauses and
 //!   resumes them, cuts and restores a host's link, and gives a host a small disk (tmpfs).
 //!   Teardown, in [`Rig::shutdown`] and in `Drop` (also when the test panics; then the logs are
 //!   printed): the processes (SIGTERM, SIGKILL after 0.5 s), the mounts, the namespaces, the bridge.

@@ -85,6 +85,13 @@ impl Procs {
         Ok(self.get(p)?.alive())
     }
 
+    /// How the process exited, once it has (reaped); `None` while it runs.
+    pub(crate) fn exit_status(&mut self, p: ProcId) -> Result<Option<ExitStatus>, RigError> {
+        let r = self.get(p)?;
+        r.alive();
+        Ok(r.status)
+    }
+
     /// Sends `signal` to a running process; an exited one is not signalled (its PID may be reused).
     pub(crate) fn signal(&mut self, p: ProcId, signal: &str) -> Result<(), RigError> {
         let r = self.get(p)?;
