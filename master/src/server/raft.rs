@@ -64,6 +64,12 @@ impl RaftNetworkFactory<TypeConfig> for QuicNetwork {
     }
 }
 
+/// How long a dial may take whatever the call's ttl: a heartbeat's ttl is tens of ms, which a
+/// QUIC + TLS handshake on a busy machine can outlast; cut short every time, the link to a
+/// restarted master would never come up. A master that cannot be reached still fails the call
+/// (`Unreachable`, and openraft backs off) within this.
+const DIAL: Duration = Duration::from_secs(1);
+
 /// The connection to one other master.
 pub struct QuicLink {
     net: QuicNetwork,
@@ -100,7 +106,7 @@ impl QuicLink {
         if self.conn.as_ref().is_none_or(Conn::is_closed) {
             self.conn = None;
             let dial = Conn::connect(&self.net.endpoint, addr, Role::Master, &self.net.node, Limits::DEFAULT);
-            match tokio::time::timeout(ttl, dial).await {
+            match tokio::time::timeout(ttl.max(DIAL), dial).await {
                 Ok(Ok(c)) => self.conn = Some(c),
                 Ok(Err(e)) => return Err(RPCError::Unreachable(Unreachable::new(&what(&e)))),
                 Err(_) => return Err(RPCError::Unreachable(Unreachable::new(&what(&"dial timed out")))),
