@@ -383,9 +383,10 @@ pub trait Service: Send + Sync + 'static {
     fn handle<'a>(&'a self, peer: &'a Peer, frame: Frame) -> BoxFuture<'a, Reply>;
 
     /// The connection to `peer` is gone: closed by either side, or silent past the idle
-    /// timeout (a dead or cut-off peer). Called once per served connection, after its last
-    /// request was taken.
-    fn closed(&self, _peer: &Peer) {}
+    /// timeout (a dead or cut-off peer). `by_peer`: the peer closed it itself (a process that
+    /// stops cleanly), not a timeout, a reset or this side. Called once per served
+    /// connection, after its last request was taken.
+    fn closed(&self, _peer: &Peer, _by_peer: bool) {}
 }
 
 /// Accepts connections on `endpoint` until it is closed, serving each with
@@ -447,7 +448,7 @@ async fn serve_connection<S: Service>(
             Ok(s) => s,
             Err(e) => {
                 tracing::debug!(addr = %peer.addr, error = %e, "connection ended");
-                service.closed(&peer);
+                service.closed(&peer, matches!(e, quinn::ConnectionError::ApplicationClosed(_)));
                 return;
             }
         };

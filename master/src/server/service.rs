@@ -198,7 +198,7 @@ impl Service for MasterService {
     /// instead of after the heartbeat timeout: readers of its cache-mode blocks are sent to
     /// the next live owner. A worker that only lost the connection registers again on its
     /// next one; its blocks are still its own.
-    fn closed(&self, peer: &Peer) {
+    fn closed(&self, peer: &Peer, by_peer: bool) {
         // A master shutting down closes every connection itself: its workers are not lost
         // (journaling that would leave a restarted master without live workers until each
         // registers again).
@@ -218,6 +218,12 @@ impl Service for MasterService {
         let addr = peer.addr;
         // Journaling waits for an fsync: off the connection's task.
         tokio::task::spawn_blocking(move || match core.workers_gone(&gone) {
+            // A worker that stopped cleanly said so (an application close): an operator's
+            // restart, not a failure.
+            Ok(r) if !r.lost_workers.is_empty() && by_peer => tracing::info!(
+                workers = ?r.lost_workers, %addr, missing_blocks = r.missing_blocks.len(),
+                "workers stopped: they closed their connection"
+            ),
             Ok(r) if !r.lost_workers.is_empty() => tracing::warn!(
                 workers = ?r.lost_workers, %addr, missing_blocks = r.missing_blocks.len(),
                 "workers lost: their connection closed"
