@@ -7,6 +7,8 @@
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::state::InodeId;
+use std::io::Write;
+use std::sync::Arc;
 
 pub const MAGIC: [u8; 8] = *b"CVTAILS\0";
 pub const VERSION: u16 = 1;
@@ -27,7 +29,7 @@ const FLAG_MAIN: u8 = 1;
 pub enum TailRecord {
     /// The bytes of file `file_id` at `version` from `offset` to its end; `main` if it was in the
     /// tail cache's main queue (read more than once).
-    Tail { file_id: InodeId, version: u64, offset: u64, main: bool, bytes: Vec<u8> },
+    Tail { file_id: InodeId, version: u64, offset: u64, main: bool, bytes: Arc<[u8]> },
     /// `path` was last checked against its object store at `checked_at_ms` (Unix time, ms).
     Fresh { path: String, checked_at_ms: u64 },
 }
@@ -41,55 +43,53 @@ pub struct Decoded {
     pub damaged_at: Option<u64>,
 }
 
-/// The file holding `records`.
+/// The file holding `records`, in memory (tests, fixtures).
 pub fn encode(records: &[TailRecord]) -> Vec<u8> {
-    let size: usize = records
-        .iter()
-        .map(|r| {
-            RECORD_HEADER
-                + match r {
-                    TailRecord::Tail { bytes, .. } => 24 + bytes.len(),
-                    TailRecord::Fresh { path, .. } => 8 + path.len(),
-                }
-        })
-        .sum();
-    let mut out = Vec::with_capacity(HEADER + size + RECORD_HEADER + 8);
-    out.extend_from_slice(&MAGIC);
-    out.extend_from_slice(&VERSION.to_le_bytes());
-    out.extend_from_slice(&0u16.to_le_bytes());
-    let crc = crc32fast::hash(&out[..12]);
-    out.extend_from_slice(&crc.to_le_bytes());
-    let mut body = Vec::new();
-    for r in records {
-        body.clear();
-        let (kind, flags) = match r {
-            TailRecord::Tail { file_id, version, offset, main, bytes } => {
-                body.extend_from_slice(&file_id.to_le_bytes());
-                body.extend_from_slice(&version.to_le_bytes());
-                body.extend_from_slice(&offset.to_le_bytes());
-                body.extend_from_slice(bytes);
-                (KIND_TAIL, if *main { FLAG_MAIN } else { 0 })
-            }
-            TailRecord::Fresh { path, checked_at_ms } => {
-                body.extend_from_slice(&checked_at_ms.to_le_bytes());
-                body.extend_from_slice(path.as_bytes());
-                (KIND_FRESH, 0)
-            }
-        };
-        push_record(&mut out, kind, flags, &body);
-    }
-    push_record(&mut out, KIND_END, 0, &(records.len() as u64).to_le_bytes());
+    let mut out = Vec::new();
+    write(&mut out, records).expect("a Vec takes every write");
     out
 }
 
-fn push_record(out: &mut Vec<u8>, kind: u8, flags: u8, body: &[u8]) {
-    let mut head = [0u8; 8];
+/// Writes the file holding `records` to `out` as it goes: the tails are the cache's own bytes
+/// (shared, not copied), so saving a cache of any size needs no buffer of that size.
+pub fn write(out: &mut impl Write, records: &[TailRecord]) -> std::io::Result<()> {
+    let mut header = [0u8; HEADER];
+    header[..8].copy_from_slice(&MAGIC);
+    header[8..10].copy_from_slice(&VERSION.to_le_bytes());
+    let crc = crc32fast::hash(&header[..12]);
+    header[12..16].copy_from_slice(&crc.to_le_bytes());
+    out.write_all(&header)?;
+    for r in records {
+        match r {
+            TailRecord::Tail { file_id, version, offset, main, bytes } => {
+                let mut fields = [0u8; 24];
+                fields[..8].copy_from_slice(&file_id.to_le_bytes());
+                fields[8..16].copy_from_slice(&version.to_le_bytes());
+                fields[16..].copy_from_slice(&offset.to_le_bytes());
+                write_record(out, KIND_TAIL, if *main { FLAG_MAIN } else { 0 }, &fields, bytes)?;
+            }
+            TailRecord::Fresh { path, checked_at_ms } => {
+                write_record(out, KIND_FRESH, 0, &checked_at_ms.to_le_bytes(), path.as_bytes())?;
+            }
+        }
+    }
+    write_record(out, KIND_END, 0, &(records.len() as u64).to_le_bytes(), &[])
+}
+
+/// One record whose body is `fields` followed by `rest`.
+fn write_record(out: &mut impl Write, kind: u8, flags: u8, fields: &[u8], rest: &[u8]) -> std::io::Result<()> {
+    let mut head = [0u8; RECORD_HEADER];
     head[0] = kind;
     head[1] = flags;
-    head[4..8].copy_from_slice(&(body.len() as u32).to_le_bytes());
-    out.extend_from_slice(&head);
-    out.extend_from_slice(&record_crc(&head, body).to_le_bytes());
-    out.extend_from_slice(body);
+    head[4..8].copy_from_slice(&((fields.len() + rest.len()) as u32).to_le_bytes());
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&head[..8]);
+    crc.update(fields);
+    crc.update(rest);
+    head[8..12].copy_from_slice(&crc.finalize().to_le_bytes());
+    out.write_all(&head)?;
+    out.write_all(fields)?;
+    out.write_all(rest)
 }
 
 fn record_crc(head: &[u8], body: &[u8]) -> u32 {
@@ -136,7 +136,7 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded> {
                 version: u64_at(body, 8),
                 offset: u64_at(body, 16),
                 main: head[1] & FLAG_MAIN != 0,
-                bytes: body[24..].to_vec(),
+                bytes: body[24..].into(),
             },
             KIND_FRESH if len >= 8 && len - 8 <= MAX_PATH => match std::str::from_utf8(&body[8..]) {
                 Ok(path) => TailRecord::Fresh { path: path.to_owned(), checked_at_ms: u64_at(body, 0) },
@@ -162,8 +162,8 @@ mod tests {
 
     fn sample() -> Vec<TailRecord> {
         vec![
-            TailRecord::Tail { file_id: 7, version: 3, offset: 100, main: true, bytes: b"PAR1footer".to_vec() },
-            TailRecord::Tail { file_id: 9, version: 1, offset: 0, main: false, bytes: Vec::new() },
+            TailRecord::Tail { file_id: 7, version: 3, offset: 100, main: true, bytes: b"PAR1footer"[..].into() },
+            TailRecord::Tail { file_id: 9, version: 1, offset: 0, main: false, bytes: Arc::from(&[][..]) },
             TailRecord::Fresh { path: "/lake/t/a.parquet".into(), checked_at_ms: 1_780_000_000_000 },
         ]
     }

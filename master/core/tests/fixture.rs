@@ -319,8 +319,14 @@ fn reads_v4_snapshot_fixture() {
 fn tails_v1() -> Vec<cv_master_core::tail_file::TailRecord> {
     use cv_master_core::tail_file::TailRecord;
     vec![
-        TailRecord::Tail { file_id: 5, version: 2, offset: 4096, main: false, bytes: b"\x15\x00footer PAR1".to_vec() },
-        TailRecord::Tail { file_id: 9, version: 7, offset: 0, main: true, bytes: vec![0xAB; 300] },
+        TailRecord::Tail {
+            file_id: 5,
+            version: 2,
+            offset: 4096,
+            main: false,
+            bytes: b"\x15\x00footer PAR1"[..].into(),
+        },
+        TailRecord::Tail { file_id: 9, version: 7, offset: 0, main: true, bytes: vec![0xAB; 300].into() },
         TailRecord::Fresh { path: "/lake/t/part-0.parquet".into(), checked_at_ms: 1_796_000_000_000 },
         TailRecord::Fresh { path: "/lake/t".into(), checked_at_ms: 1_796_000_000_123 },
     ]

@@ -10,14 +10,15 @@
 use super::ufs::UfsLayer;
 use cv_master_core::MasterCore;
 use cv_master_core::tail_file::{self, TailRecord};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
 
-/// How often the file is written again when the cache changed.
-const SAVE_EVERY: Duration = Duration::from_secs(60);
+/// How often the file is written again when the cache changed. Each save rewrites the whole
+/// cache (up to its budget, 1 GiB by default), so not every minute under churn; a crash loses
+/// at most this much of the cache's changes, which cost only round trips to the stores.
+const SAVE_EVERY: Duration = Duration::from_secs(300);
 
 /// The file in the master's journal directory.
 pub(super) fn path(journal_dir: &Path) -> PathBuf {
@@ -77,12 +78,10 @@ pub(super) fn save(file: &Path, core: &MasterCore, ufs: &UfsLayer) -> std::io::R
             .into_iter()
             .map(|(path, age)| TailRecord::Fresh { path, checked_at_ms: now.saturating_sub(age.as_millis() as u64) }),
     );
-    let bytes = tail_file::encode(&records);
     let tmp = file.with_extension("tmp");
-    let mut f = std::fs::File::create(&tmp)?;
-    f.write_all(&bytes)?;
-    f.sync_data()?;
-    drop(f);
+    let mut w = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
+    tail_file::write(&mut w, &records)?;
+    w.into_inner().map_err(std::io::IntoInnerError::into_error)?.sync_data()?;
     std::fs::rename(&tmp, file)?;
     if let Some(dir) = file.parent() {
         std::fs::File::open(dir)?.sync_all()?;

@@ -6,8 +6,8 @@ use crate::tail_cache::CachedTail;
 use crate::tail_file::TailRecord;
 
 impl MasterCore {
-    /// The cached tails as records of the `tails` file, in the order [`Self::restore_tails`]
-    /// takes them back.
+    /// The cached tails as records of the `tails` file (their bytes shared with the cache), in
+    /// the order [`Self::restore_tails`] takes them back.
     pub fn saved_tails(&self) -> Vec<TailRecord> {
         lock(&self.tails)
             .dump()
@@ -17,7 +17,7 @@ impl MasterCore {
                 version,
                 offset: t.offset,
                 main,
-                bytes: t.bytes.to_vec(),
+                bytes: t.bytes,
             })
             .collect()
     }
@@ -36,7 +36,7 @@ impl MasterCore {
                 .complete_file(file_id)
                 .is_some_and(|(v, len)| v == version && offset.checked_add(bytes.len() as u64) == Some(len));
             if fits {
-                tails.restore(file_id, version, main, CachedTail { offset, bytes: bytes.into() });
+                tails.restore(file_id, version, main, CachedTail { offset, bytes });
                 taken += 1;
             }
         }
