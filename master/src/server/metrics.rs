@@ -5,7 +5,7 @@
 
 use super::service::MasterService;
 use cv_master_core::latency::{BOUNDS_US, LatencySnapshot};
-use cv_net::metrics::{Buckets, Gather, RequestSeries, Scrape};
+use cv_net::metrics::{Buckets, Gather, Scrape};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -20,19 +20,9 @@ pub(super) fn seconds(s: &LatencySnapshot) -> Buckets {
 
 /// Object-store requests of a process, as `cv_ufs_requests_total{op}`,
 /// `cv_ufs_errors_total{op}` and the histogram `cv_ufs_request_seconds{op}`.
-pub fn ufs(scrape: &mut Scrape, stats: &cv_ufs::UfsStats) {
-    let series: Vec<RequestSeries> = stats
-        .snapshot()
-        .into_iter()
-        .map(|s| RequestSeries {
-            value: s.op.to_owned(),
-            counts: s.counts,
-            errors: s.errors,
-            sum_s: s.sum_us as f64 / 1e6,
-        })
-        .collect();
-    let bounds: Vec<f64> = cv_ufs::BOUNDS_MS.iter().map(|&ms| ms as f64 / 1e3).collect();
-    scrape.requests("ufs", "Object-store", "op", &bounds, &series);
+pub(super) fn ufs(scrape: &mut Scrape, stats: &cv_ufs::UfsStats) {
+    let series = stats.snapshot().into_iter().map(|s| (s.op, s.counts, s.errors, s.sum_us));
+    scrape.requests_ms("ufs", "Object-store", "op", &cv_ufs::BOUNDS_MS, series);
 }
 
 /// The gatherer of `service`'s metrics.

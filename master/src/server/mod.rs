@@ -23,6 +23,5 @@ mod workers;
 
 pub use config::{PeerConfig, RaftReads, ServerConfig};
 pub use errors::{ServerError, ServerErrorKind, code_of};
-pub use metrics::ufs as ufs_metrics;
 pub use run::MasterServer;
 pub use service::MasterService;

@@ -88,6 +88,29 @@ impl Scrape {
 
     /// Requests told apart by `label`, with their latency: `cv_<name>_requests_total`,
     /// `cv_<name>_errors_total` and the histogram `cv_<name>_request_seconds`.
+    /// [`Self::requests`] for counts kept as the object-store client keeps them: buckets
+    /// bounded in ms, latencies summed in µs; `series` is (label value, counts, errors, µs).
+    pub fn requests_ms<'a>(
+        &mut self,
+        name: &str,
+        what: &str,
+        label: &str,
+        bounds_ms: &[u64],
+        series: impl IntoIterator<Item = (&'a str, Vec<u64>, u64, u64)>,
+    ) {
+        let series: Vec<RequestSeries> = series
+            .into_iter()
+            .map(|(value, counts, errors, sum_us)| RequestSeries {
+                value: value.to_owned(),
+                counts,
+                errors,
+                sum_s: sum_us as f64 / 1e6,
+            })
+            .collect();
+        let bounds: Vec<f64> = bounds_ms.iter().map(|&ms| ms as f64 / 1e3).collect();
+        self.requests(name, what, label, &bounds, &series);
+    }
+
     pub fn requests(&mut self, name: &str, what: &str, label: &str, bounds_s: &[f64], series: &[RequestSeries]) {
         let l = |s: &RequestSeries| labels(&[(label, &s.value)]);
         self.counters(

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use cv_net::metrics::{Gather, Labels, RequestSeries, Scrape, labels};
+use cv_net::metrics::{Gather, Labels, Scrape, labels};
 use cv_net::quic_stats::QuicTotals;
 
 use crate::shard::{ShardCmd, ShardMetrics};
@@ -90,18 +90,8 @@ async fn gather(shards: &[flume::Sender<ShardCmd>], ufs: Option<&cv_ufs::UfsStat
     }
     out.quic(&quic);
     if let Some(u) = ufs {
-        let series: Vec<RequestSeries> = u
-            .snapshot()
-            .into_iter()
-            .map(|s| RequestSeries {
-                value: s.op.to_owned(),
-                counts: s.counts,
-                errors: s.errors,
-                sum_s: s.sum_us as f64 / 1e6,
-            })
-            .collect();
-        let bounds: Vec<f64> = cv_ufs::BOUNDS_MS.iter().map(|&ms| ms as f64 / 1e3).collect();
-        out.requests("ufs", "Object-store", "op", &bounds, &series);
+        let series = u.snapshot().into_iter().map(|s| (s.op, s.counts, s.errors, s.sum_us));
+        out.requests_ms("ufs", "Object-store", "op", &cv_ufs::BOUNDS_MS, series);
     }
     out
 }
