@@ -93,9 +93,9 @@ pub(crate) async fn body(
     // earlier request (`open_ttl`) whose version has gone fails here, as an error the caller
     // answers by opening afresh, not midway through a body begun from memory.
     if let Some(c) = &cache
-        && let Some((i, _)) = pieces.clone().find(|(i, _)| !c.holds(&file, *i))
+        && let Some((i, _)) = pieces.as_slice().iter().find(|(i, _)| !c.holds(&file, *i))
     {
-        c.chunk(&file, i).await?;
+        c.chunk(&file, *i).await?;
     }
     if pieces.len() == 0 {
         return Ok(StreamingBlob::new(Body { rx: None, first: Some(first), remaining: len as usize }));
