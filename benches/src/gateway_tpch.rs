@@ -8,8 +8,13 @@
 //! passes free cv's cache (`cvctl mount sync`, `cvctl free --wait`) before each pass, so the
 //! gateway (and the mount) read what they serve from the store again, next to the store read
 //! directly. Every answer must be equal everywhere.
+//!
+//! Warm passes also read the files from a bare HTTP server holding them in memory
+//! ([`crate::http_floor`]): the floor under any S3 endpoint that DuckDB's httpfs reaches over
+//! loopback TCP, so the gateway's cost splits into cv's (above the floor) and the HTTP path's.
 
 use crate::duckdb_tpch::{FuseProcess, Tools};
+use crate::http_floor::HttpFloor;
 use crate::open_latency::BenchError;
 use crate::tpch::{Lake, medians, query_order, read_report, run};
 use cv_client::Client;
@@ -64,6 +69,8 @@ pub struct QueryRow {
     pub gateway: f64,
     /// The store through the proxy, directly.
     pub direct: f64,
+    /// A bare HTTP server with the files in memory (the floor), warm.
+    pub floor: f64,
     /// cv's FUSE mount, warm.
     pub fuse: Option<f64>,
     /// The gateway after cv's cache was freed.
@@ -135,6 +142,7 @@ fn s3_file(path: &Path, lines: &[String]) -> Result<(), BenchError> {
 fn runner(tools: &Tools, cfg: &GatewayTpchConfig, creds: &Path, locations: &[&str]) -> Command {
     let mut c = Command::new(&tools.python);
     c.arg(tools.runner_dir.join("duckdb_tpch.py"));
+    c.arg("--http-files").arg(cfg.dir.join("source"));
     for l in locations {
         c.arg("--location").arg(l);
     }
@@ -192,7 +200,9 @@ pub async fn run_bench(
     // Fill cv's cache through the gateway: not timed.
     run(runner(tools, cfg, &creds, &[&gw_loc]).args(["--warmup", "1", "--passes", "0"]))?;
 
-    let mut warm_locs = vec![local.as_str(), gw_loc.as_str(), direct_url.as_str()];
+    let floor = HttpFloor::start(&lake.source).await?;
+    let floor_loc = floor.url();
+    let mut warm_locs = vec![local.as_str(), gw_loc.as_str(), direct_url.as_str(), floor_loc.as_str()];
     warm_locs.extend(fuse_loc.as_deref());
     let warm_json = cfg.dir.join("gateway-warm.json");
     let g0 = gateway.stats();
@@ -234,6 +244,7 @@ pub async fn run_bench(
         None
     };
     drop(fuse);
+    drop(floor);
     gateway.stop().await;
     let bytes = lake.bytes;
     lake.shutdown();
@@ -246,7 +257,8 @@ pub async fn run_bench(
             local: get(&warm_m[0], q),
             gateway: get(&warm_m[1], q),
             direct: get(&warm_m[2], q),
-            fuse: warm_m.get(3).map(|m| get(m, q)),
+            floor: get(&warm_m[3], q),
+            fuse: warm_m.get(4).map(|m| get(m, q)),
             gateway_cold: cold_m.as_ref().map(|c| get(&c[0], q)),
             direct_cold: cold_m.as_ref().map(|c| get(&c[1], q)),
             fuse_cold: cold_m.as_ref().and_then(|c| c.get(2)).map(|m| get(m, q)),
@@ -259,6 +271,7 @@ pub async fn run_bench(
         local: queries.iter().map(|r| r.local).sum(),
         gateway: queries.iter().map(|r| r.gateway).sum(),
         direct: queries.iter().map(|r| r.direct).sum(),
+        floor: queries.iter().map(|r| r.floor).sum(),
         fuse: sum(|r| r.fuse),
         gateway_cold: sum(|r| r.gateway_cold),
         direct_cold: sum(|r| r.direct_cold),
@@ -288,18 +301,31 @@ pub fn print(r: &GatewayTpchReport) {
         r.sf, r.passes, r.cold_passes, r.rtt_ms, r.open_ttl_ms
     );
     println!(
-        "{:<6} {:>8} {:>10} {:>7} {:>9} {:>8} {:>8} {:>10} {:>9} {:>9}",
-        "query", "local s", "gateway s", "/local", "direct s", "speedup", "fuse s", "gw cold s", "direct c", "fuse c"
+        "{:<6} {:>8} {:>10} {:>7} {:>9} {:>8} {:>7} {:>7} {:>8} {:>10} {:>9} {:>9}",
+        "query",
+        "local s",
+        "gateway s",
+        "/local",
+        "direct s",
+        "speedup",
+        "http s",
+        "gw/http",
+        "fuse s",
+        "gw cold s",
+        "direct c",
+        "fuse c"
     );
     for q in r.queries.iter().chain(std::iter::once(&r.sums)) {
         println!(
-            "{:<6} {:>8.3} {:>10.3} {:>6.2}× {:>9.3} {:>7.1}× {:>8} {:>10} {:>9} {:>9}",
+            "{:<6} {:>8.3} {:>10.3} {:>6.2}× {:>9.3} {:>7.1}× {:>7.3} {:>6.2}× {:>8} {:>10} {:>9} {:>9}",
             q.query,
             q.local,
             q.gateway,
             q.gateway / q.local,
             q.direct,
             q.direct / q.gateway,
+            q.floor,
+            q.gateway / q.floor,
             cell(q.fuse),
             cell(q.gateway_cold),
             cell(q.direct_cold),
@@ -314,6 +340,11 @@ pub fn print(r: &GatewayTpchReport) {
         judge(s.gateway / s.local <= WARM_GOAL),
         s.direct / s.gateway,
         judge(s.direct / s.gateway >= SPEEDUP_GOAL),
+    );
+    println!(
+        "the floor, a bare HTTP server with the files in memory: {:.2}× local disk; the gateway is {:.2}× it",
+        s.floor / s.local,
+        s.gateway / s.floor
     );
     let q = &r.requests;
     println!(

@@ -7,6 +7,7 @@ pub mod embedded_s3;
 pub mod failover;
 pub mod fuse_bench;
 pub mod gateway_tpch;
+pub mod http_floor;
 pub mod master_bench;
 pub mod open_latency;
 pub mod parquet_gen;

@@ -16,6 +16,9 @@ package, loaded from its file) with the credentials that --s3-file names for tha
 of lines BUCKET=HOST:PORT,KEY,SECRET (path-style, plain HTTP; a file, so that no secret is on
 a command line). --between-passes CMD runs a shell command before every timed
 pass (e.g. dropping cv's cache for cold passes).
+
+An http://HOST:PORT location is a plain HTTP server (no S3: no listing) holding the files of
+the directory --http-files names, at the same paths; the views name each file's URL.
 """
 
 import argparse
@@ -63,10 +66,24 @@ def load_httpfs(con, s3):
                         ENDPOINT '{endpoint}', URL_STYLE 'path', USE_SSL false, SCOPE 's3://{bucket}')""")
 
 
-def connect(loc, threads, s3):
+def tables(loc, http_files):
+    """Per table, what read_parquet reads: a glob, or for a plain HTTP server every file's URL."""
+    out = {}
+    for t in tpch_data.TABLES:
+        if loc.startswith("http://"):
+            names = sorted(os.path.basename(p) for p in glob.glob(os.path.join(http_files, t, "*.parquet")))
+            if not names:
+                sys.exit(f"no {t}/*.parquet under --http-files {http_files}")
+            out[t] = "[" + ",".join(f"'{loc}/{t}/{n}'" for n in names) + "]"
+        else:
+            out[t] = f"'{loc}/{t}/*.parquet'"
+    return out
+
+
+def connect(loc, threads, s3, http_files):
     import duckdb
 
-    remote = loc.startswith("s3://")
+    remote = loc.startswith(("s3://", "http://"))
     con = duckdb.connect(config={"threads": threads, "allow_unsigned_extensions": "true",
                                  "autoinstall_known_extensions": "false", "autoload_known_extensions": "false"})
     if remote:
@@ -78,8 +95,8 @@ def connect(loc, threads, s3):
             con.execute(f"SET {s} = false")
         except Exception:  # noqa: BLE001 (a setting this version lacks)
             pass
-    for t in tpch_data.TABLES:
-        con.execute(f"CREATE VIEW {t} AS SELECT * FROM read_parquet('{loc}/{t}/*.parquet')")
+    for t, files in tables(loc, http_files).items():
+        con.execute(f"CREATE VIEW {t} AS SELECT * FROM read_parquet({files})")
     return con
 
 
@@ -94,6 +111,7 @@ def main():
     ap.add_argument("--drop-caches", action="store_true", help="drop the page cache before every query")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--s3-file", help="lines BUCKET=HOST:PORT,KEY,SECRET for s3:// locations")
+    ap.add_argument("--http-files", help="the directory an http:// location serves")
     ap.add_argument("--between-passes", help="shell command run before every timed pass")
     ap.add_argument("--out", help="write the results as JSON here")
     a = ap.parse_args()
@@ -106,7 +124,7 @@ def main():
     if a.s3_file:
         with open(a.s3_file) as f:
             s3 = [line.strip() for line in f if line.strip()]
-    cons = {loc: connect(loc, a.threads, s3) for loc in locs}
+    cons = {loc: connect(loc, a.threads, s3, a.http_files) for loc in locs}
 
     times = {loc: {n: [] for n in qs} for loc in locs}
     # Per location, summed over the timed passes: [rchar, read_bytes].
