@@ -41,13 +41,15 @@ impl CvFs {
     }
 
     /// Like [`CvFs::run`], after every earlier request on the same file being
-    /// written is done (see [`crate::order`]).
-    fn run_in_order<F, Fut>(&self, fh: u64, f: F)
+    /// written is done (see [`crate::order`]). A request on a file being written
+    /// (or any, with `changes`) is a change: kept attributes go.
+    fn run_in_order<F, Fut>(&self, fh: u64, changes: bool, f: F)
     where
         F: FnOnce(Arc<Volume>) -> Fut + Send + 'static,
         Fut: Future<Output = ()> + Send + 'static,
     {
         let turn = self.vol.ticket(fh);
+        let change = (changes || turn.is_some()).then(|| self.vol.attrs.change());
         let vol = self.vol.clone();
         self.rt.spawn(async move {
             if let Some(t) = &turn {
@@ -55,6 +57,22 @@ impl CvFs {
             }
             f(vol).await;
             drop(turn);
+            drop(change);
+        });
+    }
+
+    /// Like [`CvFs::run`] for a request that changes the namespace: kept
+    /// attributes go when it starts, and again when it is done.
+    fn run_changing<F, Fut>(&self, f: F)
+    where
+        F: FnOnce(Arc<Volume>) -> Fut,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let change = self.vol.attrs.change();
+        let fut = f(self.vol.clone());
+        self.rt.spawn(async move {
+            fut.await;
+            drop(change);
         });
     }
 
@@ -122,11 +140,17 @@ impl Filesystem for CvFs {
 
     fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
         self.stats.count(FuseOp::Getattr);
+        let vol = &self.vol;
+        // A file unlinked while open keeps the attributes it was opened with.
+        if let Some(st) = fh.filter(|_| !vol.inodes().linked(ino.0)).and_then(|fh| vol.open_status(fh.0)) {
+            return reply.attr(&vol.opts.attr_ttl, &attr_of(ino.0, &st, vol.owner, None));
+        }
+        // Attributes fetched within attr_ttl are answered here, on the kernel's thread.
+        if let Some(a) = vol.cached_attr(ino.0) {
+            self.stats.attr_hit();
+            return reply.attr(&vol.opts.attr_ttl, &a);
+        }
         self.run(|vol| async move {
-            // A file unlinked while open keeps the attributes it was opened with.
-            if let Some(st) = fh.filter(|_| !vol.inodes().linked(ino.0)).and_then(|fh| vol.open_status(fh.0)) {
-                return reply.attr(&vol.opts.attr_ttl, &attr_of(ino.0, &st, vol.owner, None));
-            }
             match vol.getattr(ino.0).await {
                 Ok(a) => reply.attr(&vol.opts.attr_ttl, &a),
                 Err(e) => reply.error(e),
@@ -154,7 +178,7 @@ impl Filesystem for CvFs {
     ) {
         self.stats.count(FuseOp::Setattr);
         let set = SetAttr { mode, uid, gid, size, fh: fh.map(|f| f.0) };
-        self.run_in_order(fh.map_or(0, |f| f.0), move |vol| async move {
+        self.run_in_order(fh.map_or(0, |f| f.0), true, move |vol| async move {
             match vol.setattr(ino.0, set).await {
                 Ok(a) => reply.attr(&vol.opts.attr_ttl, &a),
                 Err(e) => reply.error(e),
@@ -178,25 +202,25 @@ impl Filesystem for CvFs {
         reply: ReplyEntry,
     ) {
         let name = name.to_owned();
-        self.run(|vol| async move { entry(reply, &vol, vol.mknod(parent.0, &name, mode).await) });
+        self.run_changing(|vol| async move { entry(reply, &vol, vol.mknod(parent.0, &name, mode).await) });
     }
 
     fn mkdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, _mode: u32, _umask: u32, reply: ReplyEntry) {
         self.stats.count(FuseOp::Mkdir);
         let name = name.to_owned();
-        self.run(|vol| async move { entry(reply, &vol, vol.mkdir(parent.0, &name).await) });
+        self.run_changing(|vol| async move { entry(reply, &vol, vol.mkdir(parent.0, &name).await) });
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         self.stats.count(FuseOp::Remove);
         let name = name.to_owned();
-        self.run(|vol| async move { empty(reply, vol.remove(parent.0, &name, false).await) });
+        self.run_changing(|vol| async move { empty(reply, vol.remove(parent.0, &name, false).await) });
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         self.stats.count(FuseOp::Remove);
         let name = name.to_owned();
-        self.run(|vol| async move { empty(reply, vol.remove(parent.0, &name, true).await) });
+        self.run_changing(|vol| async move { empty(reply, vol.remove(parent.0, &name, true).await) });
     }
 
     fn symlink(&self, _req: &Request, _parent: INodeNo, _name: &OsStr, _target: &Path, reply: ReplyEntry) {
@@ -216,7 +240,9 @@ impl Filesystem for CvFs {
     ) {
         self.stats.count(FuseOp::Rename);
         let (name, newname) = (name.to_owned(), newname.to_owned());
-        self.run(|vol| async move { empty(reply, vol.rename(parent.0, &name, newparent.0, &newname, flags).await) });
+        self.run_changing(|vol| async move {
+            empty(reply, vol.rename(parent.0, &name, newparent.0, &newname, flags).await)
+        });
     }
 
     fn link(&self, _req: &Request, _ino: INodeNo, _newparent: INodeNo, _newname: &OsStr, reply: ReplyEntry) {
@@ -227,12 +253,14 @@ impl Filesystem for CvFs {
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         self.stats.count(FuseOp::Open);
         let pid = req.pid();
-        self.run(|vol| async move {
+        let open = |vol: Arc<Volume>| async move {
             match vol.open(ino.0, flags.0, pid).await {
                 Ok(o) => reply.opened(FileHandle(o.fh), o.flags),
                 Err(e) => reply.error(e),
             }
-        });
+        };
+        // An open for writing may truncate, and makes a writer: a change.
+        if flags.0 & libc::O_ACCMODE == libc::O_RDONLY { self.run(open) } else { self.run_changing(open) }
     }
 
     fn read(
@@ -274,7 +302,7 @@ impl Filesystem for CvFs {
     ) {
         self.stats.write(data.len() as u64);
         let (data, pid) = (data.to_vec(), req.pid());
-        self.run_in_order(fh.0, move |vol| async move {
+        self.run_in_order(fh.0, false, move |vol| async move {
             match vol.write(fh.0, ino.0, offset, &data, pid).await {
                 Ok(n) => reply.written(n),
                 Err(e) => reply.error(e),
@@ -285,7 +313,7 @@ impl Filesystem for CvFs {
     fn flush(&self, req: &Request, _ino: INodeNo, fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
         self.stats.count(FuseOp::Flush);
         let pid = req.pid();
-        self.run_in_order(fh.0, move |vol| async move { empty(reply, vol.flush(fh.0, pid).await) });
+        self.run_in_order(fh.0, false, move |vol| async move { empty(reply, vol.flush(fh.0, pid).await) });
     }
 
     fn release(
@@ -299,13 +327,13 @@ impl Filesystem for CvFs {
         reply: ReplyEmpty,
     ) {
         self.stats.count(FuseOp::Release);
-        self.run_in_order(fh.0, move |vol| async move { empty(reply, vol.release(fh.0).await) });
+        self.run_in_order(fh.0, false, move |vol| async move { empty(reply, vol.release(fh.0).await) });
     }
 
     fn fsync(&self, _req: &Request, ino: INodeNo, fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
         self.stats.count(FuseOp::Fsync);
         // In order, so it answers after the writes before it.
-        self.run_in_order(fh.0, move |vol| async move { empty(reply, vol.fsync(fh.0, ino.0).await) });
+        self.run_in_order(fh.0, false, move |vol| async move { empty(reply, vol.fsync(fh.0, ino.0).await) });
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
@@ -437,7 +465,7 @@ impl Filesystem for CvFs {
     ) {
         self.stats.count(FuseOp::Create);
         let (name, pid) = (name.to_owned(), req.pid());
-        self.run(|vol| async move {
+        self.run_changing(|vol| async move {
             match vol.create(parent.0, &name, flags, pid).await {
                 Ok((attr, o)) => reply.created(&vol.opts.entry_ttl, &attr, GEN, FileHandle(o.fh), o.flags),
                 Err(e) => reply.error(e),

@@ -12,6 +12,7 @@
 //! errno it gives.
 
 mod attr;
+mod attr_cache;
 mod config;
 mod data;
 mod errno;

@@ -10,6 +10,7 @@ use cv_client::{ErrorKind, FileKind, FileStatus};
 use fuser::{Errno, FileAttr, RenameFlags};
 use std::ffi::OsStr;
 use std::sync::Arc;
+use std::time::Instant;
 
 /// What `setattr` was asked to change.
 #[derive(Clone, Copy, Debug, Default)]
@@ -35,15 +36,25 @@ impl Volume {
     }
 
     pub(crate) async fn lookup(&self, parent: u64, name: &OsStr) -> Result<FileAttr, Errno> {
+        let (epoch, fetched) = (self.attrs.epoch(), Instant::now());
         let path = child(&self.path_of(parent)?, name)?;
         let st = self.stat(&path).await?;
         let ino = self.inodes().remember(&path);
-        Ok(self.attr_from(ino, &st).await)
+        let attr = self.attr_from(ino, &st).await;
+        self.keep_attr(&attr, fetched, epoch);
+        Ok(attr)
     }
 
+    /// From memory when fetched within `attr_ttl` ([`crate::attr_cache`]), else from the master.
     pub(crate) async fn getattr(&self, ino: u64) -> Result<FileAttr, Errno> {
+        if let Some(attr) = self.cached_attr(ino) {
+            return Ok(attr);
+        }
+        let (epoch, fetched) = (self.attrs.epoch(), Instant::now());
         let path = self.path_of(ino)?;
-        self.attr(ino, &path).await
+        let attr = self.attr(ino, &path).await?;
+        self.keep_attr(&attr, fetched, epoch);
+        Ok(attr)
     }
 
     /// cv keeps the mode a file was made with and has no owners, so only

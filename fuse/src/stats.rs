@@ -71,6 +71,7 @@ pub struct FuseStats {
     ops: [AtomicU64; FuseOp::ALL.len()],
     read_bytes: AtomicU64,
     write_bytes: AtomicU64,
+    attr_hits: AtomicU64,
 }
 
 /// A copy of [`FuseStats`].
@@ -82,6 +83,8 @@ pub struct FuseSnapshot {
     pub read_bytes: u64,
     /// Bytes the kernel handed to write.
     pub write_bytes: u64,
+    /// GETATTRs answered from attributes kept in memory ([`crate::attr_cache`]).
+    pub attr_hits: u64,
 }
 
 impl FuseStats {
@@ -99,12 +102,17 @@ impl FuseStats {
         self.write_bytes.fetch_add(bytes, Ordering::Relaxed);
     }
 
+    pub(crate) fn attr_hit(&self) {
+        self.attr_hits.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// The counters now.
     pub fn snapshot(&self) -> FuseSnapshot {
         FuseSnapshot {
             ops: FuseOp::ALL.iter().map(|&op| (op.name(), self.ops[op as usize].load(Ordering::Relaxed))).collect(),
             read_bytes: self.read_bytes.load(Ordering::Relaxed),
             write_bytes: self.write_bytes.load(Ordering::Relaxed),
+            attr_hits: self.attr_hits.load(Ordering::Relaxed),
         }
     }
 }

@@ -2,6 +2,7 @@
 //! open handles, and what the kernel may still cache.
 
 use crate::attr::{Owner, attr_of};
+use crate::attr_cache::AttrCache;
 use crate::config::MountOptions;
 use crate::errno::errno_of;
 use crate::inodes::Inodes;
@@ -14,6 +15,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
 
 /// An open file or directory.
 #[derive(Clone, Debug)]
@@ -46,6 +48,8 @@ pub(crate) struct Volume {
     pub(crate) stage_start: tokio::sync::Mutex<()>,
     /// Where staging files go (this mount's own directory).
     pub(crate) staging_dir: PathBuf,
+    /// Attributes fetched less than `attr_ttl` ago (see [`crate::attr_cache`]).
+    pub(crate) attrs: Arc<AttrCache>,
 }
 
 /// Locks a mutex; a poisoned one (a panic elsewhere) still holds valid data
@@ -57,6 +61,7 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Volume {
     pub(crate) fn new(client: Client, opts: MountOptions, owner: Owner, staging_dir: PathBuf) -> Self {
         let inodes = Inodes::new(&opts.normalized_root());
+        let attrs = Arc::new(AttrCache::new(opts.attr_ttl));
         Volume {
             client,
             opts,
@@ -69,6 +74,7 @@ impl Volume {
             stages: Mutex::new(HashMap::new()),
             stage_start: tokio::sync::Mutex::new(()),
             staging_dir,
+            attrs,
         }
     }
 
@@ -132,6 +138,23 @@ impl Volume {
 
     /// Attributes of `ino` at `path` from the master, with the length of a
     /// write in progress here, or from its stage.
+    /// `ino`'s attributes from memory, if fetched within `attr_ttl` and the file is neither
+    /// being written nor staged here (then its length is ahead of anything kept).
+    pub(crate) fn cached_attr(&self, ino: u64) -> Option<FileAttr> {
+        if self.writer(ino).is_some() || self.stage(ino).is_some() {
+            return None;
+        }
+        self.attrs.get(ino)
+    }
+
+    /// Keeps attributes fetched from the master at `fetched`, in the cache's `epoch` then.
+    pub(crate) fn keep_attr(&self, attr: &FileAttr, fetched: Instant, epoch: u64) {
+        let ino = attr.ino.0;
+        if self.writer(ino).is_none() && self.stage(ino).is_none() {
+            self.attrs.insert(attr, fetched, epoch);
+        }
+    }
+
     pub(crate) async fn attr(&self, ino: u64, path: &str) -> Result<FileAttr, Errno> {
         // A staged file's attributes are its stage's; the master's are behind.
         if let Some(stage) = self.stage(ino) {

@@ -279,7 +279,7 @@ fn cvctl_fuse_serves_metrics() {
         return;
     }
     let addr = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-    let m = fuse_util::mount(&["--metrics", &addr.to_string()]);
+    let m = fuse_util::mount(&["--metrics", &addr.to_string(), "--attr-ttl", "60s"]);
     // The endpoint is up once the mount is (it is served right after mounting).
     let deadline = Instant::now() + Duration::from_secs(10);
     while TcpStream::connect(addr).is_err() {
@@ -299,4 +299,40 @@ fn cvctl_fuse_serves_metrics() {
     assert_eq!(sum(&after, "cv_fuse_write_bytes_total"), data.len() as f64);
     assert!(sum(&after, "cv_fuse_read_bytes_total") >= data.len() as f64);
     dashboard_matches(&["cv_fuse_", "cv_client_"], &[&after]);
+    fstat_after_reads_is_answered_from_memory(&m, addr);
+}
+
+/// The kernel forgets a file's atime after each READ it sends, so each `fstat` after a read is
+/// a GETATTR: within attr_ttl the mount answers it from memory, not with a master round trip.
+/// A change made through the mount is seen at once all the same.
+fn fstat_after_reads_is_answered_from_memory(m: &fuse_util::Mounted, addr: std::net::SocketAddr) {
+    use std::os::unix::fs::FileExt;
+    // Written by another client, so the kernel holds none of its pages.
+    let client = m.rt.block_on(m.cluster.as_ref().unwrap().client()).unwrap();
+    let data: Vec<u8> = (0..8u32 << 20).map(|i| (i % 251) as u8).collect();
+    m.rt.block_on(async {
+        let mut w = client.create("/big", false).await.unwrap();
+        w.write(&data).await.unwrap();
+        w.close().await.unwrap();
+    });
+    let before = sum(&scrape(addr), "cv_fuse_attr_cache_hits_total");
+    let f = std::fs::File::open(m.path("big")).unwrap();
+    for i in 0..20u64 {
+        // 400 KiB apart: each misses the kernel's read-ahead, so each is a READ.
+        let mut b = [0u8; 4096];
+        f.read_exact_at(&mut b, i * (400 << 10)).unwrap();
+        assert_eq!(b[..], data[(i * (400 << 10)) as usize..][..4096]);
+        assert_eq!(f.metadata().unwrap().len(), data.len() as u64);
+    }
+    let hits = sum(&scrape(addr), "cv_fuse_attr_cache_hits_total") - before;
+    assert!(hits >= 15.0, "{hits} of 20 fstats after a read were answered from memory");
+    // Changes through the mount: the next stat shows them, not what was kept.
+    std::fs::write(m.path("big"), b"short").unwrap();
+    assert_eq!(std::fs::metadata(m.path("big")).unwrap().len(), 5);
+    std::fs::OpenOptions::new().write(true).open(m.path("big")).unwrap().set_len(3).unwrap();
+    assert_eq!(f.metadata().unwrap().len(), 3, "an fstat through a descriptor opened before the change");
+    std::fs::rename(m.path("big"), m.path("big2")).unwrap();
+    assert_eq!(std::fs::metadata(m.path("big2")).unwrap().len(), 3);
+    assert!(std::fs::metadata(m.path("big")).is_err());
+    client.close();
 }
