@@ -29,6 +29,8 @@ pub(crate) struct FileInner {
     /// now (by block id). Empty, and not locked, until a read fails over.
     moved: Mutex<HashMap<u64, BlockLoc>>,
     any_moved: AtomicBool,
+    /// The chunks its last short-circuit reads ended in ([`crate::local::ChunkMemo`]).
+    memo: Arc<crate::local::ChunkMemo>,
 }
 
 impl FileInner {
@@ -187,7 +189,9 @@ impl File {
             return Err(Error::new(ErrorKind::Protocol, "tail does not end at the file's end"));
         }
         let (moved, any_moved) = (Mutex::new(HashMap::new()), AtomicBool::new(false));
-        Ok(File { inner: Arc::new(FileInner { client, status, blocks, tail, ufs, moved, any_moved }) })
+        Ok(File {
+            inner: Arc::new(FileInner { client, status, blocks, tail, ufs, moved, any_moved, memo: Arc::default() }),
+        })
     }
 
     /// File length in bytes.
@@ -306,7 +310,7 @@ impl File {
         if loc.lost {
             return None;
         }
-        client.local().ready(loc.addr.socket_addr(), loc.block_id, at, len as u64)
+        client.local().ready(loc.addr.socket_addr(), loc.block_id, at, len as u64, &self.inner.memo)
     }
 
     /// Reads up to `len` bytes at `offset` (empty at the end). A range inside one block and

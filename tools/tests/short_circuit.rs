@@ -247,6 +247,41 @@ async fn a_read_that_can_start_at_once_is_answered_from_the_io_thread() {
     cluster.shutdown().await.unwrap();
 }
 
+/// The kernel's read-ahead windows fall anywhere against the 64 KiB chunks a read must take
+/// whole: each window starts in the chunk the last one ended in, which the file's memo holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_in_file_order_read_each_chunk_from_disk_once() {
+    let (_dir, cluster) = start().await;
+    let client = cluster.client().await.unwrap();
+    let data = pattern(BLOCK, 21);
+    write(&client, "/seq.bin", &data).await;
+    let f = client.open("/seq.bin").await.unwrap();
+    let mut buf = vec![0u8; 4096];
+    f.read_at(0, &mut buf).await.unwrap();
+    let before = client.short_circuit_stats();
+    // 92 KiB windows (as the kernel's ~90 KiB average), then a read inside the last chunk.
+    let (step, end) = (92 << 10, 3 << 20);
+    let mut at = 0;
+    while at < end {
+        let (tx, rx) = std::sync::mpsc::channel();
+        f.local_read(at as u64, step).expect("leased and local").start(move |b| tx.send(b).unwrap());
+        let got = tokio::task::spawn_blocking(move || rx.recv().unwrap()).await.unwrap().expect("bytes");
+        assert!(got[..] == data[at..at + step], "window at {at}");
+        at += step;
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    let last = at - 100;
+    f.local_read(last as u64, 50).expect("leased").start(move |b| tx.send(b).unwrap());
+    let got = rx.recv().unwrap().expect("answered at once, on this thread, from the memo");
+    assert_eq!(&got[..], &data[last..last + 50]);
+    let s = client.short_circuit_stats();
+    let (asked, read) = (s.bytes - before.bytes, s.disk_bytes - before.disk_bytes);
+    assert_eq!(s.fallbacks, before.fallbacks);
+    // Without the memo each window rereads the chunk it starts in: ~1.7x.
+    assert!(read as f64 <= asked as f64 * 1.1, "read {read} bytes from disk for {asked} asked");
+    cluster.shutdown().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_block_that_goes_under_a_live_lease_is_revoked_not_read() {
     let (_dir, cluster) = start().await;

@@ -12,6 +12,7 @@
 //! Anything else, and any failure, is answered by reading over QUIC as before.
 
 mod io;
+mod memo;
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
@@ -28,6 +29,7 @@ use tokio::sync::OnceCell;
 use crate::client::{Client, WorkerAt};
 use crate::error::{Error, ErrorKind, Result};
 use io::{Done, IoThread};
+pub(crate) use memo::ChunkMemo;
 
 /// O_DIRECT alignment of offsets and lengths (the worker's extents are aligned to it).
 const ALIGN: u64 = 4096;
@@ -46,6 +48,8 @@ pub struct LocalStats {
     /// Reads that tried and went over QUIC after all (lease refused or lapsed, bad crc,
     /// worker gone).
     pub fallbacks: u64,
+    /// Bytes read from the data files: whole chunks, less those a file's memo held.
+    pub disk_bytes: u64,
 }
 
 /// Whether a shard is local, found out once (`None`: it is not, or cannot be used).
@@ -65,6 +69,7 @@ struct Counters {
     reads: AtomicU64,
     bytes: AtomicU64,
     fallbacks: AtomicU64,
+    disk_bytes: AtomicU64,
 }
 
 impl Counters {
@@ -83,21 +88,29 @@ pub struct LocalRead {
     block_id: u64,
     lease: Lease,
     plan: Plan,
+    memo: Arc<ChunkMemo>,
 }
 
 impl LocalRead {
     /// Starts the read; `done` is called on the client's io thread with the bytes, or with
     /// `None` if the read failed after all (lease lapsed, bad crc, worker gone): read them
-    /// the usual way then.
+    /// the usual way then. Bytes the file's memo holds whole are given at once, on this
+    /// thread, with no disk read.
     pub fn start(self, done: impl FnOnce(Option<Bytes>) + Send + 'static) {
-        let LocalRead { shard, io, counters, block_id, lease, plan } = self;
+        let LocalRead { shard, io, counters, block_id, lease, plan, memo } = self;
+        if plan.read_len == 0 {
+            let b = plan.assemble(&[]);
+            counters.served(&b);
+            return done(Some(b));
+        }
         let file = plan.file.clone();
+        counters.disk_bytes.fetch_add(plan.read_len as u64, Ordering::Relaxed);
         io.read_then(
             file,
             plan.pos,
             plan.read_len,
             Done::Call(Box::new(move |res| {
-                let out = shard.finish(block_id, &lease, &plan, res);
+                let out = shard.finish(block_id, &lease, &plan, res, Some(&memo));
                 match &out {
                     Ok(b) => counters.served(b),
                     Err(e) => {
@@ -115,7 +128,7 @@ impl LocalRead {
 #[derive(Debug)]
 struct Plan {
     file: Arc<RingFile>,
-    /// Aligned position and length of the read in the data file.
+    /// Aligned position and length of the read in the data file (0: nothing to read).
     pos: u64,
     read_len: usize,
     /// The chunks read, the first byte of the first in the block, and the bytes of data the
@@ -124,9 +137,38 @@ struct Plan {
     last: u64,
     start: u64,
     data_len: usize,
-    /// Where the bytes asked for start in the read, and how many.
+    /// Whole chunks before `first` that the file's memo held (checked when they were read).
+    head: Vec<Bytes>,
+    /// Where the bytes asked for start in `head` followed by the read, and how many.
     from: usize,
     len: usize,
+}
+
+impl Plan {
+    /// The bytes asked for, from `head` and then `read` (the read's data).
+    fn assemble(&self, read: &[u8]) -> Bytes {
+        if let [one] = &self.head[..]
+            && read.is_empty()
+        {
+            return one.slice(self.from..self.from + self.len);
+        }
+        let mut out = Vec::with_capacity(self.len);
+        let mut skip = self.from;
+        for part in self.head.iter().map(|b| &b[..]).chain(std::iter::once(read)) {
+            let want = self.len - out.len();
+            if skip >= part.len() {
+                skip -= part.len();
+                continue;
+            }
+            let take = (part.len() - skip).min(want);
+            out.extend_from_slice(&part[skip..skip + take]);
+            skip = 0;
+            if out.len() == self.len {
+                break;
+            }
+        }
+        Bytes::from(out)
+    }
 }
 
 /// One local shard: the open socket (watched for the worker's death), its data files.
@@ -160,13 +202,22 @@ impl Local {
             reads: c.reads.load(Ordering::Relaxed),
             bytes: c.bytes.load(Ordering::Relaxed),
             fallbacks: c.fallbacks.load(Ordering::Relaxed),
+            disk_bytes: c.disk_bytes.load(Ordering::Relaxed),
         }
     }
 
     /// A read of `[offset, offset + len)` of block `block_id` at shard `addr` that can start
     /// now: the shard is known to be local, the io thread runs, and the block's lease is fresh.
     /// `None` otherwise (the async path then asks for what is missing).
-    pub(crate) fn ready(&self, addr: SocketAddr, block_id: u64, offset: u64, len: u64) -> Option<LocalRead> {
+    /// `memo` is the file's own (see [`ChunkMemo`]).
+    pub(crate) fn ready(
+        &self,
+        addr: SocketAddr,
+        block_id: u64,
+        offset: u64,
+        len: u64,
+        memo: &Arc<ChunkMemo>,
+    ) -> Option<LocalRead> {
         let slot = self.shards.lock().expect("local lock").get(&addr).cloned()?;
         let shard = slot.get()?.clone()?;
         let io = self.io.get()?.clone()?;
@@ -174,8 +225,8 @@ impl Local {
         if Instant::now() >= lease.granted + (lease.until - lease.granted) / 2 || len == 0 {
             return None;
         }
-        let plan = shard.plan(block_id, &lease, offset, len).ok()?;
-        Some(LocalRead { shard, io, counters: self.counters.clone(), block_id, lease, plan })
+        let plan = shard.plan(block_id, &lease, offset, len, Some(memo)).ok()?;
+        Some(LocalRead { shard, io, counters: self.counters.clone(), block_id, lease, plan, memo: memo.clone() })
     }
 
     /// Block `block_id`'s `[offset, offset + len)` from the shard's data file, if the shard
@@ -191,7 +242,8 @@ impl Local {
             })
             .as_ref()?;
         match shard.read(c, at, io, block_id, offset, len).await {
-            Ok(Some(b)) => {
+            Ok(Some((b, disk))) => {
+                self.counters.disk_bytes.fetch_add(disk as u64, Ordering::Relaxed);
                 self.counters.served(&b);
                 Some(b)
             }
@@ -285,21 +337,21 @@ impl LocalShard {
         block_id: u64,
         offset: u64,
         len: u64,
-    ) -> Result<Option<Bytes>> {
+    ) -> Result<Option<(Bytes, usize)>> {
         let Some(lease) = self.lease(c, at, block_id).await? else {
             return Ok(None);
         };
         if len == 0 {
-            return Ok(Some(Bytes::new()));
+            return Ok(Some((Bytes::new(), 0)));
         }
-        let plan = self.plan(block_id, &lease, offset, len)?;
+        let plan = self.plan(block_id, &lease, offset, len, None)?;
         let res = io.read(plan.file.clone(), plan.pos, plan.read_len).await;
-        self.finish(block_id, &lease, &plan, res).map(Some)
+        self.finish(block_id, &lease, &plan, res, None).map(|b| Some((b, plan.read_len)))
     }
 
     /// Where `[offset, offset + len)` (not empty) of the leased block is read from: whole
-    /// chunks, aligned for O_DIRECT.
-    fn plan(&self, block_id: u64, lease: &Lease, offset: u64, len: u64) -> Result<Plan> {
+    /// chunks, aligned for O_DIRECT, after those at its start that `memo` holds.
+    fn plan(&self, block_id: u64, lease: &Lease, offset: u64, len: u64, memo: Option<&ChunkMemo>) -> Result<Plan> {
         let end = offset.checked_add(len).filter(|&e| e <= lease.len && len > 0).ok_or_else(|| {
             Error::new(
                 ErrorKind::InvalidArgument,
@@ -307,9 +359,14 @@ impl LocalShard {
             )
         })?;
         let cs = lease.chunk_size;
-        let (first, last) = (offset / cs, (end - 1) / cs);
+        let (asked, last) = (offset / cs, (end - 1) / cs);
+        let mut head = Vec::new();
+        if let Some(memo) = memo {
+            head.extend((asked..=last).map_while(|ch| memo.get(block_id, ch)));
+        }
+        let first = asked + head.len() as u64;
         let start = first * cs;
-        let data_end = ((last + 1) * cs).min(lease.len);
+        let data_end = ((last + 1) * cs).min(lease.len).max(start);
         let read_len = ((data_end - start).div_ceil(ALIGN) * ALIGN) as usize;
         let file = self.files.get(usize::from(lease.dir)).cloned().ok_or_else(|| {
             Error::new(
@@ -318,8 +375,8 @@ impl LocalShard {
             )
         })?;
         let pos = lease.disk_offset + start;
-        let (from, data_len) = ((offset - start) as usize, (data_end - start) as usize);
-        Ok(Plan { file, pos, read_len, first, last, start, data_len, from, len: len as usize })
+        let (from, data_len) = ((offset - asked * cs) as usize, (data_end - start) as usize);
+        Ok(Plan { file, pos, read_len, first, last, start, data_len, head, from, len: len as usize })
     }
 
     /// The bytes a completed read returns, if they can be trusted: the read was whole, the
@@ -330,6 +387,7 @@ impl LocalShard {
         lease: &Lease,
         plan: &Plan,
         res: std::io::Result<(io::Lent, usize)>,
+        memo: Option<&ChunkMemo>,
     ) -> Result<Bytes> {
         let (buf, n) = res.map_err(|e| Error::new(ErrorKind::Other, format!("block {block_id}: local read: {e}")))?;
         if n < plan.data_len {
@@ -352,7 +410,16 @@ impl LocalShard {
                 ));
             }
         }
-        Ok(buf.into_bytes().slice(plan.from..plan.from + plan.len))
+        // The last chunk read is where the next read in file order starts: kept, copied so
+        // that the read's buffer goes home.
+        if let Some(memo) = memo {
+            let lo = ((plan.last - plan.first) * cs) as usize;
+            memo.put(block_id, plan.last, Bytes::copy_from_slice(&bytes[lo..plan.data_len]));
+        }
+        if plan.head.is_empty() {
+            return Ok(buf.into_bytes().slice(plan.from..plan.from + plan.len));
+        }
+        Ok(plan.assemble(&bytes[..plan.data_len]))
     }
 
     /// A lease on `block_id` with at least a quarter of its time left, asked for if needed;
