@@ -55,6 +55,8 @@ pub struct DuckdbTpchConfig {
     pub mount: String,
     /// Threads of the `cvctl fuse` process's runtime.
     pub fuse_threads: usize,
+    /// Mount read-only (`cvctl fuse --read-only`).
+    pub fuse_read_only: bool,
 }
 
 /// One query's medians, seconds.
@@ -162,16 +164,15 @@ impl FuseProcess {
         mnt: &Path,
         expect: &Path,
         threads: usize,
+        read_only: bool,
     ) -> Result<FuseProcess, BenchError> {
         std::fs::create_dir_all(mnt)?;
-        let child = Command::new(cvctl)
-            .arg("fuse")
-            .arg(mnt)
-            .arg("--config")
-            .arg(client_config)
-            .arg("--threads")
-            .arg(threads.to_string())
-            .spawn()?;
+        let mut cmd = Command::new(cvctl);
+        cmd.arg("fuse").arg(mnt).arg("--config").arg(client_config).arg("--threads").arg(threads.to_string());
+        if read_only {
+            cmd.arg("--read-only");
+        }
+        let child = cmd.spawn()?;
         let mut fuse = FuseProcess { child, mnt: mnt.to_path_buf() };
         let deadline = Instant::now() + Duration::from_secs(30);
         while !expect.exists() {
@@ -250,7 +251,14 @@ pub async fn run_bench(
     let lake = Lake::start(&tools.python, &tools.runner_dir, cfg.sf, &cfg.dir, cfg.rtt, client, &cfg.mount).await?;
     let mnt = cfg.dir.join("mnt");
     let cv_dir = mnt.join(cfg.mount.trim_start_matches('/'));
-    let fuse = FuseProcess::start(&tools.cvctl, client_config, &mnt, &cv_dir.join("lineitem"), cfg.fuse_threads)?;
+    let fuse = FuseProcess::start(
+        &tools.cvctl,
+        client_config,
+        &mnt,
+        &cv_dir.join("lineitem"),
+        cfg.fuse_threads,
+        cfg.fuse_read_only,
+    )?;
     let local = lake.source.clone();
 
     // Fill cv's cache from the store: not timed, not counted.

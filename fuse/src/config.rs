@@ -15,6 +15,10 @@ pub struct MountOptions {
     pub entry_ttl: Duration,
     /// Let every user in (`allow_other`); the kernel then checks permission bits.
     pub allow_other: bool,
+    /// Mount read-only (`ro`): the kernel refuses every change with EROFS, and, since no
+    /// atime can change, keeps a file's attributes across its READs (a read-write mount's
+    /// kernel forgets the atime after each, so each `fstat` after a read asks the mount).
+    pub read_only: bool,
     /// Name shown in `/proc/mounts`.
     pub fs_name: String,
     /// Where the mount makes its directory of staged files (absolute; it must
@@ -30,6 +34,7 @@ impl Default for MountOptions {
             attr_ttl: Duration::from_secs(1),
             entry_ttl: Duration::from_secs(1),
             allow_other: false,
+            read_only: false,
             fs_name: "cv".into(),
             staging_dir: None,
         }

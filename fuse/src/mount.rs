@@ -50,6 +50,9 @@ pub async fn mount(client: Client, mountpoint: &Path, opts: MountOptions) -> Res
         MountOption::NoDev,
         MountOption::NoSuid,
     ];
+    if opts.read_only {
+        config.mount_options.push(MountOption::RO);
+    }
     config.acl = if opts.allow_other { SessionACL::All } else { SessionACL::Owner };
     // One thread reads the kernel's requests, so they are dispatched in the
     // order sent (see crate::order); the work runs on the tokio runtime.

@@ -302,6 +302,50 @@ fn cvctl_fuse_serves_metrics() {
     fstat_after_reads_is_answered_from_memory(&m, addr);
 }
 
+/// A read-only mount: changes are refused with EROFS, and since no atime can change the kernel
+/// keeps a file's attributes across its READs, so `fstat` after a read does not ask the mount.
+#[test]
+fn a_read_only_mount_refuses_changes_and_is_not_asked_for_attributes_after_reads() {
+    use std::os::unix::fs::FileExt;
+    if !std::path::Path::new("/dev/fuse").exists()
+        || !std::fs::read_to_string("/proc/self/status").unwrap().contains("\nUid:\t0\t")
+    {
+        assert!(std::env::var_os("CI").is_none(), "the FUSE metrics test needs root and /dev/fuse");
+        eprintln!("SKIP: cvctl fuse needs root and /dev/fuse");
+        return;
+    }
+    let addr = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let m = fuse_util::mount(&["--metrics", &addr.to_string(), "--read-only"]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(addr).is_err() {
+        assert!(Instant::now() < deadline, "cvctl fuse serves no /metrics at {addr}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let client = m.rt.block_on(m.cluster.as_ref().unwrap().client()).unwrap();
+    let data: Vec<u8> = (0..4u32 << 20).map(|i| (i % 253) as u8).collect();
+    m.rt.block_on(async {
+        let mut w = client.create("/ro", false).await.unwrap();
+        w.write(&data).await.unwrap();
+        w.close().await.unwrap();
+    });
+    let erofs = |r: std::io::Result<()>| r.expect_err("a change on a read-only mount").kind();
+    assert_eq!(erofs(std::fs::write(m.path("new"), b"x")), std::io::ErrorKind::ReadOnlyFilesystem);
+    assert_eq!(erofs(std::fs::remove_file(m.path("ro"))), std::io::ErrorKind::ReadOnlyFilesystem);
+    let f = std::fs::File::open(m.path("ro")).unwrap();
+    assert_eq!(f.metadata().unwrap().len(), data.len() as u64);
+    let before = sum_where(&scrape(addr), "cv_fuse_requests_total", "op", "getattr");
+    for i in 0..8u64 {
+        let mut b = [0u8; 4096];
+        f.read_exact_at(&mut b, i * (400 << 10)).unwrap();
+        assert_eq!(b[..], data[(i * (400 << 10)) as usize..][..4096]);
+        assert_eq!(f.metadata().unwrap().len(), data.len() as u64);
+    }
+    let getattrs = sum_where(&scrape(addr), "cv_fuse_requests_total", "op", "getattr") - before;
+    // The kernel's attributes last the default attr_ttl (1 s); the loop takes far less.
+    assert!(getattrs <= 1.0, "{getattrs} GETATTRs for 8 fstats after reads on a read-only mount");
+    client.close();
+}
+
 /// The kernel forgets a file's atime after each READ it sends, so each `fstat` after a read is
 /// a GETATTR: within attr_ttl the mount answers it from memory, not with a master round trip.
 /// A change made through the mount is seen at once all the same.

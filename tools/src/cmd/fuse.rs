@@ -25,6 +25,10 @@ pub struct FuseArgs {
     /// Let every local user use the mount; permission bits are checked by the kernel.
     #[arg(long)]
     allow_other: bool,
+    /// Mount read-only: every change is refused (EROFS), and the kernel keeps a file's
+    /// attributes across its reads (the mount for a query engine's compute node).
+    #[arg(long)]
+    read_only: bool,
     /// Directory for staged files (edits other than front-to-back writes,
     /// published at close and fsync); default the system's temporary directory.
     #[arg(long)]
@@ -45,6 +49,7 @@ impl FuseArgs {
             attr_ttl: self.attr_ttl.get(),
             entry_ttl: self.attr_ttl.get(),
             allow_other: self.allow_other,
+            read_only: self.read_only,
             staging_dir: self.staging_dir.clone(),
             ..MountOptions::default()
         };

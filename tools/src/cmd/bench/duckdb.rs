@@ -48,6 +48,9 @@ pub struct DuckdbTpchArgs {
     /// Threads of the `cvctl fuse` process's runtime (`cvctl fuse --threads`).
     #[arg(long, default_value_t = 2)]
     fuse_threads: usize,
+    /// Mount read-only (`cvctl fuse --read-only`), as for a query engine's compute node.
+    #[arg(long)]
+    fuse_read_only: bool,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -74,6 +77,7 @@ impl DuckdbTpchArgs {
             dir: dir.clone(),
             mount: "/tpch".into(),
             fuse_threads: self.fuse_threads,
+            fuse_read_only: self.fuse_read_only,
         };
         let res: Result<(), BenchError> = runtime()?.block_on(async move {
             let (cluster, client) = tpch_cluster(&dir, self.sf).await?;
@@ -86,6 +90,9 @@ impl DuckdbTpchArgs {
                 "the mount reads {}",
                 if self.no_short_circuit { "over QUIC" } else { "short-circuit (the worker's files) where it can" }
             );
+            if self.fuse_read_only {
+                eprintln!("the mount is read-only (cvctl fuse --read-only)");
+            }
             let report = duckdb_tpch::run_bench(&tools, &cfg, &client, &fuse_config).await;
             finish(cluster, client, report, self.json, duckdb_tpch::print).await
         });
