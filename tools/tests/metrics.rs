@@ -269,23 +269,30 @@ async fn cvctl_gateway_serves_metrics() {
     cluster.shutdown().await.unwrap();
 }
 
-#[test]
-fn cvctl_fuse_serves_metrics() {
+/// A `cvctl fuse` mount (as root) with `extra` flags, serving `/metrics` at the address
+/// returned; `None` (skip) without root or /dev/fuse, which CI has.
+fn fuse_with_metrics(extra: &[&str]) -> Option<(fuse_util::Mounted, std::net::SocketAddr)> {
     if !std::path::Path::new("/dev/fuse").exists()
         || !std::fs::read_to_string("/proc/self/status").unwrap().contains("\nUid:\t0\t")
     {
-        assert!(std::env::var_os("CI").is_none(), "the FUSE metrics test needs root and /dev/fuse");
+        assert!(std::env::var_os("CI").is_none(), "the FUSE metrics tests need root and /dev/fuse");
         eprintln!("SKIP: cvctl fuse needs root and /dev/fuse");
-        return;
+        return None;
     }
     let addr = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-    let m = fuse_util::mount(&["--metrics", &addr.to_string(), "--attr-ttl", "60s"]);
+    let m = fuse_util::mount(&[&["--metrics", &addr.to_string()], extra].concat());
     // The endpoint is up once the mount is (it is served right after mounting).
     let deadline = Instant::now() + Duration::from_secs(10);
     while TcpStream::connect(addr).is_err() {
         assert!(Instant::now() < deadline, "cvctl fuse serves no /metrics at {addr}");
         std::thread::sleep(Duration::from_millis(20));
     }
+    Some((m, addr))
+}
+
+#[test]
+fn cvctl_fuse_serves_metrics() {
+    let Some((m, addr)) = fuse_with_metrics(&["--attr-ttl", "60s"]) else { return };
     let before = scrape(addr);
     assert_eq!(sum_where(&before, "cv_fuse_requests_total", "op", "write"), 0.0);
     assert!(sum(&before, "cv_client_connections") >= 1.0);
@@ -307,20 +314,7 @@ fn cvctl_fuse_serves_metrics() {
 #[test]
 fn a_read_only_mount_refuses_changes_and_is_not_asked_for_attributes_after_reads() {
     use std::os::unix::fs::FileExt;
-    if !std::path::Path::new("/dev/fuse").exists()
-        || !std::fs::read_to_string("/proc/self/status").unwrap().contains("\nUid:\t0\t")
-    {
-        assert!(std::env::var_os("CI").is_none(), "the FUSE metrics test needs root and /dev/fuse");
-        eprintln!("SKIP: cvctl fuse needs root and /dev/fuse");
-        return;
-    }
-    let addr = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-    let m = fuse_util::mount(&["--metrics", &addr.to_string(), "--read-only"]);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while TcpStream::connect(addr).is_err() {
-        assert!(Instant::now() < deadline, "cvctl fuse serves no /metrics at {addr}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let Some((m, addr)) = fuse_with_metrics(&["--read-only"]) else { return };
     let client = m.rt.block_on(m.cluster.as_ref().unwrap().client()).unwrap();
     let data: Vec<u8> = (0..4u32 << 20).map(|i| (i % 253) as u8).collect();
     m.rt.block_on(async {
