@@ -127,7 +127,7 @@ impl Volume {
         }
         match self.handle(fh) {
             Ok(Handle::Read { r: Some(r), .. } | Handle::Write { read: Some(r), .. }) => {
-                r.read_now(offset, size, reply, rt)
+                r.read_now(offset, size, reply, rt, self.opts.read_only)
             }
             _ => Err(reply),
         }

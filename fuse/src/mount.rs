@@ -11,6 +11,9 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+/// Threads reading a read-only mount's requests: each may block on one disk read.
+const READ_ONLY_THREADS: usize = 4;
+
 /// A mounted cv; dropping it unmounts.
 #[derive(Debug)]
 pub struct Mounted {
@@ -55,8 +58,12 @@ pub async fn mount(client: Client, mountpoint: &Path, opts: MountOptions) -> Res
     }
     config.acl = if opts.allow_other { SessionACL::All } else { SessionACL::Owner };
     // One thread reads the kernel's requests, so they are dispatched in the
-    // order sent (see crate::order); the work runs on the tokio runtime.
-    config.n_threads = Some(1);
+    // order sent (see crate::order); the work runs on the tokio runtime. A
+    // read-only mount has no writes to keep in order: several threads read
+    // requests, and each answers a short-circuit read itself with a blocking
+    // read, so a READ wakes no other thread.
+    config.n_threads = Some(if opts.read_only { READ_ONLY_THREADS } else { 1 });
+    config.clone_fd = opts.read_only;
     let vol = Arc::new(Volume::new(client, opts, owner, staging.path().to_path_buf()));
     let stats = Arc::new(crate::stats::FuseStats::default());
     let fs = CvFs::new(vol, tokio::runtime::Handle::current(), stats.clone());

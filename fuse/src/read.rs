@@ -58,16 +58,18 @@ impl ReadHandle {
         &self.file
     }
 
-    /// Answers `reply` with up to `size` bytes at `offset` from the client's io thread, if the
-    /// client can read them at once from a local worker's files (`File::local_read`) and no
-    /// scan's reader has the handle; gives `reply` back otherwise. A read that fails after it
-    /// started is read again through [`ReadHandle::read`] on `rt`.
+    /// Answers `reply` with up to `size` bytes at `offset` from the client's io thread (or,
+    /// `blocking`, on this thread with a blocking read), if the client can read them at once
+    /// from a local worker's files (`File::local_read`) and no scan's reader has the handle;
+    /// gives `reply` back otherwise. A read that fails after it started is read again through
+    /// [`ReadHandle::read`] on `rt`.
     pub(crate) fn read_now(
         self: &Arc<Self>,
         offset: u64,
         size: u32,
         reply: ReplyData,
         rt: &tokio::runtime::Handle,
+        blocking: bool,
     ) -> Result<(), ReplyData> {
         let len = self.file.len();
         if offset >= len || size == 0 {
@@ -84,7 +86,7 @@ impl ReadHandle {
         seq.extend(offset, end);
         drop(seq);
         let (me, rt) = (self.clone(), rt.clone());
-        read.start(move |bytes| match bytes {
+        let answer = move |bytes: Option<bytes::Bytes>| match bytes {
             Some(b) => reply.data(&b),
             None => {
                 rt.spawn(async move {
@@ -94,7 +96,12 @@ impl ReadHandle {
                     }
                 });
             }
-        });
+        };
+        if blocking {
+            answer(read.read_blocking());
+        } else {
+            read.start(answer);
+        }
         Ok(())
     }
 

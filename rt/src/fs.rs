@@ -58,6 +58,14 @@ impl RingFile {
         (res.map(|n| n as usize), buf)
     }
 
+    /// Reads up to `len` bytes at `pos` into the start of `buf` with a plain blocking `pread`,
+    /// outside any runtime (a thread whose only work is this read and its answer).
+    pub fn read_at_blocking(&self, buf: &mut AlignedBuf, len: usize, pos: u64) -> io::Result<usize> {
+        use std::os::unix::fs::FileExt;
+        let len = len.min(buf.capacity());
+        self.file.read_at(&mut buf.as_mut_slice()[..len], pos)
+    }
+
     /// Writes the first `len` bytes of `buf` at `pos`; returns the bytes written and the buffer.
     pub async fn write_aligned(&self, buf: AlignedBuf, len: usize, pos: u64) -> (io::Result<usize>, AlignedBuf) {
         let len = len.min(buf.capacity());

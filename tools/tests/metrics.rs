@@ -337,6 +337,21 @@ fn a_read_only_mount_refuses_changes_and_is_not_asked_for_attributes_after_reads
     let getattrs = sum_where(&scrape(addr), "cv_fuse_requests_total", "op", "getattr") - before;
     // The kernel's attributes last the default attr_ttl (1 s); the loop takes far less.
     assert!(getattrs <= 1.0, "{getattrs} GETATTRs for 8 fstats after reads on a read-only mount");
+    // Several request threads, each reading on its own: readers at once get the same bytes.
+    std::thread::scope(|s| {
+        for t in 0..4u64 {
+            let (path, data) = (m.path("ro"), &data);
+            s.spawn(move || {
+                let f = std::fs::File::open(path).unwrap();
+                let mut b = vec![0u8; 100_000];
+                for i in 0..data.len() as u64 / 100_000 {
+                    let at = (i * 100_000 + t * 4096) % (data.len() as u64 - 100_000);
+                    f.read_exact_at(&mut b, at).unwrap();
+                    assert!(b[..] == data[at as usize..at as usize + b.len()], "reader {t} at {at}");
+                }
+            });
+        }
+    });
     client.close();
 }
 

@@ -236,6 +236,10 @@ async fn a_read_that_can_start_at_once_is_answered_from_the_io_thread() {
     let got = tokio::task::spawn_blocking(move || rx.recv().unwrap()).await.unwrap().expect("bytes");
     assert_eq!(&got[..], &data[100..70_100]);
     assert_eq!(client.short_circuit_stats().reads, 2);
+    // Or on this thread, blocking (a read-only mount's request threads).
+    let got = f.local_read(300_000, 5_000).expect("leased").read_blocking().expect("bytes");
+    assert_eq!(&got[..], &data[300_000..305_000]);
+    assert_eq!(client.short_circuit_stats().reads, 3);
     // Across two blocks, or into the tail, it is the async path's work.
     assert!(f.local_read(BLOCK as u64 - 10, 20).is_none(), "spans two blocks");
     assert!(f.local_read(data.len() as u64 - 10, 10).is_none(), "the tail is served from memory");

@@ -2,7 +2,7 @@
 //! its own (never a tokio worker), taking reads by message and answering each by a oneshot.
 //! O_DIRECT reads through the ring cost one submission each and no copy into the page cache.
 //!
-//! The buffers come back: a read's bytes leave as [`Bytes`] owning the buffer, and dropping
+//! The buffers come back: a read's bytes leave as `Bytes` owning the buffer, and dropping
 //! them (on whatever thread) sends it home to be used again. Without that, every read took a
 //! fresh buffer, large ones straight from mmap, so the kernel faulted in and zeroed the pages
 //! of each read and unmapped them after: most of a page-cache-cold DuckDB pass's client CPU.
@@ -10,7 +10,6 @@
 use std::io;
 use std::sync::Arc;
 
-use bytes::Bytes;
 use cv_rt::fs::RingFile;
 use cv_rt::{AlignedBuf, Runtime, RuntimeConfig};
 use tokio::sync::oneshot;
@@ -55,11 +54,6 @@ pub(crate) struct Lent {
 impl Lent {
     pub(crate) fn as_slice(&self) -> &[u8] {
         self.buf.as_ref().map_or(&[], AlignedBuf::as_slice)
-    }
-
-    /// Its bytes as `Bytes`, which own the buffer (and send it home when the last is dropped).
-    pub(crate) fn into_bytes(self) -> Bytes {
-        Bytes::from_owner(self)
     }
 }
 

@@ -22,6 +22,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use cv_rt::AlignedBuf;
 use cv_rt::fs::RingFile;
 use cv_wire::msg::{LeaseBlock, LeaseBlockOk, LocalHello, LocalHelloOk, LocalOpen, LocalOpenOk, MAX_LOCAL_DIRS};
 use tokio::sync::OnceCell;
@@ -77,6 +78,18 @@ impl Counters {
         self.reads.fetch_add(1, Ordering::Relaxed);
         self.bytes.fetch_add(b.len() as u64, Ordering::Relaxed);
     }
+
+    /// Counts a finished read of `block_id`; its bytes, or `None` to read them over QUIC.
+    fn settle(&self, block_id: u64, out: Result<Bytes>) -> Option<Bytes> {
+        match &out {
+            Ok(b) => self.served(b),
+            Err(e) => {
+                self.fallbacks.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(block = block_id, error = %e, "short-circuit read failed; read again");
+            }
+        }
+        out.ok()
+    }
 }
 
 /// A short-circuit read ready to start without waiting (see [`crate::File::local_read`]).
@@ -111,16 +124,26 @@ impl LocalRead {
             plan.read_len,
             Done::Call(Box::new(move |res| {
                 let out = shard.finish(block_id, &lease, &plan, res, Some(&memo));
-                match &out {
-                    Ok(b) => counters.served(b),
-                    Err(e) => {
-                        counters.fallbacks.fetch_add(1, Ordering::Relaxed);
-                        tracing::debug!(block = block_id, error = %e, "short-circuit read failed; read again");
-                    }
-                }
-                done(out.ok());
+                done(counters.settle(block_id, out));
             })),
         );
+    }
+
+    /// Reads on this thread with a blocking `pread`, without the io thread: for a caller
+    /// that has threads of its own to block (a read-only FUSE mount's request threads), so
+    /// a read costs no wake-up of another thread. `None` as for [`LocalRead::start`].
+    pub fn read_blocking(self) -> Option<Bytes> {
+        let LocalRead { shard, counters, block_id, lease, plan, memo, .. } = self;
+        if plan.read_len == 0 {
+            let b = plan.assemble(&[]);
+            counters.served(&b);
+            return Some(b);
+        }
+        counters.disk_bytes.fetch_add(plan.read_len as u64, Ordering::Relaxed);
+        let mut buf = AlignedBuf::with_capacity(plan.read_len);
+        let res = plan.file.read_at_blocking(&mut buf, plan.read_len, plan.pos).map(|n| (buf, n));
+        let out = shard.finish(block_id, &lease, &plan, res, Some(&memo));
+        counters.settle(block_id, out)
     }
 }
 
@@ -381,12 +404,12 @@ impl LocalShard {
 
     /// The bytes a completed read returns, if they can be trusted: the read was whole, the
     /// lease held and the worker's socket was up after it, and every chunk's crc matches.
-    fn finish(
+    fn finish<B: AsRef<[u8]> + Send + 'static>(
         &self,
         block_id: u64,
         lease: &Lease,
         plan: &Plan,
-        res: std::io::Result<(io::Lent, usize)>,
+        res: std::io::Result<(B, usize)>,
         memo: Option<&ChunkMemo>,
     ) -> Result<Bytes> {
         let (buf, n) = res.map_err(|e| Error::new(ErrorKind::Other, format!("block {block_id}: local read: {e}")))?;
@@ -399,7 +422,7 @@ impl LocalShard {
             self.leases.lock().expect("lease lock").remove(&block_id);
             return Err(Error::new(ErrorKind::Unavailable, format!("block {block_id}: lease lapsed during the read")));
         }
-        let (bytes, cs) = (buf.as_slice(), lease.chunk_size);
+        let (bytes, cs) = (buf.as_ref(), lease.chunk_size);
         for ch in plan.first..=plan.last {
             let (lo, hi) = ((ch * cs - plan.start) as usize, (((ch + 1) * cs).min(lease.len) - plan.start) as usize);
             if Some(crc32fast::hash(&bytes[lo..hi])) != lease.crcs.get(ch as usize).copied() {
@@ -417,7 +440,7 @@ impl LocalShard {
             memo.put(block_id, plan.last, Bytes::copy_from_slice(&bytes[lo..plan.data_len]));
         }
         if plan.head.is_empty() {
-            return Ok(buf.into_bytes().slice(plan.from..plan.from + plan.len));
+            return Ok(Bytes::from_owner(buf).slice(plan.from..plan.from + plan.len));
         }
         Ok(plan.assemble(&bytes[..plan.data_len]))
     }
