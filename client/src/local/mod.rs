@@ -79,6 +79,18 @@ impl Counters {
         self.bytes.fetch_add(b.len() as u64, Ordering::Relaxed);
     }
 
+    /// The bytes `plan` asks for if the file's memo holds them all (counted as served);
+    /// otherwise `None`, and the disk read it is about to make is counted.
+    fn memo_only(&self, plan: &Plan) -> Option<Bytes> {
+        if plan.read_len == 0 {
+            let b = plan.assemble(&[]);
+            self.served(&b);
+            return Some(b);
+        }
+        self.disk_bytes.fetch_add(plan.read_len as u64, Ordering::Relaxed);
+        None
+    }
+
     /// Counts a finished read of `block_id`; its bytes, or `None` to read them over QUIC.
     fn settle(&self, block_id: u64, out: Result<Bytes>) -> Option<Bytes> {
         match &out {
@@ -111,13 +123,10 @@ impl LocalRead {
     /// thread, with no disk read.
     pub fn start(self, done: impl FnOnce(Option<Bytes>) + Send + 'static) {
         let LocalRead { shard, io, counters, block_id, lease, plan, memo } = self;
-        if plan.read_len == 0 {
-            let b = plan.assemble(&[]);
-            counters.served(&b);
+        if let Some(b) = counters.memo_only(&plan) {
             return done(Some(b));
         }
         let file = plan.file.clone();
-        counters.disk_bytes.fetch_add(plan.read_len as u64, Ordering::Relaxed);
         io.read_then(
             file,
             plan.pos,
@@ -134,12 +143,9 @@ impl LocalRead {
     /// a read costs no wake-up of another thread. `None` as for [`LocalRead::start`].
     pub fn read_blocking(self) -> Option<Bytes> {
         let LocalRead { shard, counters, block_id, lease, plan, memo, .. } = self;
-        if plan.read_len == 0 {
-            let b = plan.assemble(&[]);
-            counters.served(&b);
+        if let Some(b) = counters.memo_only(&plan) {
             return Some(b);
         }
-        counters.disk_bytes.fetch_add(plan.read_len as u64, Ordering::Relaxed);
         let mut buf = AlignedBuf::with_capacity(plan.read_len);
         let res = plan.file.read_at_blocking(&mut buf, plan.read_len, plan.pos).map(|n| (buf, n));
         let out = shard.finish(block_id, &lease, &plan, res, Some(&memo));
