@@ -41,15 +41,19 @@ impl CvFs {
     }
 
     /// Like [`CvFs::run`], after every earlier request on the same file being
-    /// written is done (see [`crate::order`]). A request on a file being written
-    /// (or any, with `changes`) is a change: kept attributes go.
-    fn run_in_order<F, Fut>(&self, fh: u64, changes: bool, f: F)
+    /// written is done (see [`crate::order`]). Kept attributes go as `changes` says.
+    fn run_in_order<F, Fut>(&self, fh: u64, changes: Changes, f: F)
     where
         F: FnOnce(Arc<Volume>) -> Fut + Send + 'static,
         Fut: Future<Output = ()> + Send + 'static,
     {
         let turn = self.vol.ticket(fh);
-        let change = (changes || turn.is_some()).then(|| self.vol.attrs.change());
+        let change = match changes {
+            Changes::Always => true,
+            Changes::IfWriting => turn.is_some(),
+            Changes::Never => false,
+        }
+        .then(|| self.vol.attrs.change());
         let vol = self.vol.clone();
         self.rt.spawn(async move {
             if let Some(t) = &turn {
@@ -84,6 +88,17 @@ impl CvFs {
     {
         self.rt.spawn(f(self.vol.clone()));
     }
+}
+
+/// Whether a request run in order changes what the master says of a file.
+#[derive(Clone, Copy, Debug)]
+enum Changes {
+    /// setattr: mode or size, on any file.
+    Always,
+    /// flush, fsync, release: they may complete a file being written.
+    IfWriting,
+    /// write: its file has a writer, whose attributes are never kept while it lasts.
+    Never,
 }
 
 fn entry(reply: ReplyEntry, vol: &Volume, r: Result<fuser::FileAttr, Errno>) {
@@ -178,7 +193,7 @@ impl Filesystem for CvFs {
     ) {
         self.stats.count(FuseOp::Setattr);
         let set = SetAttr { mode, uid, gid, size, fh: fh.map(|f| f.0) };
-        self.run_in_order(fh.map_or(0, |f| f.0), true, move |vol| async move {
+        self.run_in_order(fh.map_or(0, |f| f.0), Changes::Always, move |vol| async move {
             match vol.setattr(ino.0, set).await {
                 Ok(a) => reply.attr(&vol.opts.attr_ttl, &a),
                 Err(e) => reply.error(e),
@@ -302,7 +317,7 @@ impl Filesystem for CvFs {
     ) {
         self.stats.write(data.len() as u64);
         let (data, pid) = (data.to_vec(), req.pid());
-        self.run_in_order(fh.0, false, move |vol| async move {
+        self.run_in_order(fh.0, Changes::Never, move |vol| async move {
             match vol.write(fh.0, ino.0, offset, &data, pid).await {
                 Ok(n) => reply.written(n),
                 Err(e) => reply.error(e),
@@ -313,7 +328,7 @@ impl Filesystem for CvFs {
     fn flush(&self, req: &Request, _ino: INodeNo, fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
         self.stats.count(FuseOp::Flush);
         let pid = req.pid();
-        self.run_in_order(fh.0, false, move |vol| async move { empty(reply, vol.flush(fh.0, pid).await) });
+        self.run_in_order(fh.0, Changes::IfWriting, move |vol| async move { empty(reply, vol.flush(fh.0, pid).await) });
     }
 
     fn release(
@@ -327,13 +342,17 @@ impl Filesystem for CvFs {
         reply: ReplyEmpty,
     ) {
         self.stats.count(FuseOp::Release);
-        self.run_in_order(fh.0, false, move |vol| async move { empty(reply, vol.release(fh.0).await) });
+        self.run_in_order(fh.0, Changes::IfWriting, move |vol| async move { empty(reply, vol.release(fh.0).await) });
     }
 
     fn fsync(&self, _req: &Request, ino: INodeNo, fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
         self.stats.count(FuseOp::Fsync);
         // In order, so it answers after the writes before it.
-        self.run_in_order(fh.0, false, move |vol| async move { empty(reply, vol.fsync(fh.0, ino.0).await) });
+        self.run_in_order(
+            fh.0,
+            Changes::IfWriting,
+            move |vol| async move { empty(reply, vol.fsync(fh.0, ino.0).await) },
+        );
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
