@@ -57,6 +57,8 @@ pub struct DuckdbTpchConfig {
     pub fuse_threads: usize,
     /// Mount read-only (`cvctl fuse --read-only`).
     pub fuse_read_only: bool,
+    /// Also run over the floor (`fuse_floor.rs`: a bare FUSE file system over the local tables).
+    pub fuse_floor: bool,
 }
 
 /// One query's medians, seconds.
@@ -72,6 +74,8 @@ pub struct QueryRow {
     pub local_cold: Option<f64>,
     /// cv over FUSE, page cache dropped.
     pub cv_cold: Option<f64>,
+    /// The floor, page cache dropped (`--fuse-floor`).
+    pub floor_cold: Option<f64>,
 }
 
 /// cv's CPU per pass over the mount, seconds.
@@ -81,6 +85,8 @@ pub struct CpuPerPass {
     pub cluster: f64,
     /// The `cvctl fuse` process.
     pub fuse: f64,
+    /// The floor's process (`--fuse-floor`), beside cv's.
+    pub floor: Option<f64>,
 }
 
 /// Bytes moved per page-cache-cold pass: what DuckDB asked for and what came off the device.
@@ -123,6 +129,8 @@ pub struct DuckdbTpchReport {
     pub local_cold_sum: Option<f64>,
     /// cv cold.
     pub cv_cold_sum: Option<f64>,
+    /// The floor cold (`--fuse-floor`).
+    pub floor_cold_sum: Option<f64>,
     /// cv's CPU per warm pass over the mount.
     pub cpu_warm: CpuPerPass,
     /// cv's CPU per page-cache-cold pass over the mount.
@@ -166,26 +174,38 @@ impl FuseProcess {
         threads: usize,
         read_only: bool,
     ) -> Result<FuseProcess, BenchError> {
-        std::fs::create_dir_all(mnt)?;
         let mut cmd = Command::new(cvctl);
         cmd.arg("fuse").arg(mnt).arg("--config").arg(client_config).arg("--threads").arg(threads.to_string());
         if read_only {
             cmd.arg("--read-only");
         }
+        Self::spawn(cmd, mnt, expect)
+    }
+
+    /// Mounts the floor (`cvctl bench fuse-floor`) over `source` at `mnt`.
+    fn floor(cvctl: &Path, source: &Path, mnt: &Path) -> Result<FuseProcess, BenchError> {
+        let mut cmd = Command::new(cvctl);
+        cmd.args(["bench", "fuse-floor", "--source"]).arg(source).arg("--mountpoint").arg(mnt);
+        Self::spawn(cmd, mnt, &mnt.join("lineitem"))
+    }
+
+    /// Runs `cmd`, which mounts at `mnt`, and waits until `expect` is there.
+    fn spawn(mut cmd: Command, mnt: &Path, expect: &Path) -> Result<FuseProcess, BenchError> {
+        std::fs::create_dir_all(mnt)?;
         let child = cmd.spawn()?;
         let mut fuse = FuseProcess { child, mnt: mnt.to_path_buf() };
         let deadline = Instant::now() + Duration::from_secs(30);
         while !expect.exists() {
             if let Some(status) = fuse.child.try_wait()? {
                 return Err(format!(
-                    "cvctl fuse {} exited ({status}) before {} appeared",
+                    "the mount at {} exited ({status}) before {} appeared",
                     mnt.display(),
                     expect.display()
                 )
                 .into());
             }
             if Instant::now() > deadline {
-                return Err(format!("cvctl fuse {}: {} not there after 30 s", mnt.display(), expect.display()).into());
+                return Err(format!("the mount at {}: {} not there after 30 s", mnt.display(), expect.display()).into());
             }
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -214,16 +234,25 @@ impl Drop for FuseProcess {
     }
 }
 
-/// Runs `cmd` and returns cv's CPU during it.
-fn with_cpu(fuse: &FuseProcess, cmd: &mut Command) -> Result<(Duration, Duration), BenchError> {
-    let (c0, f0) = (cpu_of("self")?, fuse.cpu()?);
+/// CPU used during a phase: this process, cv's mount, the floor's.
+type PhaseCpu = (Duration, Duration, Option<Duration>);
+
+/// Runs `cmd` and returns the CPU of cv's processes (and of the floor's) during it.
+fn with_cpu(fuse: &FuseProcess, floor: Option<&FuseProcess>, cmd: &mut Command) -> Result<PhaseCpu, BenchError> {
+    let floor_cpu = || floor.map(FuseProcess::cpu).transpose();
+    let (c0, f0, l0) = (cpu_of("self")?, fuse.cpu()?, floor_cpu()?);
     run(cmd)?;
-    Ok((cpu_of("self")?.saturating_sub(c0), fuse.cpu()?.saturating_sub(f0)))
+    let floor = floor_cpu()?.zip(l0).map(|(l1, l0)| l1.saturating_sub(l0));
+    Ok((cpu_of("self")?.saturating_sub(c0), fuse.cpu()?.saturating_sub(f0), floor))
 }
 
-fn per_pass((cluster, fuse): (Duration, Duration), passes: u32) -> CpuPerPass {
+fn per_pass((cluster, fuse, floor): PhaseCpu, passes: u32) -> CpuPerPass {
     let n = f64::from(passes.max(1));
-    CpuPerPass { cluster: cluster.as_secs_f64() / n, fuse: fuse.as_secs_f64() / n }
+    CpuPerPass {
+        cluster: cluster.as_secs_f64() / n,
+        fuse: fuse.as_secs_f64() / n,
+        floor: floor.map(|f| f.as_secs_f64() / n),
+    }
 }
 
 /// The runner's command line over `locations`.
@@ -260,6 +289,16 @@ pub async fn run_bench(
         cfg.fuse_read_only,
     )?;
     let local = lake.source.clone();
+    // Locations: local disk, cv's mount, and the floor over the same local files.
+    let floor = match cfg.fuse_floor {
+        true => Some(FuseProcess::floor(&tools.cvctl, &local, &cfg.dir.join("floor"))?),
+        false => None,
+    };
+    let floor_dir = cfg.dir.join("floor");
+    let mut locations: Vec<&Path> = vec![&local, &cv_dir];
+    if floor.is_some() {
+        locations.push(&floor_dir);
+    }
 
     // Fill cv's cache from the store: not timed, not counted.
     run(runner(tools, cfg, &[&cv_dir]).args(["--warmup", "1", "--passes", "0"]))?;
@@ -267,7 +306,8 @@ pub async fn run_bench(
     let warm_json = cfg.dir.join("warm.json");
     let cpu = with_cpu(
         &fuse,
-        runner(tools, cfg, &[&local, &cv_dir])
+        floor.as_ref(),
+        runner(tools, cfg, &locations)
             .args(["--warmup", "1", "--passes", &cfg.passes.to_string(), "--out"])
             .arg(&warm_json),
     )?;
@@ -279,7 +319,8 @@ pub async fn run_bench(
         let dev0 = device_reads_of("self")?;
         let cpu = with_cpu(
             &fuse,
-            runner(tools, cfg, &[&local, &cv_dir])
+            floor.as_ref(),
+            runner(tools, cfg, &locations)
                 .args(["--drop-caches", "--warmup", "0", "--passes", &cfg.cold_passes.to_string(), "--out"])
                 .arg(&cold_json),
         )?;
@@ -295,11 +336,13 @@ pub async fn run_bench(
             cv_requested: loc(1, "read_per_pass"),
             cv_device,
         };
-        (Some((medians(&cold, 0)?, medians(&cold, 1)?)), Some(per_pass(cpu, cfg.cold_passes)), Some(io))
+        let floor_cold = if floor.is_some() { Some(medians(&cold, 2)?) } else { None };
+        (Some((medians(&cold, 0)?, medians(&cold, 1)?, floor_cold)), Some(per_pass(cpu, cfg.cold_passes)), Some(io))
     } else {
         (None, None, None)
     };
     drop(fuse);
+    drop(floor);
     let bytes = lake.bytes;
     lake.shutdown();
 
@@ -310,8 +353,9 @@ pub async fn run_bench(
             query: q.clone(),
             local_warm: *l,
             cv_warm: cv_warm.get(q).copied().unwrap_or(f64::NAN),
-            local_cold: cold.as_ref().and_then(|(l, _)| l.get(q).copied()),
-            cv_cold: cold.as_ref().and_then(|(_, c)| c.get(q).copied()),
+            local_cold: cold.as_ref().and_then(|(l, _, _)| l.get(q).copied()),
+            cv_cold: cold.as_ref().and_then(|(_, c, _)| c.get(q).copied()),
+            floor_cold: cold.as_ref().and_then(|(_, _, f)| f.as_ref()?.get(q).copied()),
         })
         .collect();
     queries.sort_by_key(|r| query_order(&r.query));
@@ -327,6 +371,7 @@ pub async fn run_bench(
         cv_warm_sum: queries.iter().map(|r| r.cv_warm).sum(),
         local_cold_sum: sum(&|r| r.local_cold),
         cv_cold_sum: sum(&|r| r.cv_cold),
+        floor_cold_sum: if cfg.fuse_floor { sum(&|r| r.floor_cold) } else { None },
         cpu_warm,
         cpu_cold,
         io_cold,
@@ -388,6 +433,14 @@ pub fn print(r: &DuckdbTpchReport) {
     }
     if let (Some(c), Some(l), Some(v)) = (&r.cpu_cold, r.local_cold_sum, r.cv_cold_sum) {
         println!("cv CPU per pass: page cache dropped {}", cpu(c));
+        if let (Some(f), Some(fc)) = (r.floor_cold_sum, c.floor) {
+            println!(
+                "the floor (a bare read-only FUSE file system over the local files, one O_DIRECT read per request), page cache dropped: {f:.3} s ({:.2}× local; cv {:.2}× the floor), its CPU per pass {fc:.2} s (cv {:.2}× the floor)",
+                f / l,
+                v / f,
+                (c.cluster + c.fuse) / fc.max(1e-9)
+            );
+        }
         let ratio = v / l;
         let met = |ok: bool| if ok { "met" } else { "missed" };
         println!(

@@ -6,6 +6,7 @@ pub mod duckdb_tpch;
 pub mod embedded_s3;
 pub mod failover;
 pub mod fuse_bench;
+pub mod fuse_floor;
 pub mod gateway_tpch;
 pub mod http_floor;
 pub mod master_bench;

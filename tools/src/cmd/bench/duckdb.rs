@@ -51,9 +51,34 @@ pub struct DuckdbTpchArgs {
     /// Mount read-only (`cvctl fuse --read-only`), as for a query engine's compute node.
     #[arg(long)]
     fuse_read_only: bool,
+    /// Also run DuckDB over the floor: a bare read-only FUSE file system over the local tables
+    /// that answers each read with one O_DIRECT read (`cv_benches::fuse_floor`), for what any
+    /// FUSE mount costs here with the page cache dropped.
+    #[arg(long)]
+    fuse_floor: bool,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
+}
+
+/// Arguments of `cvctl bench fuse-floor` (hidden; run by `duckdb-tpch --fuse-floor`).
+#[derive(Args, Debug)]
+pub struct FuseFloorArgs {
+    /// The directory to serve.
+    #[arg(long)]
+    source: PathBuf,
+    /// Where to mount it.
+    #[arg(long)]
+    mountpoint: PathBuf,
+}
+
+impl FuseFloorArgs {
+    /// Serves until unmounted.
+    pub fn run(self) -> CmdResult {
+        cv_benches::fuse_floor::serve(&self.source, &self.mountpoint)
+            .map_err(|e| format!("fuse floor over {} at {}: {e}", self.source.display(), self.mountpoint.display()))?;
+        Ok(())
+    }
 }
 
 impl DuckdbTpchArgs {
@@ -78,6 +103,7 @@ impl DuckdbTpchArgs {
             mount: "/tpch".into(),
             fuse_threads: self.fuse_threads,
             fuse_read_only: self.fuse_read_only,
+            fuse_floor: self.fuse_floor,
         };
         let res: Result<(), BenchError> = runtime()?.block_on(async move {
             let (cluster, client) = tpch_cluster(&dir, self.sf).await?;

@@ -163,6 +163,11 @@ pub enum Bench {
     /// disk (and cv's FUSE mount, as root); warm, and with cv's cache freed before each pass.
     /// Needs feature `embedded-s3`.
     GatewayTpch(gateway::GatewayTpchArgs),
+    /// The floor of `duckdb-tpch --fuse-floor`: a bare read-only FUSE file system over a local
+    /// directory (O_DIRECT reads, nothing else), served until unmounted. Started by that
+    /// benchmark as a process of its own, so its CPU is counted apart.
+    #[command(hide = true)]
+    FuseFloor(duckdb::FuseFloorArgs),
     /// kill -9 one of three workers (each in its own network namespace, a real S3 server on
     /// the rig's bridge) while readers loop over cache-mode files: failed reads, wrong bytes,
     /// read latency before, during and after the failover, time until every read is served
@@ -199,6 +204,7 @@ impl Bench {
             Bench::SparkTpch(a) => a.run(),
             Bench::DuckdbTpch(a) => a.run(),
             Bench::GatewayTpch(a) => a.run(),
+            Bench::FuseFloor(a) => a.run(),
             Bench::Fuse(a) => a.run(),
             Bench::Failover(a) => a.run(),
             Bench::MasterCrash(a) => a.run(),
