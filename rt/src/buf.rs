@@ -35,6 +35,12 @@ impl AsRef<[u8]> for AlignedBuf {
     }
 }
 
+impl AsMut<[u8]> for AlignedBuf {
+    fn as_mut(&mut self) -> &mut [u8] {
+        self.as_mut_slice()
+    }
+}
+
 impl AlignedBuf {
     /// A buffer of at least `len` bytes (rounded up to a power of two, at least [`BUF_ALIGN`]).
     pub fn with_capacity(len: usize) -> AlignedBuf {

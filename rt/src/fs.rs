@@ -52,18 +52,25 @@ impl RingFile {
 
     /// Reads up to `len` bytes at `pos` into the start of `buf`.
     pub async fn read_at(&self, buf: AlignedBuf, len: usize, pos: u64) -> (io::Result<usize>, AlignedBuf) {
-        let op = with_ring(|r| r.read(self.file.as_raw_fd(), buf, len, pos));
+        self.read_into(buf, 0, len, pos).await
+    }
+
+    /// Reads up to `len` bytes at `pos` into `buf` from byte `at` on (for O_DIRECT, `at` a
+    /// multiple of [`crate::BUF_ALIGN`]), leaving the bytes before `at` to the caller.
+    pub async fn read_into(&self, buf: AlignedBuf, at: usize, len: usize, pos: u64) -> (io::Result<usize>, AlignedBuf) {
+        let op = with_ring(|r| r.read(self.file.as_raw_fd(), buf, at, len, pos));
         let (res, keep) = op.await;
         let Keep::Aligned(buf) = keep else { unreachable!("a read returns its buffer") };
         (res.map(|n| n as usize), buf)
     }
 
-    /// Reads up to `len` bytes at `pos` into the start of `buf` with a plain blocking `pread`,
-    /// outside any runtime (a thread whose only work is this read and its answer).
-    pub fn read_at_blocking(&self, buf: &mut AlignedBuf, len: usize, pos: u64) -> io::Result<usize> {
+    /// Reads up to `len` bytes at `pos` into `buf` from byte `at` on, with a plain blocking
+    /// `pread`, outside any runtime (a thread whose only work is this read and its answer).
+    pub fn read_at_blocking(&self, buf: &mut AlignedBuf, at: usize, len: usize, pos: u64) -> io::Result<usize> {
         use std::os::unix::fs::FileExt;
-        let len = len.min(buf.capacity());
-        self.file.read_at(&mut buf.as_mut_slice()[..len], pos)
+        let at = at.min(buf.capacity());
+        let len = len.min(buf.capacity() - at);
+        self.file.read_at(&mut buf.as_mut_slice()[at..at + len], pos)
     }
 
     /// Writes the first `len` bytes of `buf` at `pos`; returns the bytes written and the buffer.

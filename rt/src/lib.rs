@@ -476,6 +476,29 @@ mod tests {
         });
     }
 
+    #[test]
+    fn a_read_into_the_middle_of_a_buffer_leaves_its_start_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let data: Vec<u8> = (0..4 * 4096u32).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&path, &data).unwrap();
+        let f = fs::RingFile::new(std::fs::File::open(&path).unwrap());
+        let mut blocking = buf::AlignedBuf::with_capacity(2 * 4096);
+        blocking.as_mut_slice()[..4096].fill(7);
+        // Asked past the buffer's end: cut to it.
+        assert_eq!(f.read_at_blocking(&mut blocking, 4096, 4 * 4096, 4096).unwrap(), 4096);
+        assert!(blocking.as_ref()[..4096].iter().all(|&b| b == 7));
+        assert_eq!(&blocking.as_ref()[4096..], &data[4096..2 * 4096]);
+        rt().block_on(async move {
+            let mut b = buf::AlignedBuf::with_capacity(4 * 4096);
+            b.as_mut_slice()[..4096].fill(7);
+            let (n, b) = f.read_into(b, 4096, 2 * 4096, 2 * 4096).await;
+            assert_eq!(n.unwrap(), 2 * 4096);
+            assert!(b.as_ref()[..4096].iter().all(|&b| b == 7));
+            assert_eq!(&b.as_ref()[4096..3 * 4096], &data[2 * 4096..]);
+        });
+    }
+
     /// Polls `fut` once with a waker that does nothing.
     fn futures_poll_once<F: Future>(fut: std::pin::Pin<&mut F>) -> Poll<F::Output> {
         fut.poll(&mut Context::from_waker(std::task::Waker::noop()))

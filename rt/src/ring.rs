@@ -176,11 +176,16 @@ impl Ring {
         }
     }
 
-    pub(crate) fn read(&mut self, fd: RawFd, buf: AlignedBuf, len: usize, pos: u64) -> Op {
-        let len = len.min(buf.capacity());
+    /// Reads up to `len` bytes at `pos` into `buf` from byte `at` on (cut to the buffer's end).
+    pub(crate) fn read(&mut self, fd: RawFd, buf: AlignedBuf, at: usize, len: usize, pos: u64) -> Op {
+        let at = at.min(buf.capacity());
+        let len = len.min(buf.capacity() - at);
         self.start(Keep::Aligned(buf), false, |keep| {
             let Keep::Aligned(b) = keep else { unreachable!() };
-            opcode::Read::new(types::Fd(fd), b.as_mut_ptr(), len as u32).offset(pos).build()
+            // SAFETY: `at` is at most the buffer's capacity, so the pointer stays inside its
+            // allocation (or one past its end, with `len` 0).
+            let to = unsafe { b.as_mut_ptr().add(at) };
+            opcode::Read::new(types::Fd(fd), to, len as u32).offset(pos).build()
         })
     }
 

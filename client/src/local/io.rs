@@ -35,9 +35,11 @@ impl Done {
     }
 }
 
-/// One read: `len` bytes at `pos` of `file` (both aligned for O_DIRECT).
+/// One read: `len` bytes at `pos` of `file`, into its buffer from byte `at` on (all aligned
+/// for O_DIRECT).
 struct Job {
     file: Arc<RingFile>,
+    at: usize,
     pos: u64,
     len: usize,
     /// Called on the io thread when the read completes.
@@ -54,6 +56,16 @@ pub(crate) struct Lent {
 impl Lent {
     pub(crate) fn as_slice(&self) -> &[u8] {
         self.buf.as_ref().map_or(&[], AlignedBuf::as_slice)
+    }
+
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
+        self.buf.as_mut().map_or(&mut [], AlignedBuf::as_mut_slice)
+    }
+}
+
+impl AsMut<[u8]> for Lent {
+    fn as_mut(&mut self) -> &mut [u8] {
+        self.as_mut_slice()
     }
 }
 
@@ -101,8 +113,8 @@ impl IoThread {
                     returned.try_iter().for_each(drop);
                     let home = home.clone();
                     cv_rt::spawn_local(async move {
-                        let buf = AlignedBuf::with_capacity(job.len);
-                        let (res, buf) = job.file.read_at(buf, job.len, job.pos).await;
+                        let buf = AlignedBuf::with_capacity(job.at + job.len);
+                        let (res, buf) = job.file.read_into(buf, job.at, job.len, job.pos).await;
                         job.done.give(res.map(|n| (Lent { buf: Some(buf), home }, n)));
                     })
                     .detach();
@@ -116,14 +128,15 @@ impl IoThread {
     /// Reads `len` bytes at `pos` of `file`; returns the buffer and the bytes read.
     pub(crate) async fn read(&self, file: Arc<RingFile>, pos: u64, len: usize) -> Read {
         let (reply, answer) = oneshot::channel();
-        self.read_then(file, pos, len, Done::Await(reply));
+        self.read_then(file, 0, pos, len, Done::Await(reply));
         answer.await.map_err(|_| io::Error::other("the io thread dropped a read"))?
     }
 
-    /// Reads `len` bytes at `pos` of `file` and calls `done` with them on the io thread: for a
-    /// caller that can finish there (a FUSE reply), without a wake-up of its own.
-    pub(crate) fn read_then(&self, file: Arc<RingFile>, pos: u64, len: usize, done: Done) {
-        if let Err(flume::SendError(job)) = self.jobs.send(Job { file, pos, len, done }) {
+    /// Reads `len` bytes at `pos` of `file` into a buffer from byte `at` on, and calls `done`
+    /// with it on the io thread: for a caller that can finish there (a FUSE reply), without a
+    /// wake-up of its own.
+    pub(crate) fn read_then(&self, file: Arc<RingFile>, at: usize, pos: u64, len: usize, done: Done) {
+        if let Err(flume::SendError(job)) = self.jobs.send(Job { file, at, pos, len, done }) {
             job.done.give(Err(io::Error::other("the io thread is gone")));
         }
     }

@@ -36,6 +36,9 @@ pub(crate) use memo::ChunkMemo;
 const ALIGN: u64 = 4096;
 /// After a block was not leasable (not stored there yet), how long before asking again.
 const MISS_FOR: Duration = Duration::from_millis(250);
+/// Largest read buffer a file's memo may hold through a slice of it (per kept chunk): four
+/// such per open file at most. A chunk of a larger buffer is copied.
+const MEMO_PIN_MAX: usize = 256 << 10;
 /// Frames on the Unix socket are small.
 const SOCKET_LIMITS: cv_wire::Limits = cv_wire::Limits { max_body: 4096, max_payload: 0, ..cv_wire::Limits::DEFAULT };
 
@@ -83,7 +86,7 @@ impl Counters {
     /// otherwise `None`, and the disk read it is about to make is counted.
     fn memo_only(&self, plan: &Plan) -> Option<Bytes> {
         if plan.read_len == 0 {
-            let b = plan.assemble(&[]);
+            let b = plan.answer_in_head();
             self.served(&b);
             return Some(b);
         }
@@ -129,6 +132,7 @@ impl LocalRead {
         let file = plan.file.clone();
         io.read_then(
             file,
+            plan.lead,
             plan.pos,
             plan.read_len,
             Done::Call(Box::new(move |res| {
@@ -146,8 +150,8 @@ impl LocalRead {
         if let Some(b) = counters.memo_only(&plan) {
             return Some(b);
         }
-        let mut buf = AlignedBuf::with_capacity(plan.read_len);
-        let res = plan.file.read_at_blocking(&mut buf, plan.read_len, plan.pos).map(|n| (buf, n));
+        let mut buf = AlignedBuf::with_capacity(plan.lead + plan.read_len);
+        let res = plan.file.read_at_blocking(&mut buf, plan.lead, plan.read_len, plan.pos).map(|n| (buf, n));
         let out = shard.finish(block_id, &lease, &plan, res, Some(&memo));
         counters.settle(block_id, out)
     }
@@ -171,32 +175,56 @@ struct Plan {
     /// Where the bytes asked for start in `head` followed by the read, and how many.
     from: usize,
     len: usize,
+    /// Where the read goes in its buffer: after room for the bytes of `head` the answer needs
+    /// (rounded up for O_DIRECT), which are copied in front of it, so the answer is one slice
+    /// of the buffer and the read's bytes are not copied.
+    lead: usize,
 }
 
 impl Plan {
-    /// The bytes asked for, from `head` and then `read` (the read's data).
-    fn assemble(&self, read: &[u8]) -> Bytes {
-        if let [one] = &self.head[..]
-            && read.is_empty()
-        {
+    /// Bytes of `head` the answer takes (those after `from`).
+    fn head_need(&self) -> usize {
+        self.head.iter().map(Bytes::len).sum::<usize>().saturating_sub(self.from)
+    }
+
+    /// The bytes asked for when `head` holds them all (nothing to read).
+    fn answer_in_head(&self) -> Bytes {
+        if let [one] = &self.head[..] {
             return one.slice(self.from..self.from + self.len);
         }
         let mut out = Vec::with_capacity(self.len);
         let mut skip = self.from;
-        for part in self.head.iter().map(|b| &b[..]).chain(std::iter::once(read)) {
-            let want = self.len - out.len();
+        for part in &self.head {
             if skip >= part.len() {
                 skip -= part.len();
                 continue;
             }
-            let take = (part.len() - skip).min(want);
+            let take = (part.len() - skip).min(self.len - out.len());
             out.extend_from_slice(&part[skip..skip + take]);
             skip = 0;
-            if out.len() == self.len {
-                break;
-            }
         }
         Bytes::from(out)
+    }
+
+    /// Copies the bytes of `head` the answer takes into `buf` just before the read, and
+    /// returns where the answer starts in `buf`.
+    fn put_head(&self, buf: &mut [u8]) -> usize {
+        let need = self.head_need();
+        if need == 0 {
+            let head: usize = self.head.iter().map(Bytes::len).sum();
+            return self.lead + (self.from - head);
+        }
+        let (mut to, mut skip) = (self.lead - need, self.from);
+        for part in &self.head {
+            if skip >= part.len() {
+                skip -= part.len();
+                continue;
+            }
+            buf[to..to + part.len() - skip].copy_from_slice(&part[skip..]);
+            to += part.len() - skip;
+            skip = 0;
+        }
+        self.lead - need
     }
 }
 
@@ -405,12 +433,15 @@ impl LocalShard {
         })?;
         let pos = lease.disk_offset + start;
         let (from, data_len) = ((offset - asked * cs) as usize, (data_end - start) as usize);
-        Ok(Plan { file, pos, read_len, first, last, start, data_len, head, from, len: len as usize })
+        let mut plan =
+            Plan { file, pos, read_len, first, last, start, data_len, head, from, len: len as usize, lead: 0 };
+        plan.lead = (plan.head_need() as u64).div_ceil(ALIGN) as usize * ALIGN as usize;
+        Ok(plan)
     }
 
     /// The bytes a completed read returns, if they can be trusted: the read was whole, the
     /// lease held and the worker's socket was up after it, and every chunk's crc matches.
-    fn finish<B: AsRef<[u8]> + Send + 'static>(
+    fn finish<B: AsRef<[u8]> + AsMut<[u8]> + Send + 'static>(
         &self,
         block_id: u64,
         lease: &Lease,
@@ -418,7 +449,8 @@ impl LocalShard {
         res: std::io::Result<(B, usize)>,
         memo: Option<&ChunkMemo>,
     ) -> Result<Bytes> {
-        let (buf, n) = res.map_err(|e| Error::new(ErrorKind::Other, format!("block {block_id}: local read: {e}")))?;
+        let (mut buf, n) =
+            res.map_err(|e| Error::new(ErrorKind::Other, format!("block {block_id}: local read: {e}")))?;
         if n < plan.data_len {
             return Err(Error::new(ErrorKind::Other, format!("block {block_id}: local read returned {n} bytes")));
         }
@@ -428,7 +460,7 @@ impl LocalShard {
             self.leases.lock().expect("lease lock").remove(&block_id);
             return Err(Error::new(ErrorKind::Unavailable, format!("block {block_id}: lease lapsed during the read")));
         }
-        let (bytes, cs) = (buf.as_ref(), lease.chunk_size);
+        let (bytes, cs) = (&buf.as_ref()[plan.lead..], lease.chunk_size);
         for ch in plan.first..=plan.last {
             let (lo, hi) = ((ch * cs - plan.start) as usize, (((ch + 1) * cs).min(lease.len) - plan.start) as usize);
             if Some(crc32fast::hash(&bytes[lo..hi])) != lease.crcs.get(ch as usize).copied() {
@@ -439,16 +471,21 @@ impl LocalShard {
                 ));
             }
         }
-        // The last chunk read is where the next read in file order starts: kept, copied so
-        // that the read's buffer goes home.
+        let at = plan.put_head(buf.as_mut());
+        let whole = Bytes::from_owner(buf);
+        // The last chunk read is where the next read in file order starts: kept. As a slice
+        // it holds the read's whole buffer until the memo lets it go, so the chunk of a large
+        // buffer is copied instead.
         if let Some(memo) = memo {
-            let lo = ((plan.last - plan.first) * cs) as usize;
-            memo.put(block_id, plan.last, Bytes::copy_from_slice(&bytes[lo..plan.data_len]));
+            let lo = plan.lead + ((plan.last - plan.first) * cs) as usize;
+            let chunk = whole.slice(lo..plan.lead + plan.data_len);
+            memo.put(
+                block_id,
+                plan.last,
+                if whole.len() <= MEMO_PIN_MAX { chunk } else { Bytes::copy_from_slice(&chunk) },
+            );
         }
-        if plan.head.is_empty() {
-            return Ok(Bytes::from_owner(buf).slice(plan.from..plan.from + plan.len));
-        }
-        Ok(plan.assemble(&bytes[..plan.data_len]))
+        Ok(whole.slice(at..at + plan.len))
     }
 
     /// A lease on `block_id` with at least a quarter of its time left, asked for if needed;
@@ -542,4 +579,41 @@ fn open_files(path: &str, req: &LocalOpen) -> Result<(UnixStream, Vec<Arc<RingFi
     }
     let files = fds.into_iter().map(|fd| Arc::new(RingFile::new(std::fs::File::from(fd)))).collect();
     Ok((socket, files))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(head: &[&'static [u8]], from: usize, len: usize) -> Plan {
+        let file = Arc::new(RingFile::new(std::fs::File::open("/dev/null").unwrap()));
+        let head: Vec<Bytes> = head.iter().map(|h| Bytes::from_static(h)).collect();
+        let mut p =
+            Plan { file, pos: 0, read_len: 8, first: 0, last: 0, start: 0, data_len: 8, head, from, len, lead: 0 };
+        p.lead = (p.head_need() as u64).div_ceil(ALIGN) as usize * ALIGN as usize;
+        p
+    }
+
+    #[test]
+    fn the_head_goes_just_before_the_read_so_the_answer_is_one_slice() {
+        // Kept chunks "abcdefgh" and "ijklmnop", the answer from byte 5 on, into the read.
+        let p = plan(&[b"abcdefgh", b"ijklmnop"], 5, 14);
+        assert_eq!((p.head_need(), p.lead), (11, ALIGN as usize));
+        let mut buf = vec![0u8; p.lead + 8];
+        buf[p.lead..].copy_from_slice(b"qrstuvwx");
+        let at = p.put_head(&mut buf);
+        assert_eq!(&buf[at..at + p.len], b"fghijklmnopqrs");
+        // Nothing kept: the answer is where it is in the read.
+        let p = plan(&[], 3, 4);
+        assert_eq!(p.lead, 0);
+        let mut buf = b"qrstuvwx".to_vec();
+        let at = p.put_head(&mut buf);
+        assert_eq!(&buf[at..at + 4], b"tuvw");
+    }
+
+    #[test]
+    fn an_answer_inside_the_kept_chunks_is_taken_from_them() {
+        assert_eq!(&plan(&[b"abcdefgh"], 2, 3).answer_in_head()[..], b"cde");
+        assert_eq!(&plan(&[b"abcdefgh", b"ijklmnop"], 6, 5).answer_in_head()[..], b"ghijk");
+    }
 }
