@@ -293,7 +293,7 @@ impl Filesystem for CvFs {
         // A read the client can serve at once from a local worker's files is answered from the
         // client's io thread, without the runtime: two thread hops fewer per request.
         let Err(reply) = self.vol.read_now(fh.0, ino.0, offset, size, reply, &self.rt) else {
-            return;
+            return self.stats.read_at_once();
         };
         self.run(|vol| async move {
             match vol.read(fh.0, ino.0, offset, size).await {

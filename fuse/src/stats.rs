@@ -72,6 +72,7 @@ pub struct FuseStats {
     read_bytes: AtomicU64,
     write_bytes: AtomicU64,
     attr_hits: AtomicU64,
+    reads_at_once: AtomicU64,
 }
 
 /// A copy of [`FuseStats`].
@@ -85,6 +86,9 @@ pub struct FuseSnapshot {
     pub write_bytes: u64,
     /// GETATTRs answered from attributes kept in memory ([`crate::attr_cache`]).
     pub attr_hits: u64,
+    /// READs answered at once from a local worker's files, on the kernel's thread or the
+    /// client's io thread, without the runtime ([`crate::read`]).
+    pub reads_at_once: u64,
 }
 
 impl FuseStats {
@@ -106,6 +110,10 @@ impl FuseStats {
         self.attr_hits.fetch_add(1, Ordering::Relaxed);
     }
 
+    pub(crate) fn read_at_once(&self) {
+        self.reads_at_once.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// The counters now.
     pub fn snapshot(&self) -> FuseSnapshot {
         FuseSnapshot {
@@ -113,6 +121,7 @@ impl FuseStats {
             read_bytes: self.read_bytes.load(Ordering::Relaxed),
             write_bytes: self.write_bytes.load(Ordering::Relaxed),
             attr_hits: self.attr_hits.load(Ordering::Relaxed),
+            reads_at_once: self.reads_at_once.load(Ordering::Relaxed),
         }
     }
 }

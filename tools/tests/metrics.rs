@@ -352,6 +352,12 @@ fn a_read_only_mount_refuses_changes_and_is_not_asked_for_attributes_after_reads
             });
         }
     });
+    // The blocks are on this host's worker: once leased, READs are answered on the kernel's
+    // threads, not the runtime.
+    let s = scrape(addr);
+    let reads = sum_where(&s, "cv_fuse_requests_total", "op", "read");
+    let at_once = sum(&s, "cv_fuse_reads_at_once_total");
+    assert!(at_once > reads / 2.0 && at_once <= reads, "{at_once} of {reads} READs answered at once");
     client.close();
 }
 

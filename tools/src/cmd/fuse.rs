@@ -101,6 +101,11 @@ fn gatherer(stats: std::sync::Arc<cv_fuse::FuseStats>, client: cv_client::Client
             out.counter("fuse_read_bytes", "Bytes the kernel asked to read", s.read_bytes);
             out.counter("fuse_write_bytes", "Bytes the kernel handed to write", s.write_bytes);
             out.counter("fuse_attr_cache_hits", "GETATTRs answered from attributes kept within attr_ttl", s.attr_hits);
+            out.counter(
+                "fuse_reads_at_once",
+                "READs answered at once from a local worker's files, without the mount's runtime",
+                s.reads_at_once,
+            );
             out.gauge("client_connections", "QUIC connections the client holds to the cluster", conns as i64);
             out
         })
