@@ -1,6 +1,7 @@
 //! The floor under any FUSE mount with the page cache dropped: a read-only FUSE file system
-//! over a local directory that answers each READ with one O_DIRECT `pread` of the range and
-//! nothing else. No cv, no checksums, no leases, no round trip at open: what the kernel's
+//! over a local directory that answers each READ with one O_DIRECT read of the range and
+//! nothing else (through the request thread's own io_uring, as cv's read-only mount reads:
+//! `cv_rt::fs::RingFile::read_into_waiting`). No cv, no checksums, no leases, no round trip at open: what the kernel's
 //! FUSE path costs (the request, the reply's copy into the page cache, the thread wake-ups) and
 //! the disk read. `bench duckdb-tpch --fuse-floor` runs DuckDB over it beside cv's mount, so
 //! cv's CPU per pass and time are read against it in the same run (as `http_floor.rs` is for
@@ -11,6 +12,7 @@
 //! times. The tree is read once at start; the files must not change while it is mounted.
 
 use cv_rt::AlignedBuf;
+use cv_rt::fs::RingFile;
 use fuser::{
     Config, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, INodeNo, InitFlags, KernelConfig, LockOwner,
     MountOption, OpenFlags, ReplyAttr, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, Request,
@@ -18,11 +20,10 @@ use fuser::{
 };
 use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
-use std::fs::File;
-use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, UNIX_EPOCH};
 
 /// cv's mount defaults (`cv_fuse::MountOptions`): attribute and entry time, request threads of
@@ -45,7 +46,7 @@ struct Node {
 /// The file system: the tree, and the open files by handle.
 struct Floor {
     nodes: Vec<Node>,
-    open: Mutex<HashMap<u64, std::sync::Arc<File>>>,
+    open: Mutex<HashMap<u64, Arc<RingFile>>>,
     next_fh: AtomicU64,
 }
 
@@ -100,7 +101,7 @@ impl Floor {
         self.nodes.get((ino.0 as usize).checked_sub(1)?)
     }
 
-    fn file(&self, fh: FileHandle) -> Option<std::sync::Arc<File>> {
+    fn file(&self, fh: FileHandle) -> Option<Arc<RingFile>> {
         self.open.lock().unwrap_or_else(|p| p.into_inner()).get(&fh.0).cloned()
     }
 }
@@ -138,7 +139,7 @@ impl Filesystem for Floor {
         match std::fs::OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(&n.path) {
             Ok(f) => {
                 let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
-                self.open.lock().unwrap_or_else(|p| p.into_inner()).insert(fh, std::sync::Arc::new(f));
+                self.open.lock().unwrap_or_else(|p| p.into_inner()).insert(fh, Arc::new(RingFile::new(f)));
                 reply.opened(FileHandle(fh), FopenFlags::empty());
             }
             Err(e) => reply.error(Errno::from(e)),
@@ -161,9 +162,8 @@ impl Filesystem for Floor {
         // read but without its whole chunks and their checksums.
         let start = offset / ALIGN * ALIGN;
         let len = (offset + u64::from(size)).div_ceil(ALIGN) * ALIGN - start;
-        let mut buf = AlignedBuf::with_capacity(len as usize);
-        match f.read_at(&mut buf.as_mut_slice()[..len as usize], start) {
-            Ok(n) => {
+        match f.read_into_waiting(AlignedBuf::with_capacity(len as usize), 0, len as usize, start) {
+            Ok((n, buf)) => {
                 let skip = (offset - start) as usize;
                 let have = n.saturating_sub(skip).min(size as usize);
                 reply.data(&buf.as_slice()[skip..skip + have]);

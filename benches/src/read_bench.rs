@@ -300,6 +300,10 @@ async fn measure(
                 let (s, v) = set.random(block, depth, secs, opts.verify_all).await?;
                 series.push(short_circuit(s).with_cpu(&cpu).in_round(r));
                 verified += v;
+                let cpu = cpu::Snapshot::take();
+                let (s, v) = set.random_on_threads(block, depth, secs, opts.verify_all, cpu).await?;
+                series.push(s.in_round(r));
+                verified += v;
             }
         }
     }

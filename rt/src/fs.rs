@@ -3,13 +3,30 @@
 //! Opening, `stat` and truncation stay plain syscalls: they are metadata operations done at
 //! store open and index compaction, not per request.
 
+use std::cell::RefCell;
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
 
 use super::buf::AlignedBuf;
-use super::ring::Keep;
+use super::ring::{Keep, Ring};
 use super::with_ring;
+
+/// Entries of a thread's own ring ([`RingFile::read_into_waiting`]): one read at a time.
+const OWN_RING_ENTRIES: u32 = 8;
+
+/// A thread's own ring; drained when the thread ends, so no buffer is freed under the kernel.
+struct OwnRing(Ring);
+
+impl Drop for OwnRing {
+    fn drop(&mut self) {
+        self.0.drain();
+    }
+}
+
+thread_local! {
+    static OWN_RING: RefCell<Option<OwnRing>> = const { RefCell::new(None) };
+}
 
 /// An open file driven by the current runtime's ring.
 #[derive(Debug)]
@@ -64,13 +81,28 @@ impl RingFile {
         (res.map(|n| n as usize), buf)
     }
 
-    /// Reads up to `len` bytes at `pos` into `buf` from byte `at` on, with a plain blocking
-    /// `pread`, outside any runtime (a thread whose only work is this read and its answer).
-    pub fn read_at_blocking(&self, buf: &mut AlignedBuf, at: usize, len: usize, pos: u64) -> io::Result<usize> {
-        use std::os::unix::fs::FileExt;
-        let at = at.min(buf.capacity());
-        let len = len.min(buf.capacity() - at);
-        self.file.read_at(&mut buf.as_mut_slice()[at..at + len], pos)
+    /// Reads up to `len` bytes at `pos` into `buf` from byte `at` on, waiting on this thread,
+    /// outside any runtime (a thread whose only work is this read and its answer, such as a
+    /// FUSE request thread): through an io_uring of the calling thread's own, made at its first
+    /// such read, the read submitted and waited for in one `io_uring_enter`. Cheaper than a
+    /// `pread` on the VMs measured: fio's random 64 KiB O_DIRECT reads at depth 1 took a p50 of
+    /// 75 µs through io_uring and 106 µs with `pread` on the same file.
+    pub fn read_into_waiting(
+        &self,
+        buf: AlignedBuf,
+        at: usize,
+        len: usize,
+        pos: u64,
+    ) -> io::Result<(usize, AlignedBuf)> {
+        OWN_RING.with(|own| {
+            let mut own = own.borrow_mut();
+            if own.is_none() {
+                *own = Some(OwnRing(Ring::new(OWN_RING_ENTRIES)?));
+            }
+            let ring = &mut own.as_mut().expect("made above").0;
+            let (n, buf) = ring.read_waiting(self.file.as_raw_fd(), buf, at, len, pos)?;
+            Ok((n as usize, buf))
+        })
     }
 
     /// Writes the first `len` bytes of `buf` at `pos`; returns the bytes written and the buffer.

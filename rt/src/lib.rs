@@ -483,12 +483,18 @@ mod tests {
         let data: Vec<u8> = (0..4 * 4096u32).map(|i| (i % 251) as u8).collect();
         std::fs::write(&path, &data).unwrap();
         let f = fs::RingFile::new(std::fs::File::open(&path).unwrap());
-        let mut blocking = buf::AlignedBuf::with_capacity(2 * 4096);
-        blocking.as_mut_slice()[..4096].fill(7);
-        // Asked past the buffer's end: cut to it.
-        assert_eq!(f.read_at_blocking(&mut blocking, 4096, 4 * 4096, 4096).unwrap(), 4096);
-        assert!(blocking.as_ref()[..4096].iter().all(|&b| b == 7));
-        assert_eq!(&blocking.as_ref()[4096..], &data[4096..2 * 4096]);
+        let mut waiting = buf::AlignedBuf::with_capacity(2 * 4096);
+        waiting.as_mut_slice()[..4096].fill(7);
+        // Asked past the buffer's end: cut to it. Outside any runtime, on the thread's ring.
+        let (n, waiting) = f.read_into_waiting(waiting, 4096, 4 * 4096, 4096).unwrap();
+        assert_eq!(n, 4096);
+        assert!(waiting.as_ref()[..4096].iter().all(|&b| b == 7));
+        assert_eq!(&waiting.as_ref()[4096..], &data[4096..2 * 4096]);
+        // Again on the same ring; and a read past the end of the file reads nothing.
+        let (n, _) = f.read_into_waiting(buf::AlignedBuf::with_capacity(4096), 0, 4096, 3 * 4096).unwrap();
+        assert_eq!(n, 4096);
+        let (n, _) = f.read_into_waiting(buf::AlignedBuf::with_capacity(4096), 0, 4096, 9 * 4096).unwrap();
+        assert_eq!(n, 0);
         rt().block_on(async move {
             let mut b = buf::AlignedBuf::with_capacity(4 * 4096);
             b.as_mut_slice()[..4096].fill(7);

@@ -215,6 +215,35 @@ impl Ring {
         self.start(Keep::Nothing, true, |_| opcode::PollAdd::new(types::Fd(fd), libc::POLLIN as u32).build())
     }
 
+    /// Reads like [`Ring::read`] and waits for it on this thread: submitted and waited for
+    /// in one `io_uring_enter`, for a ring with no other operations in flight and no runtime
+    /// around it ([`crate::fs::RingFile::read_into_waiting`]). On an error from the wait the
+    /// read is cancelled and left to the ring (whose next use or drain frees its buffer).
+    pub(crate) fn read_waiting(
+        &mut self,
+        fd: RawFd,
+        buf: AlignedBuf,
+        at: usize,
+        len: usize,
+        pos: u64,
+    ) -> io::Result<(u32, AlignedBuf)> {
+        let id = self.read(fd, buf, at, len, pos).id.take().expect("a fresh operation has its slot");
+        let mut cx = Context::from_waker(Waker::noop());
+        let mut wake = Vec::new();
+        loop {
+            if let Poll::Ready((res, keep)) = self.poll_op(id, &mut cx) {
+                let Keep::Aligned(buf) = keep else { unreachable!("a read returns its buffer") };
+                return if res < 0 { Err(io::Error::from_raw_os_error(-res)) } else { Ok((res as u32, buf)) };
+            }
+            if let Err(e) = self.wait(None) {
+                self.drop_op(id);
+                return Err(e);
+            }
+            self.reap(&mut wake);
+            wake.clear();
+        }
+    }
+
     /// Arms the poll on the wake-up eventfd if its last one fired.
     pub(crate) fn arm_wake(&mut self, efd: RawFd) -> io::Result<()> {
         if !self.wake_fired {

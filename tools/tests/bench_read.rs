@@ -19,16 +19,17 @@ fn bench_read(device: &str, rounds: u32, extra: &[&str]) -> Value {
 
 /// `sc`: the run measured the short-circuit series too.
 fn check(report: &Value, rounds: usize, sc: bool) {
-    let per = if sc { 4 } else { 3 };
+    // Per round: sequential (device, QUIC, cv, and maybe short-circuit) and two random depths
+    // (the same, and maybe short-circuit on the caller's threads).
+    let (seq, rand) = if sc { (4, 5) } else { (3, 3) };
+    let per_round = seq + 2 * rand;
     assert_eq!(report["files"], 3);
     assert_eq!(report["dataset_bytes"], 6 << 20);
     assert_eq!(report["memory_tier_bytes"], 0, "the embedded default measures the disk tier");
     let series = report["series"].as_array().expect("series");
-    // Each round: sequential plus two random depths, each from device, QUIC, cv and maybe
-    // short-circuit.
-    assert_eq!(series.len(), 3 * per * rounds, "{series:?}");
+    assert_eq!(series.len(), per_round * rounds, "{series:?}");
     for (i, s) in series.iter().enumerate() {
-        assert_eq!(s["round"].as_u64(), Some((i / (3 * per)) as u64), "{s}");
+        assert_eq!(s["round"].as_u64(), Some((i / per_round) as u64), "{s}");
     }
     for s in series {
         assert!(s["ops"].as_u64().unwrap() > 0, "a series did nothing: {s}");
@@ -39,15 +40,21 @@ fn check(report: &Value, rounds: usize, sc: bool) {
         }
     }
     let sources: Vec<&str> = series.iter().map(|s| s["source"].as_str().unwrap()).collect();
-    let group: &[&str] = if sc { &["device", "quic", "cv", "short-circuit"] } else { &["device", "quic", "cv"] };
-    assert_eq!(sources, group.repeat(3 * rounds));
+    let round: Vec<&str> = match sc {
+        true => {
+            let rand = ["device", "quic", "cv", "short-circuit", "short-circuit-threads"];
+            [&["device", "quic", "cv", "short-circuit"][..], &rand, &rand].concat()
+        }
+        false => ["device", "quic", "cv"].repeat(3),
+    };
+    assert_eq!(sources, round.repeat(rounds));
     // QUIC and cv series carry CPU per request of both sides (the embedded shards are threads
     // of this process); fio's is its own process's and is not measured.
     for s in series {
         let cpu = &s["cpu"];
         if s["source"] == "device" {
             assert!(cpu.is_null(), "{s}");
-        } else if s["source"] == "short-circuit" {
+        } else if s["source"] == "short-circuit" || s["source"] == "short-circuit-threads" {
             // The worker only grants leases: its share may round to nothing.
             assert!(cpu["server_us"].as_f64().is_some_and(|v| v >= 0.0), "{s}");
             assert!(cpu["client_us"].as_f64().is_some_and(|v| v > 0.0), "{s}");
@@ -60,7 +67,8 @@ fn check(report: &Value, rounds: usize, sc: bool) {
     let read =
         |src: &str| series.iter().filter(|s| s["source"] == src).map(|s| s["bytes"].as_u64().unwrap()).sum::<u64>();
     let warm = if sc { 2 * (6 << 20) } else { 6 << 20 };
-    assert_eq!(report["verified_bytes"].as_u64(), Some(warm + read("cv") + read("short-circuit")));
+    let measured = read("cv") + read("short-circuit") + read("short-circuit-threads");
+    assert_eq!(report["verified_bytes"].as_u64(), Some(warm + measured));
     // The short-circuit series really read the worker's files, and never fell back.
     if sc {
         let st = &report["short_circuit"];

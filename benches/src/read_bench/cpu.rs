@@ -50,7 +50,12 @@ impl Snapshot {
 
     /// CPU used since this snapshot, divided by `ops`; `None` if nothing was measured.
     pub fn per_op(&self, ops: u64) -> Option<CpuPerOp> {
-        let now = Snapshot::take();
+        self.per_op_until(&Snapshot::take(), ops)
+    }
+
+    /// CPU used from this snapshot to `now` (taken while the threads to count were alive),
+    /// divided by `ops`; `None` if nothing was measured.
+    pub fn per_op_until(&self, now: &Snapshot, ops: u64) -> Option<CpuPerOp> {
         if ops == 0 || now.threads.is_empty() {
             return None;
         }

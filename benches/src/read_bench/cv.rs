@@ -175,10 +175,124 @@ impl DataSet {
         Ok((s, checked))
     }
 
+    /// `depth` threads of their own each read `block` bytes at random aligned offsets for
+    /// `duration`, on the calling thread with a blocking read where the client can read the
+    /// range at once from a local worker's files (`File::local_read`, `LocalRead::read_blocking`:
+    /// how a read-only FUSE mount's request threads read), else with `read_at` on the runtime.
+    /// Returns the series (its source `ShortCircuitBlocking`, its CPU counted from `since`
+    /// until the threads are done but still alive) and the bytes checked.
+    pub async fn random_on_threads(
+        &self,
+        block: u64,
+        depth: u32,
+        duration: Duration,
+        verify_all: bool,
+        since: super::cpu::Snapshot,
+    ) -> Result<(Series, u64)> {
+        let every = if verify_all { 1 } else { SAMPLE_EVERY };
+        let slots: Vec<u64> = self.files.iter().map(|f| f.tail().map_or(f.len(), |(o, _)| o) / block).collect();
+        if slots.iter().all(|&s| s == 0) {
+            return Err(ReadBenchError::new(ReadBenchErrorKind::Config, "files too small for the random block"));
+        }
+        let (files, rt) = (self.files.clone(), tokio::runtime::Handle::current());
+        let run = move || {
+            let start = Instant::now();
+            let deadline = start + duration;
+            // The threads wait when done until their CPU has been read (while they live): a
+            // barrier where they are counted done, and one that lets them go.
+            let (done, go) = (std::sync::Barrier::new(depth as usize + 1), std::sync::Barrier::new(depth as usize + 1));
+            let (per_thread, cpu_now) = std::thread::scope(|sc| {
+                let threads: Vec<_> = (0..depth)
+                    .map(|t| {
+                        let (files, slots, rt, done, go) = (&files, &slots, &rt, &done, &go);
+                        let name = format!("bench-sc-{t}");
+                        let spawned = std::thread::Builder::new().name(name).spawn_scoped(sc, move || -> Result<_> {
+                            let out = read_randomly(files, slots, rt, t, block, deadline, every);
+                            done.wait();
+                            go.wait();
+                            out
+                        });
+                        spawned.expect("spawn a reader thread")
+                    })
+                    .collect();
+                done.wait();
+                let cpu_now = super::cpu::Snapshot::take();
+                go.wait();
+                (threads.into_iter().map(|t| t.join().expect("reader thread")).collect::<Vec<_>>(), cpu_now)
+            });
+            let (mut h, mut ops, mut checked) = (histogram(), 0, 0);
+            for r in per_thread {
+                let (th, to, tc) = r?;
+                h.add(&th)
+                    .map_err(|e| ReadBenchError::new(ReadBenchErrorKind::Cv, format!("merge histograms: {e}")))?;
+                (ops, checked) = (ops + to, checked + tc);
+            }
+            let label = format!("cv local_read + read_blocking on {depth} threads");
+            let mut s = Series::new(
+                Source::ShortCircuitBlocking,
+                label,
+                Workload::Random,
+                block,
+                depth,
+                ops,
+                ops * block,
+                start.elapsed(),
+                Some(&h),
+            );
+            s.cpu = since.per_op_until(&cpu_now, ops);
+            Ok((s, checked))
+        };
+        tokio::task::spawn_blocking(run).await.map_err(join_err)?
+    }
+
+    /// Deletes the data set from cv.
     /// Deletes the data set from cv.
     pub async fn remove(&self, client: &Client) -> Result<()> {
         client.delete(&self.dir, true).await.map_err(|e| ReadBenchError::cv("remove the data set", e))
     }
+}
+
+/// One reader thread of [`DataSet::random_on_threads`]: reads until `deadline`; returns its
+/// latencies, reads and bytes checked.
+fn read_randomly(
+    files: &[File],
+    slots: &[u64],
+    rt: &tokio::runtime::Handle,
+    t: u32,
+    block: u64,
+    deadline: Instant,
+    every: u64,
+) -> Result<(hdrhistogram::Histogram<u64>, u64, u64)> {
+    let mut rng = SmallRng::seed_from_u64(u64::from(t) + 1);
+    let mut buf = vec![0u8; block as usize];
+    let (mut h, mut ops, mut checked) = (histogram(), 0u64, 0u64);
+    while Instant::now() < deadline {
+        let i = rng.gen_range(0..files.len());
+        if slots[i] == 0 {
+            continue;
+        }
+        let off = rng.gen_range(0..slots[i]) * block;
+        let t0 = Instant::now();
+        match files[i].local_read(off, block as usize).and_then(|r| r.read_blocking()) {
+            Some(b) if b.len() == buf.len() => buf.copy_from_slice(&b),
+            _ => {
+                let n = rt.block_on(files[i].read_at(off, &mut buf)).map_err(|e| ReadBenchError::cv("read_at", e))?;
+                if n != buf.len() {
+                    let m = format!("short read {n}");
+                    return Err(ReadBenchError::new(ReadBenchErrorKind::WrongBytes, m));
+                }
+            }
+        }
+        h.saturating_record(t0.elapsed().as_nanos() as u64);
+        if ops.is_multiple_of(every) {
+            if let Some(at) = first_mismatch(i as u64, off, &buf) {
+                return Err(wrong(&files[i].status().path, off, at));
+            }
+            checked += block;
+        }
+        ops += 1;
+    }
+    Ok((h, ops, checked))
 }
 
 async fn write_file(client: &Client, path: &str, seed: u64, len: u64) -> Result<()> {

@@ -30,6 +30,10 @@ pub enum Source {
     /// (O_DIRECT on its own io_uring), after a lease per block over QUIC.
     #[serde(rename = "short-circuit")]
     ShortCircuit,
+    /// The same, each read on the caller's own thread with a blocking read of the data file
+    /// (no runtime, no io thread), as a read-only FUSE mount's request threads read.
+    #[serde(rename = "short-circuit-threads")]
+    ShortCircuitBlocking,
 }
 
 /// Access pattern.
@@ -196,7 +200,8 @@ impl Verdict {
 }
 
 /// The series of `source` measured in the same round and workload as `cv`.
-fn find<'a>(series: &'a [Series], source: Source, cv: &Series) -> Option<&'a Series> {
+/// The series of `source` measured with `cv`'s workload, depth and round.
+pub fn find<'a>(series: &'a [Series], source: Source, cv: &Series) -> Option<&'a Series> {
     series
         .iter()
         .find(|s| s.source == source && s.workload == cv.workload && s.depth == cv.depth && s.round == cv.round)
@@ -220,15 +225,16 @@ pub fn verdicts(series: &[Series]) -> Vec<Verdict> {
 /// same depth, per round, judged on the median of the rounds.
 pub fn short_circuit_verdicts(series: &[Series]) -> Vec<Verdict> {
     let mut out: Vec<Verdict> = Vec::new();
-    for sc in series.iter().filter(|s| s.source == Source::ShortCircuit) {
+    let local = |s: &&Series| matches!(s.source, Source::ShortCircuit | Source::ShortCircuitBlocking);
+    for sc in series.iter().filter(local) {
         let Some(dev) = find(series, Source::Device, sc) else { continue };
+        let how = if sc.source == Source::ShortCircuit { "short-circuit" } else { "short-circuit on threads" };
         let (goal, value) = match sc.workload {
-            Workload::Sequential => (
-                format!("sequential, depth {}: short-circuit ≥ 90 % of the device", sc.depth),
-                sc.gib_s / dev.gib_s.max(1e-12),
-            ),
+            Workload::Sequential => {
+                (format!("sequential, depth {}: {how} ≥ 90 % of the device", sc.depth), sc.gib_s / dev.gib_s.max(1e-12))
+            }
             Workload::Random => (
-                format!("random, depth {}: short-circuit IOPS ≥ 90 % of the device's", sc.depth),
+                format!("random, depth {}: {how} IOPS ≥ 90 % of the device's", sc.depth),
                 sc.iops / dev.iops.max(1e-12),
             ),
         };

@@ -142,7 +142,7 @@ impl LocalRead {
         );
     }
 
-    /// Reads on this thread with a blocking `pread`, without the io thread: for a caller
+    /// Reads on this thread, waiting (`RingFile::read_into_waiting`), without the io thread: for a caller
     /// that has threads of its own to block (a read-only FUSE mount's request threads), so
     /// a read costs no wake-up of another thread. `None` as for [`LocalRead::start`].
     pub fn read_blocking(self) -> Option<Bytes> {
@@ -150,8 +150,8 @@ impl LocalRead {
         if let Some(b) = counters.memo_only(&plan) {
             return Some(b);
         }
-        let mut buf = AlignedBuf::with_capacity(plan.lead + plan.read_len);
-        let res = plan.file.read_at_blocking(&mut buf, plan.lead, plan.read_len, plan.pos).map(|n| (buf, n));
+        let buf = AlignedBuf::with_capacity(plan.lead + plan.read_len);
+        let res = plan.file.read_into_waiting(buf, plan.lead, plan.read_len, plan.pos).map(|(n, buf)| (buf, n));
         let out = shard.finish(block_id, &lease, &plan, res, Some(&memo));
         counters.settle(block_id, out)
     }

@@ -7,7 +7,7 @@ use crate::cluster::{ClusterOptions, LocalCluster};
 use crate::cmd::CmdResult;
 use crate::connect::runtime;
 use clap::Args;
-use cv_benches::read_bench::{self, ReadBenchOptions, ReadReport, Series, Source, Verdict, Workload};
+use cv_benches::read_bench::{self, ReadBenchOptions, ReadReport, Series, Source, Verdict, Workload, series};
 use cv_client::ClientSettings;
 use cv_net::config::{ByteSize, Dur};
 use std::path::PathBuf;
@@ -187,52 +187,71 @@ fn print_table(r: &ReadReport, args: &ReadArgs) {
             );
         }
     }
+    let with_threads = r.series.iter().any(|s| s.source == Source::ShortCircuitBlocking);
+    if with_threads {
+        println!(
+            "sc threads:    random reads on threads of the caller's own, each read blocking on its thread where the client can read at once from the files (a read-only FUSE mount's path)"
+        );
+    }
     println!(
-        "{:<18} {:>5}  {:<30} {:<30} {:<30} {:<30} {:>9} {:>9} {:>9}",
+        "{:<18} {:>5}  {:<30} {:<30} {:<30} {:<30} {:<30} {:>9} {:>9} {:>9} {:>10}",
         "workload",
         "depth",
         "device",
         "bare QUIC",
         "cv (QUIC)",
         "cv short-circuit",
+        "cv sc threads",
         "cv/device",
         "cv/QUIC",
-        "sc/device"
+        "sc/device",
+        "sct/device"
     );
     let rounds = r.series.iter().map(|s| s.round + 1).max().unwrap_or(1);
-    // Rows come in groups per round, workload and depth: device, QUIC, cv, and short-circuit.
-    let group = if with_sc { 4 } else { 3 };
+    // One row per cv series, with the others of its workload, depth and round.
+    let rows: Vec<_> = r
+        .series
+        .iter()
+        .filter(|s| s.source == Source::Cv)
+        .filter_map(|cv| {
+            let of = |source| series::find(&r.series, source, cv);
+            Some((
+                of(Source::Device)?,
+                of(Source::Quic)?,
+                cv,
+                of(Source::ShortCircuit),
+                of(Source::ShortCircuitBlocking),
+            ))
+        })
+        .collect();
     let dash = || "-".to_string();
-    for w in r.series.chunks(group) {
-        let (dev, quic, cv, sc) = match w {
-            [dev, quic, cv] => (dev, quic, cv, None),
-            [dev, quic, cv, sc] => (dev, quic, cv, Some(sc)),
-            _ => continue,
-        };
-        let kind = row_name(cv, rounds);
+    for &(dev, quic, cv, sc, sct) in &rows {
         println!(
-            "{:<18} {:>5}  {:<30} {:<30} {:<30} {:<30} {:>9} {:>9} {:>9}",
-            kind,
+            "{:<18} {:>5}  {:<30} {:<30} {:<30} {:<30} {:<30} {:>9} {:>9} {:>9} {:>10}",
+            row_name(cv, rounds),
             cv.depth,
             dev.summary(),
             quic.summary(),
             cv.summary(),
             sc.map_or_else(dash, Series::summary),
+            sct.map_or_else(dash, Series::summary),
             cv.percent_of(dev),
             cv.percent_of(quic),
-            sc.map_or_else(dash, |s| s.percent_of(dev))
+            sc.map_or_else(dash, |s| s.percent_of(dev)),
+            sct.map_or_else(dash, |s| s.percent_of(dev))
         );
     }
     println!("CPU per request, µs of this process's threads (server + client; on shared cores less noisy than rates):");
-    for w in r.series.chunks(group) {
-        let (quic, cv, sc) = match w {
-            [_, quic, cv] => (quic, cv, None),
-            [_, quic, cv, sc] => (quic, cv, Some(sc)),
-            _ => continue,
-        };
+    for &(_, quic, cv, sc, sct) in &rows {
         let kind = row_name(cv, rounds);
-        let sc = sc.map_or_else(String::new, |s| format!("  short-circuit {}", s.cpu_summary()));
-        println!("  {kind:<16} {:>5}  bare QUIC {:<14} cv {:<14}{sc}", cv.depth, quic.cpu_summary(), cv.cpu_summary());
+        let sc = sc.map_or_else(String::new, |s| format!("  short-circuit {:<14}", s.cpu_summary()));
+        let sct = sct.map_or_else(String::new, |s| format!("  sc threads {}", s.cpu_summary()));
+        println!(
+            "  {kind:<16} {:>5}  bare QUIC {:<14} cv {:<14}{sc}{sct}",
+            cv.depth,
+            quic.cpu_summary(),
+            cv.cpu_summary()
+        );
     }
     if r.series.iter().any(|s| s.stages.is_some()) {
         print_stages(r, rounds);
