@@ -266,6 +266,14 @@ pub fn parse_fio(json: &str, label: String, workload: Workload, block: u64, dept
     };
     s.p50_us = pct["50.000000"].as_f64().map(|ns| ns / 1000.0);
     s.p99_us = pct["99.000000"].as_f64().map(|ns| ns / 1000.0);
+    // fio's own CPU (user + system, % of the job's run time): what the reads cost the kernel
+    // and fio, the floor under any reader of the same bytes from this disk.
+    if let (Some(usr), Some(sys), Some(run_ms)) =
+        (job["usr_cpu"].as_f64(), job["sys_cpu"].as_f64(), job["job_runtime"].as_f64())
+    {
+        let us = (usr + sys) / 100.0 * run_ms * 1000.0 / ops as f64;
+        s.cpu = Some(super::cpu::CpuPerOp { server_us: Some(us), client_us: 0.0 });
+    }
     Ok(s)
 }
 

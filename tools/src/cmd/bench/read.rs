@@ -253,6 +253,19 @@ fn print_table(r: &ReadReport, args: &ReadArgs) {
             cv.cpu_summary()
         );
     }
+    // Bare QUIC serves from memory; cv reads the disk too. fio's CPU per read says what that
+    // read costs by itself.
+    for &(dev, quic, cv, _, _) in &rows {
+        let total = |s: &Series| s.cpu.map(|c| c.server_us.unwrap_or(0.0) + c.client_us);
+        let (Some(d), Some(q), Some(c)) = (total(dev), total(quic), total(cv)) else { continue };
+        println!(
+            "  {:<16} {:>5}  the device's own read (fio: its user + system CPU) {d:.0} µs; cv {:.2}× bare QUIC, {:.2}× bare QUIC plus that read",
+            row_name(cv, rounds),
+            cv.depth,
+            c / q.max(1e-9),
+            c / (q + d).max(1e-9)
+        );
+    }
     if r.series.iter().any(|s| s.stages.is_some()) {
         print_stages(r, rounds);
     }
