@@ -137,30 +137,13 @@ impl DataSet {
         for t in 0..depth {
             let (files, slots) = (self.files.clone(), slots.clone());
             set.spawn(async move {
-                let mut rng = SmallRng::seed_from_u64(u64::from(t) + 1);
-                let mut buf = vec![0u8; block as usize];
-                let (mut h, mut ops, mut checked) = (histogram(), 0u64, 0u64);
-                while Instant::now() < deadline {
-                    let i = rng.gen_range(0..files.len());
-                    if slots[i] == 0 {
-                        continue;
-                    }
-                    let off = rng.gen_range(0..slots[i]) * block;
+                let mut r = RandomReads::new(t, block, every);
+                while let Some((i, off)) = r.next(&slots, deadline) {
                     let t0 = Instant::now();
-                    let n = files[i].read_at(off, &mut buf).await.map_err(|e| ReadBenchError::cv("read_at", e))?;
-                    h.saturating_record(t0.elapsed().as_nanos() as u64);
-                    if n != buf.len() {
-                        return Err(ReadBenchError::new(ReadBenchErrorKind::WrongBytes, format!("short read {n}")));
-                    }
-                    if ops.is_multiple_of(every) {
-                        if let Some(at) = first_mismatch(i as u64, off, &buf) {
-                            return Err(wrong(&files[i].status().path, off, at));
-                        }
-                        checked += n as u64;
-                    }
-                    ops += 1;
+                    let n = files[i].read_at(off, &mut r.buf).await.map_err(|e| ReadBenchError::cv("read_at", e))?;
+                    r.done(&files[i], i, off, n, t0)?;
                 }
-                Ok((h, ops, checked))
+                Ok((r.h, r.ops, r.checked))
             });
         }
         let (mut h, mut ops, mut checked) = (histogram(), 0, 0);
@@ -252,8 +235,56 @@ impl DataSet {
     }
 }
 
-/// One reader thread of [`DataSet::random_on_threads`]: reads until `deadline`; returns its
-/// latencies, reads and bytes checked.
+/// One reader of a random series: where it reads next, its latencies and its checks.
+struct RandomReads {
+    rng: SmallRng,
+    block: u64,
+    every: u64,
+    buf: Vec<u8>,
+    h: hdrhistogram::Histogram<u64>,
+    ops: u64,
+    checked: u64,
+}
+
+impl RandomReads {
+    /// Reader `t` (its own seed) of `block`-byte reads, checking one in `every`.
+    fn new(t: u32, block: u64, every: u64) -> RandomReads {
+        let rng = SmallRng::seed_from_u64(u64::from(t) + 1);
+        RandomReads { rng, block, every, buf: vec![0u8; block as usize], h: histogram(), ops: 0, checked: 0 }
+    }
+
+    /// The next file and aligned offset below its `slots`, until `deadline`.
+    fn next(&mut self, slots: &[u64], deadline: Instant) -> Option<(usize, u64)> {
+        while Instant::now() < deadline {
+            let i = self.rng.gen_range(0..slots.len());
+            if slots[i] > 0 {
+                return Some((i, self.rng.gen_range(0..slots[i]) * self.block));
+            }
+        }
+        None
+    }
+
+    /// Counts a read of `n` bytes into `buf` at `off` of file `i` (`file`) that began at `t0`,
+    /// and checks its bytes if it is one to check.
+    fn done(&mut self, file: &File, i: usize, off: u64, n: usize, t0: Instant) -> Result<()> {
+        self.h.saturating_record(t0.elapsed().as_nanos() as u64);
+        if n != self.buf.len() {
+            return Err(ReadBenchError::new(ReadBenchErrorKind::WrongBytes, format!("short read {n}")));
+        }
+        if self.ops.is_multiple_of(self.every) {
+            if let Some(at) = first_mismatch(i as u64, off, &self.buf) {
+                return Err(wrong(&file.status().path, off, at));
+            }
+            self.checked += n as u64;
+        }
+        self.ops += 1;
+        Ok(())
+    }
+}
+
+/// One reader thread of [`DataSet::random_on_threads`]: reads until `deadline`, each read on
+/// this thread where the client can read at once from the files, else through `rt`; returns
+/// its latencies, reads and bytes checked.
 fn read_randomly(
     files: &[File],
     slots: &[u64],
@@ -263,36 +294,19 @@ fn read_randomly(
     deadline: Instant,
     every: u64,
 ) -> Result<(hdrhistogram::Histogram<u64>, u64, u64)> {
-    let mut rng = SmallRng::seed_from_u64(u64::from(t) + 1);
-    let mut buf = vec![0u8; block as usize];
-    let (mut h, mut ops, mut checked) = (histogram(), 0u64, 0u64);
-    while Instant::now() < deadline {
-        let i = rng.gen_range(0..files.len());
-        if slots[i] == 0 {
-            continue;
-        }
-        let off = rng.gen_range(0..slots[i]) * block;
+    let mut r = RandomReads::new(t, block, every);
+    while let Some((i, off)) = r.next(slots, deadline) {
         let t0 = Instant::now();
-        match files[i].local_read(off, block as usize).and_then(|r| r.read_blocking()) {
-            Some(b) if b.len() == buf.len() => buf.copy_from_slice(&b),
-            _ => {
-                let n = rt.block_on(files[i].read_at(off, &mut buf)).map_err(|e| ReadBenchError::cv("read_at", e))?;
-                if n != buf.len() {
-                    let m = format!("short read {n}");
-                    return Err(ReadBenchError::new(ReadBenchErrorKind::WrongBytes, m));
-                }
+        let n = match files[i].local_read(off, block as usize).and_then(|l| l.read_blocking()) {
+            Some(b) if b.len() == r.buf.len() => {
+                r.buf.copy_from_slice(&b);
+                b.len()
             }
-        }
-        h.saturating_record(t0.elapsed().as_nanos() as u64);
-        if ops.is_multiple_of(every) {
-            if let Some(at) = first_mismatch(i as u64, off, &buf) {
-                return Err(wrong(&files[i].status().path, off, at));
-            }
-            checked += block;
-        }
-        ops += 1;
+            _ => rt.block_on(files[i].read_at(off, &mut r.buf)).map_err(|e| ReadBenchError::cv("read_at", e))?,
+        };
+        r.done(&files[i], i, off, n, t0)?;
     }
-    Ok((h, ops, checked))
+    Ok((r.h, r.ops, r.checked))
 }
 
 async fn write_file(client: &Client, path: &str, seed: u64, len: u64) -> Result<()> {
