@@ -2,7 +2,11 @@
 //! small GETs would otherwise wait on delayed ACKs) in front of s3s, each on
 //! a task of its own.
 
+use hyper::body::Incoming;
+use hyper::header::{CONNECTION, EXPECT, HeaderValue};
 use hyper::server::conn::http1;
+use hyper::service::Service;
+use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
@@ -58,9 +62,37 @@ pub(crate) async fn accept_loop(
     }
 }
 
+/// s3s behind one rule of the connection: a request that asked `Expect: 100-continue` and is
+/// refused (a 4xx or 5xx, such as a PUT whose precondition fails before its body is read)
+/// closes the connection after the answer. Its client may or may not have sent the body, so
+/// the bytes after the answer are either that body or the next request; hyper takes them as
+/// the body, and when it was never sent, the next request lost its first bytes: a HEAD after a
+/// refused PUT from botocore failed its signature check (403) once under load.
+#[derive(Clone)]
+struct Closing(S3Service);
+
+impl Service<Request<Incoming>> for Closing {
+    type Response = <S3Service as Service<Request<Incoming>>>::Response;
+    type Error = <S3Service as Service<Request<Incoming>>>::Error;
+    type Future = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+
+    fn call(&self, req: Request<Incoming>) -> Self::Future {
+        let expects = req.headers().get(EXPECT).is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+        let answer = <S3Service as Service<Request<Incoming>>>::call(&self.0, req);
+        Box::pin(async move {
+            let mut resp: Response<_> = answer.await?;
+            if expects && !resp.status().is_success() {
+                resp.headers_mut().insert(CONNECTION, HeaderValue::from_static("close"));
+            }
+            Ok(resp)
+        })
+    }
+}
+
 async fn serve(stream: TcpStream, peer: SocketAddr, s3: S3Service, tls: Option<TlsAcceptor>) {
     let _ = stream.set_nodelay(true);
     let http = http1::Builder::new();
+    let s3 = Closing(s3);
     let result = match tls {
         None => http.serve_connection(TokioIo::new(stream), s3).await,
         Some(acceptor) => match acceptor.accept(stream).await {

@@ -159,6 +159,28 @@ async fn http_get_raw(addr: std::net::SocketAddr, path: &str, range: &str) -> (u
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_request_that_held_back_its_body_closes_the_connection() {
+    // An unsigned PUT is refused before its body is read. The client asked `Expect:
+    // 100-continue` and sent no body: whatever it sends next on this connection could be taken
+    // for that body, so the answer closes the connection.
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let b = bed(GatewayTls::OFF).await;
+    let addr = b.gateway.addr();
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let req = format!(
+        "PUT /open-data/held.bin HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n"
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    let read = tokio::time::timeout(std::time::Duration::from_secs(10), s.read_to_end(&mut out)).await;
+    let text = String::from_utf8_lossy(&out).to_ascii_lowercase();
+    assert!(read.is_ok(), "the connection stayed open after the refusal: {text}");
+    assert!(text.starts_with("http/1.1 403"), "{text}");
+    assert!(text.contains("connection: close\r\n"), "{text}");
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_worker_is_an_error_that_names_the_object_and_no_internals() {
     // The file's only copy was on the stopped worker: the client reports the loss (DataLoss),
     // which S3 clients see as a 500 naming the object, not a hang or a NoSuchKey.
