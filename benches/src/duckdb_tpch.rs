@@ -290,11 +290,11 @@ pub async fn run_bench(
     )?;
     let local = lake.source.clone();
     // Locations: local disk, cv's mount, and the floor over the same local files.
+    let floor_dir = cfg.dir.join("floor");
     let floor = match cfg.fuse_floor {
-        true => Some(FuseProcess::floor(&tools.cvctl, &local, &cfg.dir.join("floor"))?),
+        true => Some(FuseProcess::floor(&tools.cvctl, &local, &floor_dir)?),
         false => None,
     };
-    let floor_dir = cfg.dir.join("floor");
     let mut locations: Vec<&Path> = vec![&local, &cv_dir];
     if floor.is_some() {
         locations.push(&floor_dir);

@@ -7,16 +7,17 @@
 //! cv's CPU per pass and time are read against it in the same run (as `http_floor.rs` is for
 //! the S3 gateway).
 //!
-//! It is mounted as `cvctl fuse --read-only` mounts: the same options, the same kernel
-//! settings in INIT, four request threads on cloned descriptors, the same attribute and entry
-//! times. The tree is read once at start; the files must not change while it is mounted.
+//! It is mounted as `cvctl fuse --read-only` mounts, through cv-fuse's own session and INIT
+//! settings (`cv_fuse::session_config`, `cv_fuse::ask_kernel`: the same options, four request
+//! threads on cloned descriptors) and attribute and entry times. The tree is read once at
+//! start; the files must not change while it is mounted.
 
+use cv_fuse::MountOptions;
 use cv_rt::AlignedBuf;
 use cv_rt::fs::RingFile;
 use fuser::{
-    Config, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, INodeNo, InitFlags, KernelConfig, LockOwner,
-    MountOption, OpenFlags, ReplyAttr, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, Request,
-    SessionACL,
+    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, INodeNo, KernelConfig, LockOwner, OpenFlags,
+    ReplyAttr, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, Request,
 };
 use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
@@ -26,12 +27,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, UNIX_EPOCH};
 
-/// cv's mount defaults (`cv_fuse::MountOptions`): attribute and entry time, request threads of
-/// a read-only mount, the INIT settings.
-const TTL: Duration = Duration::from_secs(1);
-const THREADS: usize = 4;
-const MAX_IO: u32 = 1 << 20;
-const MAX_BACKGROUND: u16 = 64;
 /// O_DIRECT alignment of offsets and lengths.
 const ALIGN: u64 = 4096;
 
@@ -45,6 +40,8 @@ struct Node {
 
 /// The file system: the tree, and the open files by handle.
 struct Floor {
+    /// Attribute and entry time: cv's mount's (`MountOptions`).
+    ttl: Duration,
     nodes: Vec<Node>,
     open: Mutex<HashMap<u64, Arc<RingFile>>>,
     next_fh: AtomicU64,
@@ -94,7 +91,8 @@ impl Floor {
             }
             i += 1;
         }
-        Ok(Floor { nodes, open: Mutex::default(), next_fh: AtomicU64::new(1) })
+        let ttl = MountOptions::default().attr_ttl;
+        Ok(Floor { ttl, nodes, open: Mutex::default(), next_fh: AtomicU64::new(1) })
     }
 
     fn node(&self, ino: INodeNo) -> Option<&Node> {
@@ -104,32 +102,34 @@ impl Floor {
     fn file(&self, fh: FileHandle) -> Option<Arc<RingFile>> {
         self.open.lock().unwrap_or_else(|p| p.into_inner()).get(&fh.0).cloned()
     }
+
+    /// Directory `ino`'s entries, "." and ".." first, each with the offset of the next.
+    fn listing(&self, ino: INodeNo) -> Option<impl Iterator<Item = (u64, &Node, &OsStr)>> {
+        let n = self.node(ino)?;
+        let parent = self.node(INodeNo(n.parent))?;
+        let dots = [(n, OsStr::new(".")), (parent, OsStr::new(".."))];
+        let children = n.children.iter().filter_map(|(name, i)| Some((self.node(INodeNo(*i))?, name.as_os_str())));
+        Some(dots.into_iter().chain(children).enumerate().map(|(i, (node, name))| (i as u64 + 1, node, name)))
+    }
 }
 
 impl Filesystem for Floor {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
-        // As cv's mount asks (fuse/src/fs.rs), so the kernel treats both alike.
-        for cap in [InitFlags::FUSE_ATOMIC_O_TRUNC, InitFlags::FUSE_PARALLEL_DIROPS, InitFlags::FUSE_ASYNC_DIO] {
-            let _ = config.add_capabilities(cap);
-        }
-        let _ = config.set_max_background(MAX_BACKGROUND).or_else(|max| config.set_max_background(max));
-        let _ = config.set_congestion_threshold(MAX_BACKGROUND * 3 / 4);
-        let _ = config.set_max_write(MAX_IO).or_else(|max| config.set_max_write(max));
-        let _ = config.set_max_readahead(MAX_IO).or_else(|max| config.set_max_readahead(max));
+        cv_fuse::ask_kernel(config);
         Ok(())
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let found = self.node(parent).and_then(|p| p.children.iter().find(|(n, _)| n == name));
         match found.and_then(|&(_, ino)| self.node(INodeNo(ino))) {
-            Some(n) => reply.entry(&TTL, &n.attr, fuser::Generation(0)),
+            Some(n) => reply.entry(&self.ttl, &n.attr, fuser::Generation(0)),
             None => reply.error(Errno::ENOENT),
         }
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         match self.node(ino) {
-            Some(n) => reply.attr(&TTL, &n.attr),
+            Some(n) => reply.attr(&self.ttl, &n.attr),
             None => reply.error(Errno::ENOENT),
         }
     }
@@ -187,12 +187,20 @@ impl Filesystem for Floor {
     }
 
     fn readdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
-        let Some(n) = self.node(ino) else { return reply.error(Errno::ENOENT) };
-        let dots = [(ino.0, OsStr::new(".")), (n.parent, OsStr::new(".."))];
-        let all = dots.into_iter().chain(n.children.iter().map(|(name, i)| (*i, name.as_os_str())));
-        for (i, (child, name)) in all.enumerate().skip(offset as usize) {
-            let kind = self.node(INodeNo(child)).map_or(FileType::Directory, |c| c.attr.kind);
-            if reply.add(INodeNo(child), i as u64 + 1, kind, name) {
+        let Some(entries) = self.listing(ino) else { return reply.error(Errno::ENOENT) };
+        for (i, entry, name) in entries.skip(offset as usize) {
+            if reply.add(INodeNo(entry.attr.ino.0), i, entry.attr.kind, name) {
+                break;
+            }
+        }
+        reply.ok();
+    }
+
+    /// cv's mount asks for READDIRPLUS (`cv_fuse::ask_kernel`): listings carry attributes.
+    fn readdirplus(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectoryPlus) {
+        let Some(entries) = self.listing(ino) else { return reply.error(Errno::ENOENT) };
+        for (i, entry, name) in entries.skip(offset as usize) {
+            if reply.add(entry.attr.ino, i, name, &self.ttl, &entry.attr, fuser::Generation(0)) {
                 break;
             }
         }
@@ -203,20 +211,8 @@ impl Filesystem for Floor {
 /// Mounts the floor over `source` at `mountpoint` and serves it until it is unmounted.
 pub fn serve(source: &Path, mountpoint: &Path) -> std::io::Result<()> {
     let fs = Floor::load(source)?;
-    let mut config = Config::default();
-    config.mount_options = vec![
-        MountOption::FSName("cv-floor".into()),
-        MountOption::Subtype("floor".into()),
-        MountOption::DefaultPermissions,
-        MountOption::NoAtime,
-        MountOption::NoDev,
-        MountOption::NoSuid,
-        MountOption::RO,
-    ];
-    config.acl = SessionACL::Owner;
-    config.n_threads = Some(THREADS);
-    config.clone_fd = true;
-    fuser::mount(fs, mountpoint, &config)
+    let opts = MountOptions { read_only: true, fs_name: "cv-floor".into(), ..MountOptions::default() };
+    fuser::mount(fs, mountpoint, &cv_fuse::session_config(&opts))
 }
 
 #[cfg(test)]
@@ -235,5 +231,10 @@ mod tests {
         let node = f.node(INodeNo(*file)).unwrap();
         assert_eq!((node.attr.size, node.attr.kind, node.parent), (3, FileType::RegularFile, t));
         assert!(f.node(INodeNo(0)).is_none() && f.node(INodeNo(99)).is_none());
+        // A listing: ".", "..", then the children, each with the offset of the next.
+        let names: Vec<(u64, u64, &OsStr)> =
+            f.listing(INodeNo(t)).unwrap().map(|(i, n, name)| (i, n.attr.ino.0, name)).collect();
+        let want = [(1, t, OsStr::new(".")), (2, 1, OsStr::new("..")), (3, *file, OsStr::new("part-0.parquet"))];
+        assert_eq!(names, want);
     }
 }

@@ -8,10 +8,9 @@ use crate::meta::SetAttr;
 use crate::stats::{FuseOp, FuseStats};
 use crate::volume::Volume;
 use fuser::{
-    AccessFlags, BsdFileFlags, Errno, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
-    KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
-    ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
-    WriteFlags,
+    AccessFlags, BsdFileFlags, Errno, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, KernelConfig,
+    LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus,
+    ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use std::ffi::OsStr;
 use std::future::Future;
@@ -21,10 +20,6 @@ use std::time::SystemTime;
 
 /// Inode numbers are never reused, so every generation is the same.
 const GEN: Generation = Generation(0);
-/// Largest read and write the kernel sends in one request.
-const MAX_IO: u32 = 1 << 20;
-/// Asynchronous requests the kernel may have in flight.
-const MAX_BACKGROUND: u16 = 64;
 
 /// The mounted file system.
 #[derive(Debug)]
@@ -117,28 +112,7 @@ fn empty(reply: ReplyEmpty, r: Result<(), Errno>) {
 
 impl Filesystem for CvFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
-        // readdirplus: `ls -l` costs one listing, not a lookup per entry.
-        // atomic O_TRUNC: open(O_TRUNC) replaces the file once, at the first write.
-        // async direct I/O: without it the kernel serves an asynchronous
-        // O_DIRECT read (io_uring, libaio) synchronously inside its submit
-        // call, so a queue depth of 32 behaves as 1.
-        let caps = [
-            InitFlags::FUSE_DO_READDIRPLUS,
-            InitFlags::FUSE_ATOMIC_O_TRUNC,
-            InitFlags::FUSE_PARALLEL_DIROPS,
-            InitFlags::FUSE_ASYNC_DIO,
-        ];
-        for cap in caps {
-            if config.add_capabilities(cap).is_err() {
-                tracing::info!("kernel lacks {cap:?}");
-            }
-        }
-        // Asynchronous requests (read-ahead, async direct I/O) the kernel keeps
-        // in flight; its default of 12 would cap deep queues.
-        let _ = config.set_max_background(MAX_BACKGROUND).or_else(|max| config.set_max_background(max));
-        let _ = config.set_congestion_threshold(MAX_BACKGROUND * 3 / 4);
-        let _ = config.set_max_write(MAX_IO).or_else(|max| config.set_max_write(max));
-        let _ = config.set_max_readahead(MAX_IO).or_else(|max| config.set_max_readahead(max));
+        crate::session::ask_kernel(config);
         Ok(())
     }
 

@@ -6,13 +6,10 @@ use crate::error::{FuseError, FuseErrorKind};
 use crate::fs::CvFs;
 use crate::volume::Volume;
 use cv_client::{Client, FileKind};
-use fuser::{BackgroundSession, Config, MountOption, SessionACL};
+use fuser::BackgroundSession;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-
-/// Threads reading a read-only mount's requests: each may block on one disk read.
-const READ_ONLY_THREADS: usize = 4;
 
 /// A mounted cv; dropping it unmounts.
 #[derive(Debug)]
@@ -44,26 +41,7 @@ pub async fn mount(client: Client, mountpoint: &Path, opts: MountOptions) -> Res
         FuseError::new(FuseErrorKind::Config, format!("staging_dir: cannot make a directory in {}", base.display()))
             .with_source(e)
     })?;
-    let mut config = Config::default();
-    config.mount_options = vec![
-        MountOption::FSName(opts.fs_name.clone()),
-        MountOption::Subtype("cv".into()),
-        MountOption::DefaultPermissions,
-        MountOption::NoAtime,
-        MountOption::NoDev,
-        MountOption::NoSuid,
-    ];
-    if opts.read_only {
-        config.mount_options.push(MountOption::RO);
-    }
-    config.acl = if opts.allow_other { SessionACL::All } else { SessionACL::Owner };
-    // One thread reads the kernel's requests, so they are dispatched in the
-    // order sent (see crate::order); the work runs on the tokio runtime. A
-    // read-only mount has no writes to keep in order: several threads read
-    // requests, and each answers a short-circuit read itself with a blocking
-    // read, so a READ wakes no other thread.
-    config.n_threads = Some(if opts.read_only { READ_ONLY_THREADS } else { 1 });
-    config.clone_fd = opts.read_only;
+    let config = crate::session::session_config(&opts);
     let vol = Arc::new(Volume::new(client, opts, owner, staging.path().to_path_buf()));
     let stats = Arc::new(crate::stats::FuseStats::default());
     let fs = CvFs::new(vol, tokio::runtime::Handle::current(), stats.clone());

@@ -30,7 +30,7 @@ pub enum Source {
     /// (O_DIRECT on its own io_uring), after a lease per block over QUIC.
     #[serde(rename = "short-circuit")]
     ShortCircuit,
-    /// The same, each read on the caller's own thread with a blocking read of the data file
+    /// The same, each read on the caller's own thread, waiting on its own ring for the data file
     /// (no runtime, no io thread), as a read-only FUSE mount's request threads read.
     #[serde(rename = "short-circuit-threads")]
     ShortCircuitBlocking,

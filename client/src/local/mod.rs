@@ -175,16 +175,28 @@ struct Plan {
     /// Where the bytes asked for start in `head` followed by the read, and how many.
     from: usize,
     len: usize,
-    /// Where the read goes in its buffer: after room for the bytes of `head` the answer needs
-    /// (rounded up for O_DIRECT), which are copied in front of it, so the answer is one slice
-    /// of the buffer and the read's bytes are not copied.
+    /// Bytes of `head` the answer takes (all after `from`; 0 when `head` is empty).
+    need: usize,
+    /// Where the read goes in its buffer: after room for those `need` bytes (rounded up for
+    /// O_DIRECT), which are copied in front of it, so the answer is one slice of the buffer
+    /// and the read's bytes are not copied.
     lead: usize,
 }
 
 impl Plan {
-    /// Bytes of `head` the answer takes (those after `from`).
-    fn head_need(&self) -> usize {
-        self.head.iter().map(Bytes::len).sum::<usize>().saturating_sub(self.from)
+    /// The bytes of `head` from `from` on, part by part.
+    fn head_from(&self) -> impl Iterator<Item = &[u8]> {
+        let mut skip = self.from;
+        self.head.iter().filter_map(move |part| match part.get(skip..) {
+            Some(rest) if !rest.is_empty() => {
+                skip = 0;
+                Some(rest)
+            }
+            _ => {
+                skip -= part.len();
+                None
+            }
+        })
     }
 
     /// The bytes asked for when `head` holds them all (nothing to read).
@@ -193,15 +205,8 @@ impl Plan {
             return one.slice(self.from..self.from + self.len);
         }
         let mut out = Vec::with_capacity(self.len);
-        let mut skip = self.from;
-        for part in &self.head {
-            if skip >= part.len() {
-                skip -= part.len();
-                continue;
-            }
-            let take = (part.len() - skip).min(self.len - out.len());
-            out.extend_from_slice(&part[skip..skip + take]);
-            skip = 0;
+        for part in self.head_from() {
+            out.extend_from_slice(&part[..part.len().min(self.len - out.len())]);
         }
         Bytes::from(out)
     }
@@ -209,22 +214,16 @@ impl Plan {
     /// Copies the bytes of `head` the answer takes into `buf` just before the read, and
     /// returns where the answer starts in `buf`.
     fn put_head(&self, buf: &mut [u8]) -> usize {
-        let need = self.head_need();
-        if need == 0 {
-            let head: usize = self.head.iter().map(Bytes::len).sum();
-            return self.lead + (self.from - head);
+        if self.head.is_empty() {
+            return self.from;
         }
-        let (mut to, mut skip) = (self.lead - need, self.from);
-        for part in &self.head {
-            if skip >= part.len() {
-                skip -= part.len();
-                continue;
-            }
-            buf[to..to + part.len() - skip].copy_from_slice(&part[skip..]);
-            to += part.len() - skip;
-            skip = 0;
+        let start = self.lead - self.need;
+        let mut to = start;
+        for part in self.head_from() {
+            buf[to..to + part.len()].copy_from_slice(part);
+            to += part.len();
         }
-        self.lead - need
+        start
     }
 }
 
@@ -433,10 +432,9 @@ impl LocalShard {
         })?;
         let pos = lease.disk_offset + start;
         let (from, data_len) = ((offset - asked * cs) as usize, (data_end - start) as usize);
-        let mut plan =
-            Plan { file, pos, read_len, first, last, start, data_len, head, from, len: len as usize, lead: 0 };
-        plan.lead = (plan.head_need() as u64).div_ceil(ALIGN) as usize * ALIGN as usize;
-        Ok(plan)
+        let need = head.iter().map(Bytes::len).sum::<usize>().saturating_sub(from);
+        let lead = (need as u64).div_ceil(ALIGN) as usize * ALIGN as usize;
+        Ok(Plan { file, pos, read_len, first, last, start, data_len, head, from, len: len as usize, need, lead })
     }
 
     /// The bytes a completed read returns, if they can be trusted: the read was whole, the
@@ -588,17 +586,16 @@ mod tests {
     fn plan(head: &[&'static [u8]], from: usize, len: usize) -> Plan {
         let file = Arc::new(RingFile::new(std::fs::File::open("/dev/null").unwrap()));
         let head: Vec<Bytes> = head.iter().map(|h| Bytes::from_static(h)).collect();
-        let mut p =
-            Plan { file, pos: 0, read_len: 8, first: 0, last: 0, start: 0, data_len: 8, head, from, len, lead: 0 };
-        p.lead = (p.head_need() as u64).div_ceil(ALIGN) as usize * ALIGN as usize;
-        p
+        let need = head.iter().map(Bytes::len).sum::<usize>().saturating_sub(from);
+        let lead = (need as u64).div_ceil(ALIGN) as usize * ALIGN as usize;
+        Plan { file, pos: 0, read_len: 8, first: 0, last: 0, start: 0, data_len: 8, head, from, len, need, lead }
     }
 
     #[test]
     fn the_head_goes_just_before_the_read_so_the_answer_is_one_slice() {
         // Kept chunks "abcdefgh" and "ijklmnop", the answer from byte 5 on, into the read.
         let p = plan(&[b"abcdefgh", b"ijklmnop"], 5, 14);
-        assert_eq!((p.head_need(), p.lead), (11, ALIGN as usize));
+        assert_eq!((p.need, p.lead), (11, ALIGN as usize));
         let mut buf = vec![0u8; p.lead + 8];
         buf[p.lead..].copy_from_slice(b"qrstuvwx");
         let at = p.put_head(&mut buf);
