@@ -57,6 +57,8 @@ pub struct DuckdbTpchConfig {
     pub fuse_threads: usize,
     /// Mount read-only (`cvctl fuse --read-only`).
     pub fuse_read_only: bool,
+    /// The read-only mount's `--open-ttl` (zero: off).
+    pub fuse_open_ttl: Duration,
     /// Also run over the floor (`fuse_floor.rs`: a bare FUSE file system over the local tables).
     pub fuse_floor: bool,
 }
@@ -173,11 +175,15 @@ impl FuseProcess {
         expect: &Path,
         threads: usize,
         read_only: bool,
+        open_ttl: Duration,
     ) -> Result<FuseProcess, BenchError> {
         let mut cmd = Command::new(cvctl);
         cmd.arg("fuse").arg(mnt).arg("--config").arg(client_config).arg("--threads").arg(threads.to_string());
         if read_only {
             cmd.arg("--read-only");
+        }
+        if !open_ttl.is_zero() {
+            cmd.arg("--open-ttl").arg(format!("{}ms", open_ttl.as_millis()));
         }
         Self::spawn(cmd, mnt, expect)
     }
@@ -287,6 +293,7 @@ pub async fn run_bench(
         &cv_dir.join("lineitem"),
         cfg.fuse_threads,
         cfg.fuse_read_only,
+        cfg.fuse_open_ttl,
     )?;
     let local = lake.source.clone();
     // Locations: local disk, cv's mount, and the floor over the same local files.

@@ -191,7 +191,10 @@ pub async fn run_bench(
     let fuse = if cfg.fuse {
         let mnt = cfg.dir.join("mnt");
         let cv_dir = mnt.join(cfg.mount.trim_start_matches('/'));
-        Some((FuseProcess::start(&tools.cvctl, client_config, &mnt, &cv_dir.join("lineitem"), 2, false)?, cv_dir))
+        Some((
+            FuseProcess::start(&tools.cvctl, client_config, &mnt, &cv_dir.join("lineitem"), 2, false, Duration::ZERO)?,
+            cv_dir,
+        ))
     } else {
         None
     };

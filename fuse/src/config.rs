@@ -19,6 +19,10 @@ pub struct MountOptions {
     /// atime can change, keeps a file's attributes across its READs (a read-write mount's
     /// kernel forgets the atime after each, so each `fstat` after a read asks the mount).
     pub read_only: bool,
+    /// How long a read-only mount answers an open, an opendir or a lookup from what the
+    /// master said about that path before (zero, the default: it asks every time). Opens may
+    /// then see a version up to this old; see `crate::recent`.
+    pub open_ttl: Duration,
     /// Name shown in `/proc/mounts`.
     pub fs_name: String,
     /// Where the mount makes its directory of staged files (absolute; it must
@@ -35,6 +39,7 @@ impl Default for MountOptions {
             entry_ttl: Duration::from_secs(1),
             allow_other: false,
             read_only: false,
+            open_ttl: Duration::ZERO,
             fs_name: "cv".into(),
             staging_dir: None,
         }
@@ -50,6 +55,12 @@ impl MountOptions {
         }
         if self.attr_ttl > Duration::from_secs(3600) || self.entry_ttl > Duration::from_secs(3600) {
             return bad("attr_ttl and entry_ttl must be at most 1h");
+        }
+        if self.open_ttl > Duration::from_secs(3600) {
+            return bad("open_ttl must be at most 1h");
+        }
+        if !self.open_ttl.is_zero() && !self.read_only {
+            return bad("open_ttl needs read_only: a mount that writes must see its own changes at once");
         }
         if self.fs_name.is_empty() || self.fs_name.contains([',', ' ', '\n']) {
             return bad("fs_name must be non-empty without commas or spaces");
@@ -83,6 +94,10 @@ mod tests {
         assert!(rel.validate().unwrap_err().to_string().contains("root"));
         let ttl = MountOptions { attr_ttl: Duration::from_secs(7200), ..MountOptions::default() };
         assert!(ttl.validate().unwrap_err().to_string().contains("attr_ttl"));
+        let open = MountOptions { open_ttl: Duration::from_secs(1), ..MountOptions::default() };
+        assert!(open.validate().unwrap_err().to_string().contains("read_only"));
+        let open = MountOptions { open_ttl: Duration::from_secs(1), read_only: true, ..MountOptions::default() };
+        assert!(open.validate().is_ok());
         let name = MountOptions { fs_name: "a,b".into(), ..MountOptions::default() };
         assert_eq!(name.validate().unwrap_err().kind(), FuseErrorKind::Config);
         let rel = MountOptions { staging_dir: Some("stage".into()), ..MountOptions::default() };

@@ -12,6 +12,7 @@ use cv_client::{ErrorKind, FileKind};
 use fuser::{Errno, FileAttr, FopenFlags, ReplyData};
 use std::ffi::OsStr;
 use std::sync::Arc;
+use std::time::Instant;
 
 /// An opened file: its handle number and what the kernel should do with its pages.
 #[derive(Clone, Copy, Debug)]
@@ -34,12 +35,29 @@ impl Volume {
         if let Some(fh) = self.open_staged(ino, || Handle::Read { ino, r: None }) {
             return Ok(Opened { fh, flags: FopenFlags::FOPEN_KEEP_CACHE });
         }
+        let asked = Instant::now();
         let file = self.client.open(&path).await.map_err(|e| errno_of(&e))?;
+        self.recent.put_file(&path, &file, asked);
+        Ok(self.open_read(ino, file))
+    }
+
+    /// An open for reading answered from a file opened within `open_ttl` (a read-only mount
+    /// that asks for it, [`crate::recent`]), on the kernel's thread; `None` if there is none.
+    pub(crate) fn open_reused(&self, ino: u64, flags: i32) -> Option<Opened> {
+        if writes(flags) || !self.recent.enabled() {
+            return None;
+        }
+        let file = self.recent.file(&self.path_of(ino).ok()?)?;
+        self.stats.reused();
+        Some(self.open_read(ino, file))
+    }
+
+    fn open_read(&self, ino: u64, file: cv_client::File) -> Opened {
         // Pages from an earlier open are still right only if the content
         // is the same version; otherwise the kernel drops them.
         let keep = self.keep_cache(ino, file.version());
-        let fh = self.add_handle(Handle::Read { ino, r: Some(Arc::new(ReadHandle::new(file))) });
-        Ok(Opened { fh, flags: if keep { FopenFlags::FOPEN_KEEP_CACHE } else { FopenFlags::empty() } })
+        let fh = self.add_handle(Handle::Read { ino, r: Some(Arc::new(ReadHandle::new(file, &self.recent))) });
+        Opened { fh, flags: if keep { FopenFlags::FOPEN_KEEP_CACHE } else { FopenFlags::empty() } }
     }
 
     async fn open_for_write(&self, ino: u64, path: String, flags: i32, pid: u32) -> Result<Opened, Errno> {
@@ -59,7 +77,7 @@ impl Volume {
         // An O_RDWR open of a file with content can still read that content.
         let read = if flags & libc::O_ACCMODE == libc::O_RDWR && !truncate && st.length > 0 {
             let file = self.client.open(&path).await.map_err(|e| errno_of(&e))?;
-            Some(Arc::new(ReadHandle::new(file)))
+            Some(Arc::new(ReadHandle::new(file, &self.recent)))
         } else {
             None
         };

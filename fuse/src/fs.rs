@@ -118,6 +118,9 @@ impl Filesystem for CvFs {
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         self.stats.count(FuseOp::Lookup);
+        if let Some(a) = self.vol.lookup_reused(parent.0, name) {
+            return reply.entry(&self.vol.opts.entry_ttl, &a, GEN);
+        }
         let name = name.to_owned();
         self.run(|vol| async move { entry(reply, &vol, vol.lookup(parent.0, &name).await) });
     }
@@ -241,6 +244,9 @@ impl Filesystem for CvFs {
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         self.stats.count(FuseOp::Open);
+        if let Some(o) = self.vol.open_reused(ino.0, flags.0) {
+            return reply.opened(FileHandle(o.fh), o.flags);
+        }
         let pid = req.pid();
         let open = |vol: Arc<Volume>| async move {
             match vol.open(ino.0, flags.0, pid).await {
@@ -331,6 +337,9 @@ impl Filesystem for CvFs {
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         self.stats.count(FuseOp::Other);
+        if let Some(fh) = self.vol.opendir_reused(ino.0) {
+            return reply.opened(FileHandle(fh), FopenFlags::empty());
+        }
         self.run(|vol| async move {
             match vol.opendir(ino.0).await {
                 Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),

@@ -25,6 +25,7 @@ mod order;
 mod paths;
 mod process;
 mod read;
+mod recent;
 mod session;
 mod stage;
 mod staging;

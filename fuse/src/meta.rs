@@ -1,6 +1,7 @@
 //! Namespace operations: lookup, attributes, mkdir, unlink, rmdir, rename,
 //! directory listings, statfs.
 
+use crate::attr::attr_of;
 use crate::errno::errno_of;
 use crate::paths::child;
 use crate::stage::{Start, TEMP_PREFIX};
@@ -39,10 +40,25 @@ impl Volume {
         let (epoch, fetched) = (self.attrs.epoch(), Instant::now());
         let path = child(&self.path_of(parent)?, name)?;
         let st = self.stat(&path).await?;
+        self.recent.put_status(&path, &st, fetched);
         let ino = self.inodes().remember(&path);
         let attr = self.attr_from(ino, &st).await;
         self.keep_attr(&attr, fetched, epoch);
         Ok(attr)
+    }
+
+    /// A lookup answered from a status the master gave within `open_ttl` (a read-only mount
+    /// that asks for it, [`crate::recent`]), on the kernel's thread; `None` if there is none.
+    pub(crate) fn lookup_reused(&self, parent: u64, name: &OsStr) -> Option<FileAttr> {
+        if !self.recent.enabled() {
+            return None;
+        }
+        let path = child(&self.path_of(parent).ok()?, name).ok()?;
+        let st = self.recent.status(&path)?;
+        let ino = self.inodes().remember(&path);
+        self.stats.reused();
+        // A read-only mount has no writers or stages whose attributes would differ.
+        Some(attr_of(ino, &st, self.owner, None))
     }
 
     /// From memory when fetched within `attr_ttl` ([`crate::attr_cache`]), else from the master.
@@ -191,10 +207,24 @@ impl Volume {
     /// Lists a directory once at opendir; readdir pages through the copy.
     pub(crate) async fn opendir(&self, ino: u64) -> Result<u64, Errno> {
         let path = self.path_of(ino)?;
+        let asked = Instant::now();
         let mut entries = self.client.list(&path).await.map_err(|e| errno_of(&e))?;
         // Versions being published are not the application's files.
         entries.retain(|e| !crate::paths::name_of(&e.path).starts_with(TEMP_PREFIX));
-        Ok(self.add_handle(Handle::Dir(Arc::new(entries))))
+        let entries = Arc::new(entries);
+        self.recent.put_listing(&path, &entries, asked);
+        Ok(self.add_handle(Handle::Dir(entries)))
+    }
+
+    /// An opendir answered from a listing taken within `open_ttl` ([`crate::recent`]), on
+    /// the kernel's thread; `None` if there is none.
+    pub(crate) fn opendir_reused(&self, ino: u64) -> Option<u64> {
+        if !self.recent.enabled() {
+            return None;
+        }
+        let entries = self.recent.listing(&self.path_of(ino).ok()?)?;
+        self.stats.reused();
+        Some(self.add_handle(Handle::Dir(entries)))
     }
 
     pub(crate) fn listing(&self, fh: u64) -> Result<Arc<Vec<FileStatus>>, Errno> {

@@ -42,8 +42,8 @@ pub async fn mount(client: Client, mountpoint: &Path, opts: MountOptions) -> Res
             .with_source(e)
     })?;
     let config = crate::session::session_config(&opts);
-    let vol = Arc::new(Volume::new(client, opts, owner, staging.path().to_path_buf()));
     let stats = Arc::new(crate::stats::FuseStats::default());
+    let vol = Arc::new(Volume::new(client, opts, owner, staging.path().to_path_buf(), stats.clone()));
     let fs = CvFs::new(vol, tokio::runtime::Handle::current(), stats.clone());
     let at = mountpoint.to_path_buf();
     // Mounting waits for the kernel's INIT exchange: blocking, so off the runtime.

@@ -31,6 +31,15 @@ pub(crate) fn name_of(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }
 
+/// The directory holding `path` (`None` for `/`).
+pub(crate) fn parent_of(path: &str) -> Option<&str> {
+    match path.rfind('/') {
+        Some(0) if path.len() > 1 => Some("/"),
+        Some(0) | None => None,
+        Some(i) => Some(&path[..i]),
+    }
+}
+
 /// Whether `path` is `dir` itself or lies under it.
 pub(crate) fn is_under(path: &str, dir: &str) -> bool {
     dir == "/" || path == dir || path.strip_prefix(dir).is_some_and(|rest| rest.starts_with('/'))
@@ -58,5 +67,8 @@ mod tests {
         assert!(!is_under("/ab", "/a"));
         assert!(is_under("/x", "/"));
         assert_eq!(name_of("/a/b"), "b");
+        assert_eq!(parent_of("/a/b"), Some("/a"));
+        assert_eq!(parent_of("/a"), Some("/"));
+        assert_eq!(parent_of("/"), None);
     }
 }

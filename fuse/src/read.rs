@@ -8,6 +8,7 @@
 //! The tail is served from memory by the client either way.
 
 use crate::errno::errno_of;
+use crate::recent::Recent;
 use cv_client::{File, SequentialReader};
 use fuser::{Errno, ReplyData};
 use std::sync::Arc;
@@ -25,6 +26,9 @@ const RUN_SLACK: u64 = 1 << 20;
 pub(crate) struct ReadHandle {
     file: File,
     seq: Mutex<Seq>,
+    /// Where a read-only mount keeps opened files (`open_ttl`): a failed read forgets this
+    /// file's version there, so the next open asks the master.
+    recent: Option<Arc<Recent>>,
 }
 
 /// The run of in-order reads seen so far, and the reader once it is a scan.
@@ -50,8 +54,9 @@ impl Seq {
 }
 
 impl ReadHandle {
-    pub(crate) fn new(file: File) -> Self {
-        ReadHandle { file, seq: Mutex::new(Seq::default()) }
+    pub(crate) fn new(file: File, recent: &Arc<Recent>) -> Self {
+        let recent = recent.enabled().then(|| recent.clone());
+        ReadHandle { file, seq: Mutex::new(Seq::default()), recent }
     }
 
     pub(crate) fn file(&self) -> &File {
@@ -107,6 +112,17 @@ impl ReadHandle {
 
     /// Up to `size` bytes at `offset`; fewer only at the end of the file.
     pub(crate) async fn read(&self, offset: u64, size: u32) -> Result<Vec<u8>, Errno> {
+        let out = self.read_file(offset, size).await;
+        if out.is_err()
+            && let Some(recent) = &self.recent
+        {
+            let st = self.file.status();
+            recent.failed(&st.path, st.version);
+        }
+        out
+    }
+
+    async fn read_file(&self, offset: u64, size: u32) -> Result<Vec<u8>, Errno> {
         let len = self.file.len();
         if offset >= len || size == 0 {
             return Ok(Vec::new());

@@ -73,6 +73,7 @@ pub struct FuseStats {
     write_bytes: AtomicU64,
     attr_hits: AtomicU64,
     reads_at_once: AtomicU64,
+    reused: AtomicU64,
 }
 
 /// A copy of [`FuseStats`].
@@ -89,6 +90,9 @@ pub struct FuseSnapshot {
     /// READs answered at once from a local worker's files, on the kernel's thread or the
     /// client's io thread, without the runtime ([`crate::read`]).
     pub reads_at_once: u64,
+    /// Opens, opendirs and lookups answered from what the master said within `open_ttl`
+    /// ([`crate::recent`]).
+    pub reused: u64,
 }
 
 impl FuseStats {
@@ -114,6 +118,10 @@ impl FuseStats {
         self.reads_at_once.fetch_add(1, Ordering::Relaxed);
     }
 
+    pub(crate) fn reused(&self) {
+        self.reused.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// The counters now.
     pub fn snapshot(&self) -> FuseSnapshot {
         FuseSnapshot {
@@ -122,6 +130,7 @@ impl FuseStats {
             write_bytes: self.write_bytes.load(Ordering::Relaxed),
             attr_hits: self.attr_hits.load(Ordering::Relaxed),
             reads_at_once: self.reads_at_once.load(Ordering::Relaxed),
+            reused: self.reused.load(Ordering::Relaxed),
         }
     }
 }

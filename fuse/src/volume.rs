@@ -7,7 +7,9 @@ use crate::config::MountOptions;
 use crate::errno::errno_of;
 use crate::inodes::Inodes;
 use crate::read::ReadHandle;
+use crate::recent::Recent;
 use crate::stage::Stage;
+use crate::stats::FuseStats;
 use crate::write::WriteHandle;
 use cv_client::{Client, FileStatus};
 use fuser::{Errno, FileAttr};
@@ -50,6 +52,10 @@ pub(crate) struct Volume {
     pub(crate) staging_dir: PathBuf,
     /// Attributes fetched less than `attr_ttl` ago (see [`crate::attr_cache`]).
     pub(crate) attrs: Arc<AttrCache>,
+    /// Opens, listings and statuses kept within `open_ttl` (see [`crate::recent`]).
+    pub(crate) recent: Arc<Recent>,
+    /// The kernel's requests, counted.
+    pub(crate) stats: Arc<FuseStats>,
 }
 
 /// Locks a mutex; a poisoned one (a panic elsewhere) still holds valid data
@@ -59,9 +65,16 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Volume {
-    pub(crate) fn new(client: Client, opts: MountOptions, owner: Owner, staging_dir: PathBuf) -> Self {
+    pub(crate) fn new(
+        client: Client,
+        opts: MountOptions,
+        owner: Owner,
+        staging_dir: PathBuf,
+        stats: Arc<FuseStats>,
+    ) -> Self {
         let inodes = Inodes::new(&opts.normalized_root());
         let attrs = Arc::new(AttrCache::new(opts.attr_ttl));
+        let recent = Arc::new(Recent::new(opts.open_ttl));
         Volume {
             client,
             opts,
@@ -75,6 +88,8 @@ impl Volume {
             stage_start: tokio::sync::Mutex::new(()),
             staging_dir,
             attrs,
+            recent,
+            stats,
         }
     }
 
@@ -144,7 +159,15 @@ impl Volume {
         if self.writer(ino).is_some() || self.stage(ino).is_some() {
             return None;
         }
-        self.attrs.get(ino)
+        if let Some(a) = self.attrs.get(ino) {
+            return Some(a);
+        }
+        // A read-only mount keeping what the master said within `open_ttl` (crate::recent).
+        if !self.recent.enabled() {
+            return None;
+        }
+        let st = self.recent.status(&self.path_of(ino).ok()?)?;
+        Some(attr_of(ino, &st, self.owner, None))
     }
 
     /// Keeps attributes fetched from the master at `fetched`, in the cache's `epoch` then.

@@ -361,6 +361,95 @@ fn a_read_only_mount_refuses_changes_and_is_not_asked_for_attributes_after_reads
     client.close();
 }
 
+/// A read-only mount with `--open-ttl` answers opens, opendirs and lookups of paths the master
+/// named within the ttl from memory. A file replaced elsewhere is read as one whole version,
+/// old or new (a read of the old version may fail once its blocks are gone), and the new
+/// version is read once the ttl has passed.
+#[test]
+fn a_read_only_mount_with_open_ttl_reuses_opens_and_reads_whole_versions() {
+    const TTL: Duration = Duration::from_secs(5);
+    let Some((m, addr)) = fuse_with_metrics(&["--read-only", "--open-ttl", "5s", "--attr-ttl", "50ms"]) else {
+        return;
+    };
+    let client = m.rt.block_on(m.cluster.as_ref().unwrap().client()).unwrap();
+    let put = |data: &[u8]| {
+        m.rt.block_on(async {
+            let mut w = client.create("/d/f", true).await.unwrap();
+            w.write(data).await.unwrap();
+            w.close().await.unwrap();
+        })
+    };
+    let old: Vec<u8> = (0..(6u32 << 20)).map(|i| (i % 253) as u8).collect();
+    let new: Vec<u8> = (0..(6u32 << 20)).map(|i| (i % 241) as u8).collect();
+    let newer: Vec<u8> = (0..(6u32 << 20)).map(|i| (i % 239) as u8).collect();
+    m.rt.block_on(client.mkdir("/d", true)).unwrap();
+    put(&old);
+    let names = || -> Vec<_> { std::fs::read_dir(m.path("d")).unwrap().map(|e| e.unwrap().file_name()).collect() };
+    assert_eq!(names(), ["f"]);
+    assert!(std::fs::read(m.path("d/f")).unwrap() == old);
+    let reused = || sum(&scrape(addr), "cv_fuse_reused_total");
+    let before = reused();
+    // The kernel's entries last 50 ms: later lookups, opens and listings reach the mount,
+    // which answers them from what the master said the first time.
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(names(), ["f"]);
+    assert!(std::fs::read(m.path("d/f")).unwrap() == old);
+    assert!(reused() - before >= 2.0, "an opendir and an open (and a lookup) answered from memory");
+
+    put(&new);
+    let replaced = Instant::now();
+    let mut saw_new = false;
+    while replaced.elapsed() < TTL * 5 {
+        match std::fs::read(m.path("d/f")) {
+            Ok(got) if got == new => {
+                saw_new = true;
+                break;
+            }
+            Ok(got) => assert!(got == old, "a read of neither version, {:?} after the replacement", replaced.elapsed()),
+            // The old version's blocks are gone: the read fails, and the mount forgets it.
+            Err(e) => assert_eq!(e.raw_os_error(), Some(5), "{e}"),
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(saw_new, "the new version is read once open_ttl ({TTL:?}) has passed");
+    assert!(replaced.elapsed() < TTL + Duration::from_secs(3), "{:?}", replaced.elapsed());
+
+    // Past the kernel's pages (O_DIRECT), a read of the old version fails once its blocks are
+    // gone (the worker deletes them within a heartbeat or two), and that makes the next open
+    // ask the master: the newer version is read before the ttl has passed.
+    let direct = || {
+        use std::io::Read;
+        use std::os::unix::fs::OpenOptionsExt;
+        const O_DIRECT: i32 = 0o40000;
+        let mut f = std::fs::OpenOptions::new().read(true).custom_flags(O_DIRECT).open(m.path("d/f"))?;
+        let mut out = Vec::new();
+        f.read_to_end(&mut out).map(|_| out)
+    };
+    assert!(direct().unwrap() == new);
+    put(&newer);
+    let replaced = Instant::now();
+    let mut log = Vec::new();
+    loop {
+        log.push(match direct() {
+            Ok(got) if got == newer => "newer",
+            Ok(got) if got == new => "new",
+            Ok(_) => panic!("a read of neither version: {log:?}"),
+            Err(e) => {
+                assert_eq!(e.raw_os_error(), Some(5), "{e}");
+                "EIO"
+            }
+        });
+        match log[..] {
+            [.., "newer"] => break,
+            [.., "EIO", _] => panic!("a failed read did not make the next open ask the master: {log:?}"),
+            _ => {}
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(log.contains(&"EIO") && replaced.elapsed() < TTL, "{log:?} in {:?}", replaced.elapsed());
+    client.close();
+}
+
 /// The kernel forgets a file's atime after each READ it sends, so each `fstat` after a read is
 /// a GETATTR: within attr_ttl the mount answers it from memory, not with a master round trip.
 /// A change made through the mount is seen at once all the same.

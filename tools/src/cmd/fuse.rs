@@ -29,6 +29,12 @@ pub struct FuseArgs {
     /// attributes across its reads (the mount for a query engine's compute node).
     #[arg(long)]
     read_only: bool,
+    /// With --read-only: answer an open, an opendir or a lookup from what the master said
+    /// about that path within this long (e.g. 1s; 0, the default, asks every time). An open
+    /// may then see a version this old; a read of a version since gone fails and the next
+    /// open asks again.
+    #[arg(long, default_value = "0s")]
+    open_ttl: Dur,
     /// Directory for staged files (edits other than front-to-back writes,
     /// published at close and fsync); default the system's temporary directory.
     #[arg(long)]
@@ -50,6 +56,7 @@ impl FuseArgs {
             entry_ttl: self.attr_ttl.get(),
             allow_other: self.allow_other,
             read_only: self.read_only,
+            open_ttl: self.open_ttl.get(),
             staging_dir: self.staging_dir.clone(),
             ..MountOptions::default()
         };
@@ -105,6 +112,11 @@ fn gatherer(stats: std::sync::Arc<cv_fuse::FuseStats>, client: cv_client::Client
                 "fuse_reads_at_once",
                 "READs answered at once from a local worker's files, without the mount's runtime",
                 s.reads_at_once,
+            );
+            out.counter(
+                "fuse_reused",
+                "Opens, opendirs and lookups answered from what the master said within open_ttl",
+                s.reused,
             );
             out.gauge("client_connections", "QUIC connections the client holds to the cluster", conns as i64);
             out

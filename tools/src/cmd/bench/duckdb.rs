@@ -51,6 +51,10 @@ pub struct DuckdbTpchArgs {
     /// Mount read-only (`cvctl fuse --read-only`), as for a query engine's compute node.
     #[arg(long)]
     fuse_read_only: bool,
+    /// The read-only mount answers opens, opendirs and lookups from what the master said within
+    /// this long (`cvctl fuse --open-ttl`; needs --fuse-read-only).
+    #[arg(long, default_value = "0s")]
+    fuse_open_ttl: Dur,
     /// Also run DuckDB over the floor: a bare read-only FUSE file system over the local tables
     /// that answers each read with one O_DIRECT read (`cv_benches::fuse_floor`), for what any
     /// FUSE mount costs here with the page cache dropped.
@@ -90,6 +94,9 @@ impl DuckdbTpchArgs {
             return Err("cvctl bench duckdb-tpch drops the page cache and mounts cv with FUSE: run it as root".into());
         }
         check_runs(self.passes, self.threads, self.sf)?;
+        if !self.fuse_open_ttl.get().is_zero() && !self.fuse_read_only {
+            return Err("--fuse-open-ttl needs --fuse-read-only".into());
+        }
         let (_tmp, dir) = work_dir(self.dir.as_deref(), "cv-bench-duckdb-")?;
         let tools = duckdb_tools(self.venv.as_deref())?;
         let cfg = DuckdbTpchConfig {
@@ -103,6 +110,7 @@ impl DuckdbTpchArgs {
             mount: "/tpch".into(),
             fuse_threads: self.fuse_threads,
             fuse_read_only: self.fuse_read_only,
+            fuse_open_ttl: self.fuse_open_ttl.get(),
             fuse_floor: self.fuse_floor,
         };
         let res: Result<(), BenchError> = runtime()?.block_on(async move {
@@ -117,7 +125,7 @@ impl DuckdbTpchArgs {
                 if self.no_short_circuit { "over QUIC" } else { "short-circuit (the worker's files) where it can" }
             );
             if self.fuse_read_only {
-                eprintln!("the mount is read-only (cvctl fuse --read-only)");
+                eprintln!("the mount is read-only (cvctl fuse --read-only, --open-ttl {})", self.fuse_open_ttl);
             }
             let report = duckdb_tpch::run_bench(&tools, &cfg, &client, &fuse_config).await;
             finish(cluster, client, report, self.json, duckdb_tpch::print).await
