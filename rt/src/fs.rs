@@ -59,6 +59,10 @@ impl RingFile {
         super::sys::direct_io_alignment(&self.file)
     }
 
+    pub(crate) fn raw_fd(&self) -> std::os::fd::RawFd {
+        self.file.as_raw_fd()
+    }
+
     pub fn size(&self) -> io::Result<u64> {
         Ok(self.file.metadata()?.len())
     }

@@ -21,6 +21,7 @@ mod gate;
 mod lock;
 pub mod quic;
 mod ring;
+pub mod shared;
 mod sys;
 mod timer;
 

@@ -85,7 +85,11 @@ impl Ring {
             .setup_taskrun_flag()
             .build(entries)
             .or_else(|_| IoUring::new(entries))?;
-        Ok(Ring {
+        Ok(Ring::with(uring))
+    }
+
+    fn with(uring: IoUring) -> Ring {
+        Ring {
             uring,
             slots: Vec::new(),
             free: Vec::new(),
@@ -94,7 +98,20 @@ impl Ring {
             done: Vec::new(),
             #[cfg(test)]
             submits: 0,
-        })
+        }
+    }
+
+    /// A ring whose completions are posted as they happen, without `COOP_TASKRUN`: for a
+    /// ring that threads of another runtime submit to and that is awaited through an eventfd
+    /// ([`crate::shared::SharedRing`]); a submitting thread asleep in that runtime's poll is
+    /// then interrupted to post its completions instead of holding them until its next syscall.
+    pub(crate) fn plain(entries: u32) -> io::Result<Ring> {
+        Ok(Ring::with(IoUring::new(entries)?))
+    }
+
+    /// Has every completion signal `efd`.
+    pub(crate) fn register_eventfd(&self, efd: RawFd) -> io::Result<()> {
+        self.uring.submitter().register_eventfd(efd)
     }
 
     /// Operations submitted and not yet completed.
@@ -325,7 +342,7 @@ impl Ring {
         }
     }
 
-    fn poll_op(&mut self, id: usize, cx: &mut Context<'_>) -> Poll<(i32, Keep)> {
+    pub(crate) fn poll_op(&mut self, id: usize, cx: &mut Context<'_>) -> Poll<(i32, Keep)> {
         match &mut self.slots[id] {
             Slot::Waiting { waker, .. } => {
                 match waker {
@@ -345,7 +362,7 @@ impl Ring {
         }
     }
 
-    fn drop_op(&mut self, id: usize) {
+    pub(crate) fn drop_op(&mut self, id: usize) {
         match std::mem::replace(&mut self.slots[id], Slot::Free) {
             Slot::Waiting { keep, .. } => {
                 self.slots[id] = Slot::Abandoned { keep };
@@ -387,6 +404,14 @@ impl Ring {
 #[must_use = "an operation does nothing useful unless awaited"]
 pub(crate) struct Op {
     id: Option<usize>,
+}
+
+impl Op {
+    /// The operation's slot, for a caller that polls and drops it on the ring itself (not the
+    /// thread's runtime's).
+    pub(crate) fn into_id(mut self) -> usize {
+        self.id.take().expect("a fresh operation has its slot")
+    }
 }
 
 impl Future for Op {

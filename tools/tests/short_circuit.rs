@@ -251,6 +251,48 @@ async fn a_read_that_can_start_at_once_is_answered_from_the_io_thread() {
     cluster.shutdown().await.unwrap();
 }
 
+/// A task's read alone goes through the runtime's own ring (no thread in between); reads in a
+/// crowd go through the io thread, which batches them. Either way the bytes are right.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lone_read_uses_the_runtimes_ring_and_a_crowd_the_io_thread() {
+    let (_dir, cluster) = start().await;
+    let client = cluster.client().await.unwrap();
+    let data = pattern(BLOCK * 2, 9);
+    write(&client, "/ring.bin", &data).await;
+    let f = client.open("/ring.bin").await.unwrap();
+    let mut buf = vec![0u8; 4096];
+    f.read_at(0, &mut buf).await.unwrap();
+    let before = client.short_circuit_stats();
+    for i in 0..8usize {
+        let at = i * 300_000 + 17;
+        let mut b = vec![0u8; 70_000];
+        assert_eq!(f.read_at(at as u64, &mut b).await.unwrap(), b.len());
+        assert!(b[..] == data[at..at + b.len()], "lone read at {at}");
+    }
+    let lone = client.short_circuit_stats();
+    assert_eq!(lone.reads - before.reads, 8);
+    assert_eq!(lone.task_ring_reads - before.task_ring_reads, 8, "each read alone went through the ring");
+    let mut reads = tokio::task::JoinSet::new();
+    for i in 0..32usize {
+        let f = f.clone();
+        // Inside the first block: one block read each.
+        let at = (i * 131_071) % (BLOCK - 65_536);
+        reads.spawn(async move {
+            let mut b = vec![0u8; 65_536];
+            f.read_at(at as u64, &mut b).await.unwrap();
+            (at, b)
+        });
+    }
+    while let Some(r) = reads.join_next().await {
+        let (at, b) = r.unwrap();
+        assert!(b[..] == data[at..at + b.len()], "crowded read at {at}");
+    }
+    let crowd = client.short_circuit_stats();
+    assert_eq!(crowd.reads - lone.reads, 32);
+    assert!(crowd.task_ring_reads - lone.task_ring_reads < 32, "a crowd went through the io thread too");
+    cluster.shutdown().await.unwrap();
+}
+
 /// The kernel's read-ahead windows fall anywhere against the 64 KiB chunks a read must take
 /// whole: each window starts in the chunk the last one ended in, which the file's memo holds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
