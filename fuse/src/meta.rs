@@ -237,13 +237,8 @@ impl Volume {
     /// The inode of `ino`'s parent (for "..").
     pub(crate) fn parent_ino(&self, ino: u64) -> u64 {
         let inodes = self.inodes();
-        let Some(path) = inodes.path(ino) else { return crate::inodes::ROOT_INO };
-        let parent = match path.rfind('/') {
-            Some(0) => "/",
-            Some(i) => &path[..i],
-            None => return crate::inodes::ROOT_INO,
-        };
-        inodes.peek(parent).unwrap_or(crate::inodes::ROOT_INO)
+        let parent = inodes.path(ino).and_then(crate::paths::parent_of);
+        parent.and_then(|p| inodes.peek(p)).unwrap_or(crate::inodes::ROOT_INO)
     }
 
     pub(crate) async fn statfs(&self) -> Result<Totals, Errno> {
