@@ -11,12 +11,14 @@ mod node;
 mod raft_log;
 mod shared;
 pub mod snapshot;
+mod term_floor;
 
 use std::io::Cursor;
 use std::sync::Arc;
 
 pub use node::{RaftMaster, RaftOptions, ReadMode};
 pub use openraft;
+pub use term_floor::Refused;
 
 /// One entry's payload (`batch.rs`): the leadership its records were built under, then journal
 /// records laid end to end (`journal::encode_record` frames). Shared, not owned: the log store

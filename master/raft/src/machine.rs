@@ -105,7 +105,7 @@ impl Node {
         let lid = {
             let g = self.shared.glue();
             match (g.leader_of, g.blank_applied) {
-                (Some(t), Some(lid)) if lid.term == t && g.building != Some(lid) => lid,
+                (Some(t), Some(lid)) if lid.term == t && g.building != Some(lid) && g.cut_off != Some(t) => lid,
                 _ => return Ok(()),
             }
         };

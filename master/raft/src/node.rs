@@ -10,6 +10,10 @@ use cv_master_core::config::Clock;
 use cv_master_core::journal::{FileStorage, Storage};
 use cv_master_core::state::State;
 use cv_master_core::{Error, ErrorKind, MasterConfig, MasterCore, Result};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse, VoteRequest,
+    VoteResponse,
+};
 use openraft::{BasicNode, Raft, RaftNetworkFactory, ServerState, SnapshotPolicy, StoredMembership};
 use tokio::task::JoinHandle;
 
@@ -20,6 +24,7 @@ use crate::raft_log::{RaftLog, submit};
 pub use crate::shared::ReadMode;
 use crate::shared::{Shared, lock};
 use crate::snapshot;
+use crate::term_floor::{self, Refused, TermFloor};
 
 /// How one master takes part in the group.
 #[derive(Debug, Clone)]
@@ -41,6 +46,10 @@ pub struct RaftOptions {
     /// that voted at once could elect a leader lacking entries it had acknowledged before.
     /// Off for the master that founds the group.
     pub catch_up_before_voting: bool,
+    /// The group as configured, `(id, address)`, this master included: whom a master that
+    /// started without files asks for the group's term before it takes entries
+    /// (`term_floor.rs`). Empty: it asks no one and is not held.
+    pub peers: Vec<(u64, String)>,
 }
 
 impl RaftOptions {
@@ -59,6 +68,7 @@ impl RaftOptions {
             snapshot_every: 20_000,
             snapshot_chunk: 4 << 20,
             catch_up_before_voting: false,
+            peers: Vec::new(),
         }
     }
 
@@ -89,6 +99,8 @@ pub struct RaftMaster {
     /// Started with no Raft files and has not caught up yet: grants no vote, stands for no
     /// election (`RaftOptions::catch_up_before_voting`).
     catching_up: std::sync::atomic::AtomicBool,
+    /// Started with no Raft files: leaders of terms below the group's are refused.
+    floor: Arc<TermFloor>,
 }
 
 impl std::fmt::Debug for RaftMaster {
@@ -105,7 +117,7 @@ impl RaftMaster {
     /// Opens this master's Raft files (the snapshot, then the log) and starts its node. A
     /// fresh directory is a node with no log that waits to be made a member (or
     /// [`Self::initialize`]d).
-    pub async fn start<N: RaftNetworkFactory<TypeConfig>>(
+    pub async fn start<N: RaftNetworkFactory<TypeConfig> + Clone>(
         opts: RaftOptions,
         config: MasterConfig,
         clock: Arc<dyn Clock>,
@@ -137,20 +149,25 @@ impl RaftMaster {
             applied: Mutex::new(applied),
             snapshot_file: Mutex::new(snapshot_file),
         });
-        let raft = Raft::new(opts.node_id, raft_config, network, log, Machine(node.clone()))
+        let raft = Raft::new(opts.node_id, raft_config, network.clone(), log, Machine(node.clone()))
             .await
             .map_err(|e| Error::new(ErrorKind::Io, format!("starting raft node {}: {e}", opts.node_id)))?;
-        let tasks = vec![
+        let mut tasks = vec![
             tokio::spawn(submit(raft.clone(), shared.clone(), queue)),
             tokio::spawn(watch_leadership(raft.clone(), node.clone())),
             tokio::spawn(prove_leadership(raft.clone(), node.clone(), opts.heartbeat, opts.election_max)),
         ];
         let catching_up = pristine && opts.catch_up_before_voting;
+        let others = opts.peers.iter().filter(|(id, _)| *id != opts.node_id).count();
+        let floor = Arc::new(TermFloor::new(opts.node_id, catching_up, others));
+        if floor.is_learning() {
+            tasks.push(tokio::spawn(term_floor::learn(floor.clone(), network, opts.peers.clone(), opts.election_max)));
+        }
         if catching_up {
             raft.runtime_config().elect(false);
         }
         tracing::info!(node = opts.node_id, seq, pristine, dir = %dir.display(), "raft master started");
-        Ok(Self { core, raft, node, tasks: Mutex::new(tasks), catching_up: catching_up.into() })
+        Ok(Self { core, raft, node, tasks: Mutex::new(tasks), catching_up: catching_up.into(), floor })
     }
 
     pub fn core(&self) -> &Arc<MasterCore> {
@@ -177,16 +194,41 @@ impl RaftMaster {
 
     /// A vote request from a peer: refused while this master catches up after starting with no
     /// files (it may have voted in this term before its disk was lost).
-    pub async fn vote(
-        &self,
-        rpc: openraft::raft::VoteRequest<u64>,
-    ) -> std::result::Result<openraft::raft::VoteResponse<u64>, openraft::error::RaftError<u64>> {
+    pub async fn vote(&self, rpc: VoteRequest<u64>) -> std::result::Result<VoteResponse<u64>, Refused> {
         if self.is_catching_up() {
             let m = self.raft.metrics().borrow().clone();
             let last_log_id = m.last_applied;
-            return Ok(openraft::raft::VoteResponse { vote: m.vote, vote_granted: false, last_log_id });
+            return Ok(VoteResponse { vote: m.vote, vote_granted: false, last_log_id });
         }
-        self.raft.vote(rpc).await
+        self.raft.vote(rpc).await.map_err(Refused::raft)
+    }
+
+    /// A leader's entries (or heartbeat), unless this master started without files and has
+    /// not yet learned the group's term, or the leader's term is below it (`term_floor.rs`).
+    pub async fn append_entries(
+        &self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+    ) -> std::result::Result<AppendEntriesResponse<u64>, Refused> {
+        if let Some(floor) = self.floor.check(&rpc.vote)? {
+            return Ok(AppendEntriesResponse::HigherVote(floor));
+        }
+        self.raft.append_entries(rpc).await.map_err(Refused::raft)
+    }
+
+    /// A chunk of a leader's snapshot, under the same rule as [`Self::append_entries`].
+    pub async fn install_snapshot(
+        &self,
+        rpc: InstallSnapshotRequest<TypeConfig>,
+    ) -> std::result::Result<InstallSnapshotResponse<u64>, Refused> {
+        if let Some(floor) = self.floor.check(&rpc.vote)? {
+            return Ok(InstallSnapshotResponse { vote: floor });
+        }
+        self.raft.install_snapshot(rpc).await.map_err(Refused::raft)
+    }
+
+    /// Whether this master started without files and still learns the group's term.
+    pub fn is_learning_term(&self) -> bool {
+        self.floor.is_learning()
     }
 
     /// Whether this master still catches up before it may vote.
@@ -200,8 +242,12 @@ impl RaftMaster {
     }
 
     /// Ends the catching up once everything up to `index` (what the leader had applied when
-    /// asked) is applied here; then this master votes and stands for election again.
+    /// asked) is applied here; then this master votes and stands for election again. `None`
+    /// on the master that founds the group: it has nothing to catch up, nor a term to learn.
     pub async fn catch_up_to(&self, index: Option<u64>) {
+        if index.is_none() && self.is_learning_term() {
+            self.floor.not_needed();
+        }
         if let Some(i) = index {
             let _ = self.raft.wait(None).applied_index_at_least(Some(i), "catch up before voting").await;
         }
@@ -384,6 +430,7 @@ async fn prove_leadership(raft: Raft<TypeConfig>, node: Arc<Node>, every: Durati
         let _t = lock(&node.shared.transition);
         if ok {
             node.shared.confirmed(since);
+            node.shared.glue().cut_off = None;
             if !node.core.is_leading()
                 && let Err(e) = node.maybe_lead()
             {
@@ -391,7 +438,10 @@ async fn prove_leadership(raft: Raft<TypeConfig>, node: Arc<Node>, every: Durati
             }
         } else if node.core.is_leading() && !node.shared.lease_valid() {
             node.core.set_leading(false);
-            crate::shared::Shared::deposed(&mut node.shared.glue());
+            let mut g = node.shared.glue();
+            g.cut_off = g.leader_of;
+            crate::shared::Shared::deposed(&mut g);
+            drop(g);
             tracing::warn!(node = node.shared.me, "leader cut off from a majority: stops taking work");
         }
     }

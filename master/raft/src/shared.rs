@@ -49,6 +49,9 @@ pub(crate) struct Glue {
     pub committed_seq: u64,
     /// The leader the metrics name, with its address, for `NotLeader` answers.
     pub leader: Option<(u64, String)>,
+    /// The term in which a failed quorum round took the work away from this leader: only a
+    /// round that succeeds gives it back, not the metrics that still say it leads.
+    pub cut_off: Option<u64>,
     /// Leadership proven by a quorum round: lease end, and the start of the last round.
     lease_until: Option<Instant>,
     confirmed_since: Option<Instant>,

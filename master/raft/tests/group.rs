@@ -306,3 +306,65 @@ async fn a_leader_restarted_before_any_election_resumes_with_all_it_built() {
         m.shutdown().await;
     }
 }
+
+/// A leader cut off in its term comes back while the group leads in a later term, and the
+/// master that leads that later term has just lost its files. Pristine, that master would take
+/// the stale leader's entries at once, and the two would make a majority for entries of the old
+/// term at indices where the later term committed others: openraft panics on that in a debug
+/// build, and acknowledged mutations are gone in a release one. It must first learn the group's
+/// term from the others, and then refuse the stale leader (`term_floor.rs`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_leader_finds_no_majority_in_a_master_that_lost_its_files() {
+    let mut g = Group::new(3, 8, 10_000).await;
+    let stale = g.leader(T).await;
+    let mut acked = Vec::new();
+    for i in 0..5 {
+        let p = format!("/a{i}");
+        assert!(mkdir(&g, &p, T).await);
+        acked.push(p);
+    }
+    g.router.isolate(stale, true);
+    // Entries of its term that no other master receives.
+    let core = g.core(stale);
+    let stale_writes: Vec<_> = (0..5)
+        .filter_map(|i| core.begin_mkdir(&cv_master_core::CvPath::parse(&format!("/stale{i}")).unwrap(), true).ok())
+        .collect();
+    assert!(!stale_writes.is_empty(), "the cut-off leader took no write before its lease ended");
+    let deadline = std::time::Instant::now() + T;
+    while g.core(stale).is_leading() {
+        assert!(std::time::Instant::now() < deadline, "the cut-off leader still leads");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let later = g.leader(T).await;
+    let other = *g.ids.iter().find(|&&id| id != stale && id != later).unwrap();
+    for i in 0..10 {
+        let p = format!("/b{i}");
+        assert!(mkdir(&g, &p, T).await);
+        acked.push(p);
+    }
+    let _ = g.converged_among(&[later, other], T).await;
+
+    // The later term's leader loses its files and comes back while the stale leader is back
+    // too, but cut off from the third master: only the wiped one can give it a majority.
+    g.kill(later).await;
+    wipe(&g.dir(later)).await;
+    g.router.cut_link(stale, other, true);
+    g.router.isolate(stale, false);
+    g.start_with(later, true).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(!g.masters[&later].is_learning_term(), "the wiped master did not learn the group's term");
+    for w in stale_writes {
+        let r = tokio::time::timeout(Duration::from_millis(10), w.wait_async()).await;
+        assert!(!matches!(r, Ok(Ok(()))), "a write of the stale leader was acknowledged with the wiped master's help");
+    }
+    g.router.cut_link(stale, other, false);
+    for i in 0..5 {
+        let p = format!("/c{i}");
+        assert!(mkdir(&g, &p, T).await);
+        acked.push(p);
+    }
+    holds_all(&g, &acked).await;
+    for m in g.masters.values() {
+        m.shutdown().await;
+    }
+}

@@ -15,7 +15,7 @@ use cv_master_raft::openraft::raft::{
     VoteResponse,
 };
 use cv_master_raft::openraft::{
-    BasicNode, CommittedLeaderId, Raft, RaftNetwork, RaftNetworkFactory, SnapshotMeta, StoredMembership,
+    BasicNode, CommittedLeaderId, RaftNetwork, RaftNetworkFactory, SnapshotMeta, StoredMembership,
 };
 use cv_master_raft::{LogId, RaftMaster, TypeConfig, Vote};
 use cv_net::rpc::{Conn, Reply};
@@ -202,8 +202,9 @@ fn raft_fail(e: impl std::fmt::Display) -> Fail {
     Fail::new(ErrorCode::Unavailable, format!("raft: {e}"))
 }
 
-/// A peer's AppendEntries, handed to the local node.
-pub(super) async fn append(raft: &Raft<TypeConfig>, frame: &Frame) -> Result<Reply, Fail> {
+/// A peer's AppendEntries, handed to the local node (refused while it learns the group's term
+/// after starting without files).
+pub(super) async fn append(raft: &RaftMaster, frame: &Frame) -> Result<Reply, Fail> {
     let req: RaftAppend = frame.decode_body()?;
     let entries = decode_entries(frame.payload(), req.entries as usize)
         .map_err(|e| Fail::new(ErrorCode::Malformed, e.to_string()))?;
@@ -237,7 +238,7 @@ pub(super) async fn vote(raft: &RaftMaster, frame: &Frame) -> Result<Reply, Fail
 }
 
 /// One chunk of a peer's snapshot.
-pub(super) async fn snapshot(raft: &Raft<TypeConfig>, frame: &Frame) -> Result<Reply, Fail> {
+pub(super) async fn snapshot(raft: &RaftMaster, frame: &Frame) -> Result<Reply, Fail> {
     let req: RaftSnapshot = frame.decode_body()?;
     let membership = decode_membership(&req.membership).map_err(|e| Fail::new(ErrorCode::Malformed, e.to_string()))?;
     let meta = SnapshotMeta {

@@ -119,6 +119,7 @@ impl MasterServer {
         // Every master that starts without files catches up before it votes; the one that
         // founds a group ends that at once (`bootstrap`).
         opts.catch_up_before_voting = true;
+        opts.peers = config.peers.iter().map(|p| (p.id, p.addr.to_string())).collect();
         opts.read_mode = match config.raft_reads {
             RaftReads::Lease => ReadMode::Lease,
             RaftReads::ReadIndex => ReadMode::ReadIndex,

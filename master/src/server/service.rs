@@ -141,9 +141,9 @@ impl MasterService {
                 super::raft::master_only(peer.role, frame.kind())?;
                 let master = self.raft_master(frame.kind())?;
                 match frame.kind() {
-                    Kind::RaftAppend => super::raft::append(master.raft(), frame).await,
+                    Kind::RaftAppend => super::raft::append(master, frame).await,
                     Kind::RaftVoteReq => super::raft::vote(master, frame).await,
-                    _ => super::raft::snapshot(master.raft(), frame).await,
+                    _ => super::raft::snapshot(master, frame).await,
                 }
             }
             other => {

@@ -241,7 +241,12 @@ impl Rig {
         }
         keep(net::remove_bridge(self.subnet));
         if let Some(d) = self.dir.take() {
-            keep(d.close().map_err(|e| RigError::io("remove the rig's temp dir", e)));
+            if std::thread::panicking() && std::env::var_os("CV_RIG_KEEP_FAILED").is_some() {
+                // To read a failed run's whole logs (the report has only their tails).
+                eprintln!("rig dir kept: {}", d.keep().display());
+            } else {
+                keep(d.close().map_err(|e| RigError::io("remove the rig's temp dir", e)));
+            }
         }
         first.map_or(Ok(()), Err)
     }

@@ -10,22 +10,23 @@ use std::time::{Duration, Instant};
 
 use cv_master_core::config::SystemClock;
 use cv_master_core::{CvPath, ErrorKind, MasterConfig, MasterCore};
-use cv_master_raft::openraft::error::{
-    InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
-};
+use cv_master_raft::openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError, Unreachable};
 use cv_master_raft::openraft::network::RPCOption;
 use cv_master_raft::openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse, VoteRequest,
     VoteResponse,
 };
-use cv_master_raft::openraft::{BasicNode, Raft, RaftNetwork, RaftNetworkFactory};
-use cv_master_raft::{RaftMaster, RaftOptions, ReadMode, TypeConfig};
+use cv_master_raft::openraft::{BasicNode, RaftNetwork, RaftNetworkFactory};
+use cv_master_raft::{RaftMaster, RaftOptions, ReadMode, Refused, TypeConfig};
 
 #[derive(Default)]
 pub struct Router {
-    nodes: Mutex<HashMap<u64, Raft<TypeConfig>>>,
+    /// Each master as its peers reach it: through `RaftMaster`, as the QUIC handlers do.
+    nodes: Mutex<HashMap<u64, Arc<RaftMaster>>>,
     /// Nodes cut off from every other.
     isolated: Mutex<HashSet<u64>>,
+    /// Links cut, both ways (smaller id first).
+    cut: Mutex<HashSet<(u64, u64)>>,
     /// Messages lost, per thousand (the request or its reply).
     pub loss: AtomicU32,
     rng: Mutex<u64>,
@@ -62,10 +63,21 @@ impl Router {
         }
     }
 
-    /// The target's Raft if the link is up and the message is not lost; the delay to apply.
-    fn route(&self, from: u64, to: u64) -> Result<(Raft<TypeConfig>, Duration), Down> {
+    /// Cuts (or restores) the link between `a` and `b`.
+    pub fn cut_link(&self, a: u64, b: u64, cut: bool) {
+        let mut g = self.cut.lock().unwrap();
+        if cut {
+            g.insert((a.min(b), a.max(b)));
+        } else {
+            g.remove(&(a.min(b), a.max(b)));
+        }
+    }
+
+    /// The target if the link is up and the message is not lost; the delay to apply.
+    fn route(&self, from: u64, to: u64) -> Result<(Arc<RaftMaster>, Duration), Down> {
         let iso = self.isolated.lock().unwrap();
-        if iso.contains(&from) || iso.contains(&to) {
+        if iso.contains(&from) || iso.contains(&to) || self.cut.lock().unwrap().contains(&(from.min(to), from.max(to)))
+        {
             return Err(Down(format!("link {from}→{to} is cut")));
         }
         drop(iso);
@@ -106,16 +118,17 @@ impl RaftNetworkFactory<TypeConfig> for Net {
 type E<T> = RPCError<u64, BasicNode, RaftError<u64, T>>;
 
 impl Link {
+    /// A refusal travels as the QUIC handlers' error reply does: a network error to openraft.
     async fn call<F, Fut, T, X>(&self, f: F) -> Result<T, E<X>>
     where
-        F: FnOnce(Raft<TypeConfig>) -> Fut,
-        Fut: std::future::Future<Output = Result<T, RaftError<u64, X>>>,
+        F: FnOnce(Arc<RaftMaster>) -> Fut,
+        Fut: std::future::Future<Output = Result<T, Refused>>,
         X: std::error::Error,
     {
         let (raft, delay) =
             self.router.route(self.from, self.to).map_err(|e| RPCError::Unreachable(Unreachable::new(&e)))?;
         tokio::time::sleep(delay).await;
-        let r = f(raft).await.map_err(|e| RPCError::RemoteError(RemoteError::new(self.to, e)))?;
+        let r = f(raft).await.map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
         if self.router.reply_lost() {
             return Err(RPCError::Network(NetworkError::new(&Down("reply lost".into()))));
         }
@@ -129,7 +142,7 @@ impl RaftNetwork<TypeConfig> for Link {
         rpc: AppendEntriesRequest<TypeConfig>,
         _o: RPCOption,
     ) -> Result<AppendEntriesResponse<u64>, E<cv_master_raft::openraft::error::Infallible>> {
-        self.call(|r| async move { r.append_entries(rpc).await }).await
+        self.call(|m| async move { m.append_entries(rpc).await }).await
     }
 
     async fn install_snapshot(
@@ -137,7 +150,7 @@ impl RaftNetwork<TypeConfig> for Link {
         rpc: InstallSnapshotRequest<TypeConfig>,
         _o: RPCOption,
     ) -> Result<InstallSnapshotResponse<u64>, E<InstallSnapshotError>> {
-        self.call(|r| async move { r.install_snapshot(rpc).await }).await
+        self.call(|m| async move { m.install_snapshot(rpc).await }).await
     }
 
     async fn vote(
@@ -145,7 +158,7 @@ impl RaftNetwork<TypeConfig> for Link {
         rpc: VoteRequest<u64>,
         _o: RPCOption,
     ) -> Result<VoteResponse<u64>, E<cv_master_raft::openraft::error::Infallible>> {
-        self.call(|r| async move { r.vote(rpc).await }).await
+        self.call(|m| async move { m.vote(rpc).await }).await
     }
 }
 
@@ -181,13 +194,21 @@ impl Group {
     }
 
     pub async fn start(&mut self, id: u64) {
+        self.start_with(id, false).await
+    }
+
+    /// Starts master `id`; `catch_up` as the server starts every master (a master without
+    /// files learns the group's term, and votes only once caught up).
+    pub async fn start_with(&mut self, id: u64, catch_up: bool) {
         let mut opts = RaftOptions::new(id, self.dir(id));
         opts.snapshot_every = self.snapshot_every;
         opts.read_mode = self.read_mode;
+        opts.catch_up_before_voting = catch_up;
+        opts.peers = self.ids.iter().map(|&p| (p, format!("mem:{p}"))).collect();
         let config = MasterConfig { block_size: 64 * 1024, ..MasterConfig::default() };
         let net = Net { router: self.router.clone(), from: id };
         let m = Arc::new(RaftMaster::start(opts, config, Arc::new(SystemClock), net).await.unwrap());
-        self.router.nodes.lock().unwrap().insert(id, m.raft().clone());
+        self.router.nodes.lock().unwrap().insert(id, m.clone());
         self.masters.insert(id, m);
     }
 
@@ -218,9 +239,16 @@ impl Group {
 
     /// Waits until every running master holds the same state, and returns it.
     pub async fn converged(&self, timeout: Duration) -> cv_master_core::state::StateData {
+        let ids: Vec<u64> = self.masters.keys().copied().collect();
+        self.converged_among(&ids, timeout).await
+    }
+
+    /// Waits until masters `ids` hold the same state, and returns it.
+    pub async fn converged_among(&self, ids: &[u64], timeout: Duration) -> cv_master_core::state::StateData {
         let end = Instant::now() + timeout;
         loop {
-            let states: Vec<_> = self.masters.values().map(|m| (m.core().last_seq(), m.core().state_data())).collect();
+            let states: Vec<_> =
+                ids.iter().map(|id| &self.masters[id]).map(|m| (m.core().last_seq(), m.core().state_data())).collect();
             if states.windows(2).all(|w| w[0] == w[1]) {
                 return states[0].1.clone();
             }
