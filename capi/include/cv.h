@@ -57,6 +57,7 @@ extern "C" {
 #define CV_ERR_WORKER_UNREACHABLE 20 /* a worker cannot be reached, after failover (retryable) */
 #define CV_ERR_DATA_LOSS 21         /* the only copy of acknowledged bytes is gone */
 #define CV_ERR_STORE_UNAVAILABLE 22 /* the object store failed or is unreachable (retryable) */
+#define CV_ERR_STALE 23             /* the version read was replaced or removed: open again */
 
 /* Handles. */
 typedef uint64_t cv_client_t;

@@ -82,6 +82,10 @@ error_kinds! {
     /// The object store behind a mount failed or could not be reached (after the server's own
     /// retries); the message names the store and what failed.
     StoreUnavailable = 22, retry: true;
+    /// The version of the file this handle reads was replaced or removed after the open (its
+    /// blocks are gone, or the object under a cache-mode mount changed): open the file again.
+    /// The message names the file and both versions when known.
+    Stale = 23, retry: false;
 }
 
 /// A client error.
@@ -162,11 +166,10 @@ fn kind_of(code: ErrorCode) -> ErrorKind {
         ErrorCode::InvalidArgument | ErrorCode::NotWritable => ErrorKind::InvalidArgument,
         ErrorCode::PermissionDenied | ErrorCode::Unauthenticated => ErrorKind::PermissionDenied,
         ErrorCode::Timeout => ErrorKind::Timeout,
-        ErrorCode::Unavailable
-        | ErrorCode::NoWorkers
-        | ErrorCode::WrongShard
-        | ErrorCode::StaleVersion
-        | ErrorCode::NotLeader => ErrorKind::Unavailable,
+        ErrorCode::Unavailable | ErrorCode::NoWorkers | ErrorCode::WrongShard | ErrorCode::NotLeader => {
+            ErrorKind::Unavailable
+        }
+        ErrorCode::StaleVersion => ErrorKind::Stale,
         ErrorCode::Corrupt => ErrorKind::Corrupt,
         ErrorCode::NoSpace => ErrorKind::NoSpace,
         ErrorCode::VersionMismatch | ErrorCode::Malformed | ErrorCode::LimitExceeded => ErrorKind::Protocol,

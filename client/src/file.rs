@@ -54,17 +54,19 @@ impl FileInner {
     /// or the file changed under the reader) and remembers the answer for later reads.
     async fn relocate(&self, loc: &BlockLoc) -> Result<BlockLoc> {
         let path = &self.status.path;
-        let again = self.client.open(path).await?;
+        let version = self.status.version;
+        // Not `Unavailable`: the master answered, and the version read is gone.
+        let again = match self.client.open(path).await {
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                let why = format!("{path} was removed after it was opened (version {version} read): open it again");
+                return Err(Error::new(ErrorKind::Stale, why));
+            }
+            r => r?,
+        };
         let st = again.status();
-        if (st.id, st.version) != (self.status.id, self.status.version) {
-            // Not `Unavailable`: the master answered, and the version read is gone.
-            return Err(Error::new(
-                ErrorKind::NotFound,
-                format!(
-                    "{path} changed while a read failed over (version {} is now {}): open it again",
-                    self.status.version, st.version
-                ),
-            ));
+        if (st.id, st.version) != (self.status.id, version) {
+            let why = format!("{path} was replaced after it was opened (version {version} read, now {})", st.version);
+            return Err(Error::new(ErrorKind::Stale, format!("{why}: open it again")));
         }
         let Some(now) = again.blocks().iter().find(|b| b.block_id == loc.block_id) else {
             return Err(Error::new(ErrorKind::Protocol, format!("{path}: block {} left the block map", loc.block_id)));
@@ -443,7 +445,9 @@ impl File {
 /// from the store; if the master still names the dead owner, or cannot answer, such a block is
 /// read through another worker at once. A cv-only block waits for the master's word, asking
 /// again with backoff. A block whose only copy is gone fails with `DataLoss` naming the file: marked lost
-/// by the master, or missing from the worker that should hold it.
+/// by the master, or missing from the worker that should hold it while the master still names
+/// that worker for this version. One missing because the version read was replaced or removed
+/// (its blocks deleted) fails with `Stale`.
 pub(crate) async fn fetch(file: &FileInner, loc: &BlockLoc, offset: u64, len: u64, mut dst: Dst<'_>) -> Result<()> {
     let settings = file.client.settings();
     let deadline = Instant::now() + settings.deadline.get();
@@ -471,8 +475,22 @@ pub(crate) async fn fetch(file: &FileInner, loc: &BlockLoc, offset: u64, len: u6
                 (loc, confirmed) = (next, false);
                 continue;
             }
+            // The block is gone: the version read was replaced or removed (its blocks are
+            // deleted), the block moved, or its only copy is lost. The master tells which.
             Err(e) if e.kind() == ErrorKind::NotFound && cv_only => {
-                return Err(file.data_loss(&loc, &format!("the worker holds no copy ({})", e.message())));
+                let why = format!("the worker holds no copy ({})", e.message());
+                match file.ask_master(&loc, deadline).await? {
+                    Ok(now) if now.addr != loc.addr && !now.lost => {
+                        tracing::debug!(block = loc.block_id, to = %now.addr.socket_addr(), "block moved; read there");
+                        (loc, confirmed) = (now, false);
+                        continue;
+                    }
+                    Ok(_) => return Err(file.data_loss(&loc, &why)),
+                    Err(m) => {
+                        let why = format!("{why}; the master could not say whether the file changed: {m}");
+                        return Err(file.data_loss(&loc, &why));
+                    }
+                }
             }
             Err(e) if e.kind() == ErrorKind::WorkerUnreachable => e,
             Err(e) => return Err(e),

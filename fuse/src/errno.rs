@@ -6,8 +6,8 @@ use fuser::Errno;
 /// Maps a client error to the errno of the failed call. Failures of the cluster each keep
 /// an errno of their own, so an application (or its log) can tell them apart: a worker
 /// unreachable after every failover (EHOSTUNREACH), the object store failing (EREMOTEIO),
-/// bytes that failed their checksum (EBADMSG), and acknowledged data that is gone (EIO, what
-/// a disk that lost a sector says). EIO also covers a broken peer or the master unreachable.
+/// bytes that failed their checksum (EBADMSG), a version replaced or removed since the open
+/// (ESTALE), and acknowledged data that is gone (EIO, what a disk that lost a sector says). EIO also covers a broken peer or the master unreachable.
 pub fn errno_of(e: &Error) -> Errno {
     match e.kind() {
         ErrorKind::NotFound => Errno::ENOENT,
@@ -24,6 +24,8 @@ pub fn errno_of(e: &Error) -> Errno {
         ErrorKind::WorkerUnreachable => Errno::EHOSTUNREACH,
         ErrorKind::StoreUnavailable => Errno::from_i32(libc::EREMOTEIO),
         ErrorKind::Corrupt => Errno::EBADMSG,
+        // What NFS answers for a handle whose file was replaced or removed.
+        ErrorKind::Stale => Errno::ESTALE,
         ErrorKind::DataLoss | ErrorKind::Unavailable | ErrorKind::Protocol | ErrorKind::Config | ErrorKind::Other => {
             Errno::EIO
         }
@@ -73,5 +75,6 @@ mod tests {
             cases.iter().map(|&k| i32::from(errno_of(&Error::new(k, "x")))).collect();
         assert_eq!(errnos.len(), cases.len(), "{errnos:?}");
         assert_eq!(errno_of(&Error::new(ErrorKind::StoreUnavailable, "x")), Errno::from_i32(libc::EREMOTEIO));
+        assert_eq!(errno_of(&Error::new(ErrorKind::Stale, "x")), Errno::ESTALE);
     }
 }

@@ -34,6 +34,8 @@ fn code_of(kind: ErrorKind, what: &str) -> (S3ErrorCode, String) {
             (S3ErrorCode::ServiceUnavailable, format!("{what}: the cluster did not answer in time"))
         }
         NoSpace => (S3ErrorCode::Custom("InsufficientStorage".into()), "the cluster is out of space".into()),
+        // A retry opens the object afresh.
+        Stale => (S3ErrorCode::ServiceUnavailable, format!("{what} was replaced while it was read; retry")),
         Corrupt | DataLoss => (S3ErrorCode::InternalError, format!("{what}: stored bytes could not be read intact")),
         _ => (S3ErrorCode::InternalError, format!("{what}: internal error")),
     }
@@ -82,6 +84,7 @@ mod tests {
         }
         assert_eq!(*s3_error(&Error::new(ErrorKind::NotFound, ""), "b/k").code(), S3ErrorCode::NoSuchKey);
         assert_eq!(*s3_error(&Error::new(ErrorKind::Unavailable, ""), "b/k").code(), S3ErrorCode::SlowDown);
+        assert_eq!(*s3_error(&Error::new(ErrorKind::Stale, ""), "b/k").code(), S3ErrorCode::ServiceUnavailable);
         let full = s3_error(&Error::new(ErrorKind::NoSpace, ""), "b/k");
         assert_eq!(full.status_code(), Some(hyper::StatusCode::INSUFFICIENT_STORAGE));
     }

@@ -178,6 +178,51 @@ async fn read_with_the_worker_gone(open_first: bool, silent: bool) -> (cv_client
     (err, took)
 }
 
+/// Reads through `f` until its blocks are gone (the worker deletes them within a heartbeat or
+/// two of the master's word), and returns that error.
+async fn read_until_gone(f: &cv_client::File) -> cv_client::Error {
+    let t = Instant::now();
+    loop {
+        match f.read_at(10, &mut [0u8; 1000]).await {
+            Err(e) => return e,
+            Ok(_) => assert!(t.elapsed() < Duration::from_secs(15), "the old version's blocks were never deleted"),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A handle whose version was replaced, or removed, reads as `Stale` once its blocks are gone
+/// (ESTALE through FUSE, `CV_ERR_STALE` in C), naming the file: not as `DataLoss`, which says
+/// acknowledged bytes of a live version are gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replaced_or_removed_version_reads_as_stale_not_data_loss() {
+    let (_dir, cluster) = start().await;
+    let client = cluster.client().await.unwrap();
+    for name in ["/replaced", "/removed"] {
+        let mut w = client.create(name, false).await.unwrap();
+        w.write(&pattern(BLOCK + 100, 3)).await.unwrap();
+        w.close().await.unwrap();
+    }
+    let old = client.open("/replaced").await.unwrap();
+    let mut w = client.create("/replaced", true).await.unwrap();
+    w.write(&pattern(BLOCK + 100, 4)).await.unwrap();
+    w.close().await.unwrap();
+    let err = read_until_gone(&old).await;
+    assert_eq!(err.kind(), ErrorKind::Stale, "{err}");
+    assert!(!err.retryable() && err.message().contains("/replaced") && err.message().contains("replaced"), "{err}");
+    let mut buf = vec![0u8; 1000];
+    client.open("/replaced").await.unwrap().read_at(10, &mut buf).await.unwrap();
+    assert!(buf == pattern(BLOCK + 100, 4)[10..1010], "a new open reads the new version");
+
+    let old = client.open("/removed").await.unwrap();
+    client.delete("/removed", false).await.unwrap();
+    let err = read_until_gone(&old).await;
+    assert_eq!(err.kind(), ErrorKind::Stale, "{err}");
+    assert!(err.message().contains("/removed") && err.message().contains("removed"), "{err}");
+    client.close();
+    cluster.shutdown().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopped_workers_only_copy_reads_as_data_loss_naming_the_file_at_once() {
     let (err, took) = read_with_the_worker_gone(false, false).await;

@@ -15,6 +15,9 @@ use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// errno ESTALE (Linux): a read of a version replaced or removed since the open.
+const ESTALE: i32 = 116;
+
 /// `GET /metrics` over plain HTTP/1.1; the status line and the body.
 fn get(addr: SocketAddr, path: &str) -> (String, String) {
     let mut s = TcpStream::connect(addr).expect("connect to the metrics endpoint");
@@ -407,7 +410,7 @@ fn a_read_only_mount_with_open_ttl_reuses_opens_and_reads_whole_versions() {
             }
             Ok(got) => assert!(got == old, "a read of neither version, {:?} after the replacement", replaced.elapsed()),
             // The old version's blocks are gone: the read fails, and the mount forgets it.
-            Err(e) => assert_eq!(e.raw_os_error(), Some(5), "{e}"),
+            Err(e) => assert_eq!(e.raw_os_error(), Some(ESTALE), "{e}"),
         }
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -435,18 +438,18 @@ fn a_read_only_mount_with_open_ttl_reuses_opens_and_reads_whole_versions() {
             Ok(got) if got == new => "new",
             Ok(_) => panic!("a read of neither version: {log:?}"),
             Err(e) => {
-                assert_eq!(e.raw_os_error(), Some(5), "{e}");
-                "EIO"
+                assert_eq!(e.raw_os_error(), Some(ESTALE), "{e}");
+                "ESTALE"
             }
         });
         match log[..] {
             [.., "newer"] => break,
-            [.., "EIO", _] => panic!("a failed read did not make the next open ask the master: {log:?}"),
+            [.., "ESTALE", _] => panic!("a failed read did not make the next open ask the master: {log:?}"),
             _ => {}
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert!(log.contains(&"EIO") && replaced.elapsed() < TTL, "{log:?} in {:?}", replaced.elapsed());
+    assert!(log.contains(&"ESTALE") && replaced.elapsed() < TTL, "{log:?} in {:?}", replaced.elapsed());
     client.close();
 }
 

@@ -26,7 +26,8 @@ public enum CvErrorKind {
     UNSUPPORTED(19),
     WORKER_UNREACHABLE(20),
     DATA_LOSS(21),
-    STORE_UNAVAILABLE(22);
+    STORE_UNAVAILABLE(22),
+    STALE(23);
 
     private final int code;
 
