@@ -144,7 +144,9 @@ impl Volume {
             return Err(reply);
         }
         match self.handle(fh) {
-            Ok(Handle::Read { r: Some(r), .. } | Handle::Write { read: Some(r), .. }) => {
+            Ok(Handle::Read { r: Some(r), .. } | Handle::Write { read: Some(r), .. })
+                if self.pages_are_of(ino, r.file().version()) =>
+            {
                 r.read_now(offset, size, reply, rt, self.opts.read_only)
             }
             _ => Err(reply),
@@ -157,7 +159,12 @@ impl Volume {
             return stage.read(offset, size).await;
         }
         match handle {
-            Handle::Read { r: Some(r), .. } | Handle::Write { read: Some(r), .. } => r.read(offset, size).await,
+            Handle::Read { r: Some(r), .. } | Handle::Write { read: Some(r), .. } => {
+                if !self.pages_are_of(ino, r.file().version()) {
+                    return Err(Errno::ESTALE);
+                }
+                r.read(offset, size).await
+            }
             // Opened staged; the stage ended since (it cannot while this
             // handle is open, see `end_stage_if_unused`).
             Handle::Read { r: None, .. } => Err(Errno::EIO),

@@ -130,6 +130,15 @@ impl Volume {
         lock(&self.versions).insert(ino, version) == Some(version)
     }
 
+    /// Whether a read through a handle of `version` may fill the kernel's pages of `ino`: not
+    /// once an open of another version has made the kernel drop them (`keep_cache`). The
+    /// kernel keeps one page cache per inode whichever handle filled it, so the old handle's
+    /// bytes would be read through the new one. Such a read is refused with ESTALE, as it
+    /// would be a moment later anyway, once the old version's blocks are deleted.
+    pub(crate) fn pages_are_of(&self, ino: u64, version: u64) -> bool {
+        lock(&self.versions).get(&ino).is_none_or(|&v| v == version)
+    }
+
     /// The content of `ino` changed here: the kernel must drop its pages at the next open.
     pub(crate) fn content_changed(&self, ino: u64) {
         lock(&self.versions).remove(&ino);

@@ -181,6 +181,38 @@ fn page_cache_is_dropped_when_the_version_changes() {
     client.close();
 }
 
+/// The kernel keeps one page cache per inode, whichever descriptor filled it. A descriptor
+/// opened on the old version must not fill it once an open of the new version has dropped
+/// it: its reads fail with ESTALE, and the new descriptor reads only the new version.
+#[test]
+fn a_descriptor_of_a_replaced_version_cannot_fill_the_new_versions_pages() {
+    use std::io::{Read, Seek, SeekFrom};
+    let m = mount(&["--attr-ttl", "50ms"]);
+    let a = pattern(20_000, 1);
+    let b = pattern(20_000, 2);
+    fs::write(m.path("r"), &a).unwrap();
+    let mut old = fs::File::open(m.path("r")).unwrap();
+    let mut got = Vec::new();
+    old.read_to_end(&mut got).unwrap();
+    assert!(got == a);
+    let client = m.rt.block_on(m.cluster.as_ref().unwrap().client()).unwrap();
+    m.rt.block_on(async {
+        let mut w = client.create("/r", true).await.unwrap();
+        w.write(&b).await.unwrap();
+        w.close().await.unwrap();
+    });
+    std::thread::sleep(Duration::from_millis(120));
+    // This open sees the new version, so the kernel drops the inode's pages.
+    let mut new = fs::File::open(m.path("r")).unwrap();
+    old.seek(SeekFrom::Start(0)).unwrap();
+    let mut buf = vec![0u8; 4096];
+    assert_eq!(errno(old.read(&mut buf)), libc_errno::ESTALE, "the old descriptor filled the new version's pages");
+    let mut got = Vec::new();
+    new.read_to_end(&mut got).unwrap();
+    assert!(got == b, "the new descriptor read bytes of the old version");
+    client.close();
+}
+
 #[test]
 fn sigterm_unmounts_cleanly() {
     let mut m = mount(&[]);
@@ -199,6 +231,7 @@ fn sigterm_unmounts_cleanly() {
 mod libc_errno {
     pub const EPERM: i32 = 1;
     pub const ENOENT: i32 = 2;
+    pub const ESTALE: i32 = 116;
     pub const EEXIST: i32 = 17;
     pub const ENOTDIR: i32 = 20;
     pub const EISDIR: i32 = 21;
