@@ -192,8 +192,10 @@ impl S3 for CvS3 {
             let body = match body(file, range, self.pace, self.cache.clone(), what.clone()).await {
                 Ok(b) => b,
                 // A handle kept from an earlier request may name a version that is gone:
-                // open afresh and check the conditions and the range again.
-                Err(_) if cached && !retried => {
+                // open afresh and check the conditions and the range again. Only then: a
+                // read that failed otherwise (a worker unreachable past the deadline) would
+                // only fail again, as slowly.
+                Err(e) if cached && !retried && e.kind() == cv_client::ErrorKind::Stale => {
                     self.opened.forget(&path);
                     retried = true;
                     continue;
