@@ -116,6 +116,12 @@ async fn a_leader_cut_off_stops_taking_work_and_rejoins_behind_the_new_one() {
         assert!(std::time::Instant::now() < deadline, "the cut-off leader still leads");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    // And it stays so: the metrics, which still name it leader, do not give the work back.
+    let watch = std::time::Instant::now();
+    while watch.elapsed() < Duration::from_secs(1) {
+        assert!(!g.core(old).is_leading(), "the cut-off leader took work again {:?} after", watch.elapsed());
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     let e = core.begin_stat(&cv_master_core::CvPath::parse("/before").unwrap()).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::NotLeader, "a cut-off master serves a read past its lease");
     let new = g.leader(T).await;
