@@ -42,7 +42,8 @@ impl std::fmt::Display for Refused {
                 "master {me} started without its raft files and takes no entries until it knows the \
                  group's term (answers from {heard} of the {needed} other masters it needs)"
             ),
-            Refused::Raft(e) => write!(f, "raft: {e}"),
+            // The QUIC handlers say "raft: " before it.
+            Refused::Raft(e) => f.write_str(e),
         }
     }
 }
