@@ -125,9 +125,20 @@ impl Volume {
     }
 
     /// Whether the kernel may keep its pages of `ino` for a file at
-    /// `version`, and records that it now holds that version.
+    /// `version`, and records that it now holds that version. Versions only grow (the
+    /// master numbers them across all files), so an open that got an older version than one
+    /// already recorded, having raced with a newer open, does not take the pages back: its
+    /// reads are refused ([`Self::pages_are_of`]), not the newer handle's.
     pub(crate) fn keep_cache(&self, ino: u64, version: u64) -> bool {
-        lock(&self.versions).insert(ino, version) == Some(version)
+        let mut versions = lock(&self.versions);
+        match versions.get(&ino) {
+            Some(&v) if v == version => true,
+            Some(&v) if v > version => false,
+            _ => {
+                versions.insert(ino, version);
+                false
+            }
+        }
     }
 
     /// Whether a read through a handle of `version` may fill the kernel's pages of `ino`: not
