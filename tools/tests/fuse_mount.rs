@@ -170,15 +170,21 @@ fn page_cache_is_dropped_when_the_version_changes() {
     assert!(fs::read(m.path("v")).unwrap() == a);
     assert!(fs::read(m.path("v")).unwrap() == a, "second open, same version");
     // Another client replaces the file with the same length.
+    replace_elsewhere(&m, "/v", &b);
+    assert!(fs::read(m.path("v")).unwrap() == b, "a new version is read, not the cached pages");
+}
+
+/// Another client replaces `path` with `data`; returns once the mount's attributes (50 ms)
+/// may have expired.
+fn replace_elsewhere(m: &fuse_util::Mounted, path: &str, data: &[u8]) {
     let client = m.rt.block_on(m.cluster.as_ref().unwrap().client()).unwrap();
     m.rt.block_on(async {
-        let mut w = client.create("/v", true).await.unwrap();
-        w.write(&b).await.unwrap();
+        let mut w = client.create(path, true).await.unwrap();
+        w.write(data).await.unwrap();
         w.close().await.unwrap();
     });
-    std::thread::sleep(Duration::from_millis(120));
-    assert!(fs::read(m.path("v")).unwrap() == b, "a new version is read, not the cached pages");
     client.close();
+    std::thread::sleep(Duration::from_millis(120));
 }
 
 /// The kernel keeps one page cache per inode, whichever descriptor filled it. A descriptor
@@ -195,13 +201,7 @@ fn a_descriptor_of_a_replaced_version_cannot_fill_the_new_versions_pages() {
     let mut got = Vec::new();
     old.read_to_end(&mut got).unwrap();
     assert!(got == a);
-    let client = m.rt.block_on(m.cluster.as_ref().unwrap().client()).unwrap();
-    m.rt.block_on(async {
-        let mut w = client.create("/r", true).await.unwrap();
-        w.write(&b).await.unwrap();
-        w.close().await.unwrap();
-    });
-    std::thread::sleep(Duration::from_millis(120));
+    replace_elsewhere(&m, "/r", &b);
     // This open sees the new version, so the kernel drops the inode's pages.
     let mut new = fs::File::open(m.path("r")).unwrap();
     old.seek(SeekFrom::Start(0)).unwrap();
@@ -210,7 +210,6 @@ fn a_descriptor_of_a_replaced_version_cannot_fill_the_new_versions_pages() {
     let mut got = Vec::new();
     new.read_to_end(&mut got).unwrap();
     assert!(got == b, "the new descriptor read bytes of the old version");
-    client.close();
 }
 
 #[test]
