@@ -56,7 +56,8 @@ impl Volume {
         // Pages from an earlier open are still right only if the content
         // is the same version; otherwise the kernel drops them.
         let keep = self.keep_cache(ino, file.version());
-        let fh = self.add_handle(Handle::Read { ino, r: Some(Arc::new(ReadHandle::new(file, &self.recent))) });
+        let fh =
+            self.add_handle(Handle::Read { ino, r: Some(Arc::new(ReadHandle::new(file, &self.recent, &self.stats))) });
         Opened { fh, flags: if keep { FopenFlags::FOPEN_KEEP_CACHE } else { FopenFlags::empty() } }
     }
 
@@ -77,7 +78,7 @@ impl Volume {
         // An O_RDWR open of a file with content can still read that content.
         let read = if flags & libc::O_ACCMODE == libc::O_RDWR && !truncate && st.length > 0 {
             let file = self.client.open(&path).await.map_err(|e| errno_of(&e))?;
-            Some(Arc::new(ReadHandle::new(file, &self.recent)))
+            Some(Arc::new(ReadHandle::new(file, &self.recent, &self.stats)))
         } else {
             None
         };
@@ -161,6 +162,7 @@ impl Volume {
         match handle {
             Handle::Read { r: Some(r), .. } | Handle::Write { read: Some(r), .. } => {
                 if !self.pages_are_of(ino, r.file().version()) {
+                    self.stats.stale_read();
                     return Err(Errno::ESTALE);
                 }
                 r.read(offset, size).await

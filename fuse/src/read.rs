@@ -9,6 +9,7 @@
 
 use crate::errno::errno_of;
 use crate::recent::Recent;
+use crate::stats::FuseStats;
 use cv_client::{File, SequentialReader};
 use fuser::{Errno, ReplyData};
 use std::sync::Arc;
@@ -29,6 +30,8 @@ pub(crate) struct ReadHandle {
     /// Where a read-only mount keeps opened files (`open_ttl`): a failed read forgets this
     /// file's version there, so the next open asks the master.
     recent: Option<Arc<Recent>>,
+    /// The mount's counters: a read of a version replaced or removed is counted.
+    stats: Arc<FuseStats>,
 }
 
 /// The run of in-order reads seen so far, and the reader once it is a scan.
@@ -54,9 +57,9 @@ impl Seq {
 }
 
 impl ReadHandle {
-    pub(crate) fn new(file: File, recent: &Arc<Recent>) -> Self {
+    pub(crate) fn new(file: File, recent: &Arc<Recent>, stats: &Arc<FuseStats>) -> Self {
         let recent = recent.enabled().then(|| recent.clone());
-        ReadHandle { file, seq: Mutex::new(Seq::default()), recent }
+        ReadHandle { file, seq: Mutex::new(Seq::default()), recent, stats: stats.clone() }
     }
 
     pub(crate) fn file(&self) -> &File {
@@ -113,6 +116,9 @@ impl ReadHandle {
     /// Up to `size` bytes at `offset`; fewer only at the end of the file.
     pub(crate) async fn read(&self, offset: u64, size: u32) -> Result<Vec<u8>, Errno> {
         let out = self.read_file(offset, size).await;
+        if out == Err(Errno::ESTALE) {
+            self.stats.stale_read();
+        }
         if out.is_err()
             && let Some(recent) = &self.recent
         {

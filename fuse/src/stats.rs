@@ -74,6 +74,7 @@ pub struct FuseStats {
     attr_hits: AtomicU64,
     reads_at_once: AtomicU64,
     reused: AtomicU64,
+    stale_reads: AtomicU64,
 }
 
 /// A copy of [`FuseStats`].
@@ -93,6 +94,9 @@ pub struct FuseSnapshot {
     /// Opens, opendirs and lookups answered from what the master said within `open_ttl`
     /// ([`crate::recent`]).
     pub reused: u64,
+    /// READs refused with ESTALE: the version the descriptor reads was replaced or removed
+    /// since its open (its blocks are gone, or an open here got a newer version).
+    pub stale_reads: u64,
 }
 
 impl FuseStats {
@@ -122,6 +126,10 @@ impl FuseStats {
         self.reused.fetch_add(1, Ordering::Relaxed);
     }
 
+    pub(crate) fn stale_read(&self) {
+        self.stale_reads.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// The counters now.
     pub fn snapshot(&self) -> FuseSnapshot {
         FuseSnapshot {
@@ -131,6 +139,7 @@ impl FuseStats {
             attr_hits: self.attr_hits.load(Ordering::Relaxed),
             reads_at_once: self.reads_at_once.load(Ordering::Relaxed),
             reused: self.reused.load(Ordering::Relaxed),
+            stale_reads: self.stale_reads.load(Ordering::Relaxed),
         }
     }
 }

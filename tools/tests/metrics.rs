@@ -450,6 +450,9 @@ fn a_read_only_mount_with_open_ttl_reuses_opens_and_reads_whole_versions() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(log.contains(&"ESTALE") && replaced.elapsed() < TTL, "{log:?} in {:?}", replaced.elapsed());
+    let stale = sum(&scrape(addr), "cv_fuse_stale_reads_total");
+    let refused = log.iter().filter(|&&r| r == "ESTALE").count() as f64;
+    assert!(stale >= refused, "{stale} stale reads counted for {refused} refused");
     client.close();
 }
 

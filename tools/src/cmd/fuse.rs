@@ -118,6 +118,11 @@ fn gatherer(stats: std::sync::Arc<cv_fuse::FuseStats>, client: cv_client::Client
                 "Opens, opendirs and lookups answered from what the master said within open_ttl",
                 s.reused,
             );
+            out.counter(
+                "fuse_stale_reads",
+                "READs refused with ESTALE: the version the descriptor reads was replaced or removed since its open",
+                s.stale_reads,
+            );
             out.gauge("client_connections", "QUIC connections the client holds to the cluster", conns as i64);
             out
         })
