@@ -120,6 +120,12 @@ impl QuicLink {
                 if e.code().is_none() {
                     self.conn = None;
                 }
+                // A master that cannot take Raft RPCs now (it learns the group's term after
+                // losing its files, or its node stopped) is backed off from as one that cannot
+                // be dialed: not asked again, and logged, every heartbeat.
+                if e.code() == Some(ErrorCode::Unavailable) {
+                    return Err(RPCError::Unreachable(Unreachable::new(&what(&e))));
+                }
                 Err(RPCError::Network(NetworkError::new(&what(&e))))
             }
             Err(_) => {
