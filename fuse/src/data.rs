@@ -55,9 +55,9 @@ impl Volume {
     fn open_read(&self, ino: u64, file: cv_client::File) -> Opened {
         // Pages from an earlier open are still right only if the content
         // is the same version; otherwise the kernel drops them.
-        let keep = self.keep_cache(ino, file.version());
-        let fh =
-            self.add_handle(Handle::Read { ino, r: Some(Arc::new(ReadHandle::new(file, &self.recent, &self.stats))) });
+        let (keep, pages) = self.pages.opened(ino, file.version());
+        let r = ReadHandle::new(file, &self.recent, &self.stats, pages);
+        let fh = self.add_handle(Handle::Read { ino, r: Some(Arc::new(r)) });
         Opened { fh, flags: if keep { FopenFlags::FOPEN_KEEP_CACHE } else { FopenFlags::empty() } }
     }
 
@@ -78,7 +78,7 @@ impl Volume {
         // An O_RDWR open of a file with content can still read that content.
         let read = if flags & libc::O_ACCMODE == libc::O_RDWR && !truncate && st.length > 0 {
             let file = self.client.open(&path).await.map_err(|e| errno_of(&e))?;
-            Some(Arc::new(ReadHandle::new(file, &self.recent, &self.stats)))
+            Some(Arc::new(ReadHandle::new(file, &self.recent, &self.stats, self.pages.record(ino))))
         } else {
             None
         };
@@ -145,9 +145,7 @@ impl Volume {
             return Err(reply);
         }
         match self.handle(fh) {
-            Ok(Handle::Read { r: Some(r), .. } | Handle::Write { read: Some(r), .. })
-                if self.pages_are_of(ino, r.file().version()) =>
-            {
+            Ok(Handle::Read { r: Some(r), .. } | Handle::Write { read: Some(r), .. }) if r.may_fill_pages() => {
                 r.read_now(offset, size, reply, rt, self.opts.read_only)
             }
             _ => Err(reply),
@@ -161,7 +159,7 @@ impl Volume {
         }
         match handle {
             Handle::Read { r: Some(r), .. } | Handle::Write { read: Some(r), .. } => {
-                if !self.pages_are_of(ino, r.file().version()) {
+                if !r.may_fill_pages() {
                     self.stats.stale_read();
                     return Err(Errno::ESTALE);
                 }

@@ -22,6 +22,7 @@ mod inodes;
 mod meta;
 mod mount;
 mod order;
+mod pages;
 mod paths;
 mod process;
 mod read;

@@ -8,6 +8,7 @@
 //! The tail is served from memory by the client either way.
 
 use crate::errno::errno_of;
+use crate::pages::PagesOf;
 use crate::recent::Recent;
 use crate::stats::FuseStats;
 use cv_client::{File, SequentialReader};
@@ -32,6 +33,8 @@ pub(crate) struct ReadHandle {
     recent: Option<Arc<Recent>>,
     /// The mount's counters: a read of a version replaced or removed is counted.
     stats: Arc<FuseStats>,
+    /// The version the kernel's pages of this inode are of ([`crate::pages`]).
+    pages: Arc<PagesOf>,
 }
 
 /// The run of in-order reads seen so far, and the reader once it is a scan.
@@ -57,9 +60,16 @@ impl Seq {
 }
 
 impl ReadHandle {
-    pub(crate) fn new(file: File, recent: &Arc<Recent>, stats: &Arc<FuseStats>) -> Self {
+    pub(crate) fn new(file: File, recent: &Arc<Recent>, stats: &Arc<FuseStats>, pages: Arc<PagesOf>) -> Self {
         let recent = recent.enabled().then(|| recent.clone());
-        ReadHandle { file, seq: Mutex::new(Seq::default()), recent, stats: stats.clone() }
+        ReadHandle { file, seq: Mutex::new(Seq::default()), recent, stats: stats.clone(), pages }
+    }
+
+    /// Whether this handle's reads may fill the kernel's pages of its inode: not once an open
+    /// of another version made the kernel drop them. Such a read is refused with ESTALE, as
+    /// it would be a moment later anyway, once the old version's blocks are deleted.
+    pub(crate) fn may_fill_pages(&self) -> bool {
+        self.pages.allow(self.file.version())
     }
 
     pub(crate) fn file(&self) -> &File {

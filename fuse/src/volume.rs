@@ -6,6 +6,7 @@ use crate::attr_cache::AttrCache;
 use crate::config::MountOptions;
 use crate::errno::errno_of;
 use crate::inodes::Inodes;
+use crate::pages::Pages;
 use crate::read::ReadHandle;
 use crate::recent::Recent;
 use crate::stage::Stage;
@@ -41,7 +42,7 @@ pub(crate) struct Volume {
     pub(crate) handles: Mutex<HashMap<u64, Handle>>,
     next_fh: AtomicU64,
     /// Version of each file whose pages the kernel may hold from an earlier open.
-    versions: Mutex<HashMap<u64, u64>>,
+    pub(crate) pages: Pages,
     /// Files this mount is writing, by inode: their length is ahead of the master's.
     writers: Mutex<HashMap<u64, Arc<WriteHandle>>>,
     /// Staged files, by inode (see [`crate::staging`]).
@@ -82,7 +83,7 @@ impl Volume {
             inodes: Mutex::new(inodes),
             handles: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
-            versions: Mutex::new(HashMap::new()),
+            pages: Pages::default(),
             writers: Mutex::new(HashMap::new()),
             stages: Mutex::new(HashMap::new()),
             stage_start: tokio::sync::Mutex::new(()),
@@ -124,35 +125,9 @@ impl Volume {
         lock(&self.handles).remove(&fh)
     }
 
-    /// Whether the kernel may keep its pages of `ino` for a file at
-    /// `version`, and records that it now holds that version. Versions only grow (the
-    /// master numbers them across all files), so an open that got an older version than one
-    /// already recorded, having raced with a newer open, does not take the pages back: its
-    /// reads are refused ([`Self::pages_are_of`]), not the newer handle's.
-    pub(crate) fn keep_cache(&self, ino: u64, version: u64) -> bool {
-        let mut versions = lock(&self.versions);
-        match versions.get(&ino) {
-            Some(&v) if v == version => true,
-            Some(&v) if v > version => false,
-            _ => {
-                versions.insert(ino, version);
-                false
-            }
-        }
-    }
-
-    /// Whether a read through a handle of `version` may fill the kernel's pages of `ino`: not
-    /// once an open of another version has made the kernel drop them (`keep_cache`). The
-    /// kernel keeps one page cache per inode whichever handle filled it, so the old handle's
-    /// bytes would be read through the new one. Such a read is refused with ESTALE, as it
-    /// would be a moment later anyway, once the old version's blocks are deleted.
-    pub(crate) fn pages_are_of(&self, ino: u64, version: u64) -> bool {
-        lock(&self.versions).get(&ino).is_none_or(|&v| v == version)
-    }
-
     /// The content of `ino` changed here: the kernel must drop its pages at the next open.
     pub(crate) fn content_changed(&self, ino: u64) {
-        lock(&self.versions).remove(&ino);
+        self.pages.changed(ino);
     }
 
     pub(crate) fn set_writer(&self, ino: u64, w: Arc<WriteHandle>) {
