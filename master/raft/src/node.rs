@@ -245,7 +245,7 @@ impl RaftMaster {
     /// asked) is applied here; then this master votes and stands for election again. `None`
     /// on the master that founds the group: it has nothing to catch up, nor a term to learn.
     pub async fn catch_up_to(&self, index: Option<u64>) {
-        if index.is_none() && self.is_learning_term() {
+        if index.is_none() {
             self.floor.not_needed();
         }
         if let Some(i) = index {
@@ -430,7 +430,6 @@ async fn prove_leadership(raft: Raft<TypeConfig>, node: Arc<Node>, every: Durati
         let _t = lock(&node.shared.transition);
         if ok {
             node.shared.confirmed(since);
-            node.shared.glue().cut_off = None;
             if !node.core.is_leading()
                 && let Err(e) = node.maybe_lead()
             {

@@ -134,11 +134,13 @@ impl Shared {
         !self.glue().waiters.is_empty()
     }
 
-    /// A quorum round that started at `since` confirmed this node leads.
+    /// A quorum round that started at `since` confirmed this node leads (and so may take
+    /// work again if a failed one took it away).
     pub fn confirmed(&self, since: Instant) {
         let mut g = self.glue();
         g.lease_until = Some(since + self.lease);
         g.confirmed_since = Some(since);
+        g.cut_off = None;
         Self::release(&mut g, self.read_mode);
     }
 

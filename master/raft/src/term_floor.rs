@@ -13,8 +13,7 @@
 //! it was. For 3 masters that is both others, for 5 three of the four.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use openraft::network::RPCOption;
@@ -60,40 +59,45 @@ impl Refused {
 #[derive(Debug)]
 pub(crate) struct TermFloor {
     me: u64,
-    learning: AtomicBool,
     needed: usize,
     heard: Mutex<BTreeMap<u64, Vote>>,
-    floor: Mutex<Option<Vote>>,
+    /// Unset while learning; then the highest vote heard (`None`: no floor at all).
+    floor: OnceLock<Option<Vote>>,
 }
 
 impl TermFloor {
     /// `learning` for a master that started without files and knows `others` other members.
     pub fn new(me: u64, learning: bool, others: usize) -> Self {
         let needed = needed_answers(others + 1);
+        let floor = OnceLock::new();
         // A group this master cannot hear enough of (it names too few others) is not guarded:
         // a group of one, or a node started outside any configured group.
-        let learning = learning && others >= needed && needed > 0;
-        Self { me, learning: learning.into(), needed, heard: Mutex::default(), floor: Mutex::default() }
+        if !(learning && others >= needed && needed > 0) {
+            let _ = floor.set(None);
+        }
+        Self { me, needed, heard: Mutex::default(), floor }
     }
 
     pub fn is_learning(&self) -> bool {
-        self.learning.load(Ordering::Acquire)
+        self.floor.get().is_none()
     }
 
     /// Ends the learning without answers: the master that founds the group.
     pub fn not_needed(&self) {
-        self.learning.store(false, Ordering::Release);
+        let _ = self.floor.set(None);
     }
 
     /// Whether a leader (or candidate) with `vote` may reach the node: `Err` while learning,
     /// `Ok(Some(floor))` if its term is below the floor (answer with the floor, as a higher
     /// vote, so that it steps down), `Ok(None)` if it may.
     pub fn check(&self, vote: &Vote) -> Result<Option<Vote>, Refused> {
-        if self.is_learning() {
-            let heard = lock(&self.heard).len();
-            return Err(Refused::LearningTerm { me: self.me, heard, needed: self.needed });
+        match self.floor.get() {
+            None => {
+                let heard = lock(&self.heard).len();
+                Err(Refused::LearningTerm { me: self.me, heard, needed: self.needed })
+            }
+            Some(floor) => Ok(floor.filter(|f| vote.leader_id.term < f.leader_id.term)),
         }
-        Ok(lock(&self.floor).filter(|f| vote.leader_id.term < f.leader_id.term))
     }
 
     /// A member's answer; once enough have answered, the floor is the highest vote heard.
@@ -104,8 +108,7 @@ impl TermFloor {
             return false;
         }
         let floor = heard.values().copied().max_by_key(|v| (v.leader_id.term, v.committed));
-        *lock(&self.floor) = floor;
-        self.learning.store(false, Ordering::Release);
+        let _ = self.floor.set(floor);
         tracing::info!(node = self.me, floor = ?floor.map(|v| v.to_string()), answers = heard.len(),
             "learned the group's term: leaders of lower terms are refused");
         true
