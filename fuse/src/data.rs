@@ -158,13 +158,7 @@ impl Volume {
             return stage.read(offset, size).await;
         }
         match handle {
-            Handle::Read { r: Some(r), .. } | Handle::Write { read: Some(r), .. } => {
-                if !r.may_fill_pages() {
-                    self.stats.stale_read();
-                    return Err(Errno::ESTALE);
-                }
-                r.read(offset, size).await
-            }
+            Handle::Read { r: Some(r), .. } | Handle::Write { read: Some(r), .. } => r.read(offset, size).await,
             // Opened staged; the stage ended since (it cannot while this
             // handle is open, see `end_stage_if_unused`).
             Handle::Read { r: None, .. } => Err(Errno::EIO),

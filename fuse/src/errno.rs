@@ -7,7 +7,8 @@ use fuser::Errno;
 /// an errno of their own, so an application (or its log) can tell them apart: a worker
 /// unreachable after every failover (EHOSTUNREACH), the object store failing (EREMOTEIO),
 /// bytes that failed their checksum (EBADMSG), a version replaced or removed since the open
-/// (ESTALE), and acknowledged data that is gone (EIO, what a disk that lost a sector says). EIO also covers a broken peer or the master unreachable.
+/// (ESTALE), and acknowledged data that is gone (EIO, what a disk that lost a sector says).
+/// EIO also covers a broken peer or the master unreachable.
 pub fn errno_of(e: &Error) -> Errno {
     match e.kind() {
         ErrorKind::NotFound => Errno::ENOENT,

@@ -123,8 +123,14 @@ impl ReadHandle {
         Ok(())
     }
 
-    /// Up to `size` bytes at `offset`; fewer only at the end of the file.
+    /// Up to `size` bytes at `offset`; fewer only at the end of the file. ESTALE once the
+    /// kernel's pages are of another version ([`Self::may_fill_pages`]), or once this
+    /// version's blocks are gone.
     pub(crate) async fn read(&self, offset: u64, size: u32) -> Result<Vec<u8>, Errno> {
+        if !self.may_fill_pages() {
+            self.stats.stale_read();
+            return Err(Errno::ESTALE);
+        }
         let out = self.read_file(offset, size).await;
         if out == Err(Errno::ESTALE) {
             self.stats.stale_read();
