@@ -25,6 +25,13 @@ pub struct ObjectMeta {
 }
 
 impl ObjectMeta {
+    /// The length and modification time a version made up by cv (`m<mtime>-l<len>`, for an
+    /// object without an ETag) stands for.
+    pub fn from_made_up(version: &str) -> Option<ObjectMeta> {
+        let (mtime, len) = version.strip_prefix('m')?.split_once("-l")?;
+        Some(ObjectMeta { len: len.parse().ok()?, version: version.to_owned(), mtime_ms: mtime.parse().ok()? })
+    }
+
     /// Whether `other` describes the same content. Two ETags are compared; when either side
     /// has none (some stores' listings carry no ETag where a HEAD does), length and
     /// modification time to the second are (HTTP dates have whole seconds).
@@ -180,7 +187,24 @@ impl Ufs {
         } else {
             Some(reader.into_stream(range.clone()).await.map_err(|e| read_error(what(), e))?)
         };
-        Ok(UfsStream::new(inner, range.end - range.start, what()))
+        let stream = UfsStream::new(inner, range.end - range.start, what());
+        // Without an ETag the read cannot be conditional: the object is looked at again after
+        // its bytes arrived and before the last of them are handed out. A rewrite before or
+        // during the read changed its modification time or length by then.
+        Ok(match version.filter(|v| !is_etag(v)).and_then(ObjectMeta::from_made_up) {
+            Some(want) => stream.with_recheck(Box::pin(self.clone().recheck(key.to_owned(), want, what()))),
+            None => stream,
+        })
+    }
+
+    /// Fails with `Changed` unless `key` is still the version `want` describes.
+    async fn recheck(self, key: String, want: ObjectMeta, what: String) -> Result<(), UfsError> {
+        let now = self.stat(&key).await?;
+        if now.same_version(&want) {
+            return Ok(());
+        }
+        let why = format!("{what}: the object changed since cv recorded it ({}, now {})", want.version, now.version);
+        Err(UfsError::new(UfsErrorKind::Changed, why))
     }
 
     /// The children of directory `dir` (relative, `""` for the root), one
@@ -348,6 +372,31 @@ mod tests {
             let missing = ufs.stat("nope").await.unwrap_err();
             assert_eq!(missing.kind(), UfsErrorKind::NotFound);
             assert!(!missing.is_retryable());
+        });
+    }
+
+    /// An object without an ETag (fs://) rewritten with its length kept between the moment
+    /// cv recorded it and a read: the read fails as `Changed` instead of mixing versions; a
+    /// read of the version recorded succeeds.
+    #[test]
+    fn a_read_of_a_rewritten_object_without_etag_fails_as_changed() {
+        let dir = tempfile::tempdir().unwrap();
+        let ufs = Ufs::connect(&format!("fs://{}", dir.path().display()), &[], &UfsSettings::default()).unwrap();
+        rt().block_on(async {
+            let file = dir.path().join("x.bin");
+            std::fs::write(&file, b"aaaaaaaaaa").unwrap();
+            let recorded = ufs.stat("x.bin").await.unwrap();
+            assert!(ObjectMeta::from_made_up(&recorded.version).is_some(), "fs:// has no ETag: {recorded:?}");
+            assert_eq!(&ufs.read("x.bin", 2..6, Some(&recorded.version)).await.unwrap()[..], b"aaaa");
+            // Same length, a later modification time (whole seconds apart, as HTTP dates are).
+            std::fs::write(&file, b"bbbbbbbbbb").unwrap();
+            let later = std::time::SystemTime::now() + std::time::Duration::from_secs(5);
+            std::fs::File::options().write(true).open(&file).unwrap().set_modified(later).unwrap();
+            let e = ufs.read("x.bin", 2..6, Some(&recorded.version)).await.unwrap_err();
+            assert_eq!(e.kind(), UfsErrorKind::Changed, "{e}");
+            assert!(e.to_string().contains("changed since cv recorded it"), "{e}");
+            let now = ufs.stat("x.bin").await.unwrap();
+            assert_eq!(&ufs.read("x.bin", 2..6, Some(&now.version)).await.unwrap()[..], b"bbbb");
         });
     }
 }

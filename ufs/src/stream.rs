@@ -11,6 +11,10 @@ pub(crate) fn read_error(what: String, e: opendal::Error) -> UfsError {
     if shorter { err.with_kind(UfsErrorKind::Changed) } else { err }
 }
 
+/// A check run before the last bytes of a read are handed out: that the object is still the
+/// version the read was for (stores without ETags, whose reads cannot be conditional).
+pub(crate) type Recheck = std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), UfsError>> + Send>>;
+
 /// The bytes of one ranged read as they arrive ([`Ufs::read_stream`]).
 pub struct UfsStream {
     inner: Option<opendal::BufferStream>,
@@ -19,6 +23,7 @@ pub struct UfsStream {
     /// Bytes of the range not handed out yet.
     left: u64,
     what: String,
+    recheck: Option<Recheck>,
 }
 
 impl std::fmt::Debug for UfsStream {
@@ -31,7 +36,14 @@ impl UfsStream {
     /// The stream of `len` bytes read by `inner` (none for an empty range); `what` names the
     /// read in errors.
     pub(crate) fn new(inner: Option<opendal::BufferStream>, len: u64, what: String) -> Self {
-        Self { inner, pending: opendal::Buffer::new(), left: len, what }
+        Self { inner, pending: opendal::Buffer::new(), left: len, what, recheck: None }
+    }
+
+    /// Runs `recheck` before the range's last bytes are handed out: if it fails, the read
+    /// ends with its error instead, so no caller completes a read of a changed object.
+    pub(crate) fn with_recheck(mut self, recheck: Recheck) -> Self {
+        self.recheck = Some(recheck);
+        self
     }
 
     /// The next bytes of the range, in order; `None` once all of them came. Never more
@@ -44,6 +56,13 @@ impl UfsStream {
             }
             if let Some(b) = Iterator::next(&mut self.pending) {
                 let b = if b.len() as u64 > self.left { b.slice(..self.left as usize) } else { b };
+                if b.len() as u64 == self.left
+                    && let Some(check) = self.recheck.take()
+                    && let Err(e) = check.await
+                {
+                    self.left = 0;
+                    return Some(Err(e));
+                }
                 self.left -= b.len() as u64;
                 return Some(Ok(b));
             }
