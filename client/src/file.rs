@@ -4,7 +4,7 @@ use crate::block::{Dst, Received};
 use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
 use crate::reader::SequentialReader;
-use cv_wire::msg::{BlockLoc, BlockSource, FileStatus, ReadBlock, UfsRef};
+use cv_wire::msg::{BlockLoc, BlockSource, FileStatus, ReadBlock, SyncMount, UfsRef};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -83,6 +83,22 @@ impl FileInner {
         Ok(now.clone())
     }
 
+    /// The object behind this file changed in its store since the master recorded it: the
+    /// master is asked to look at the path again (`SyncMount` of it), best effort, so that the
+    /// next open records the new version instead of failing the same way until `cv.ttl`.
+    async fn object_changed(&self) {
+        let req = SyncMount { cv_path: self.status.path.clone() };
+        match tokio::time::timeout(RELOCATE_WITHIN, self.client.master("sync", &req, &[])).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => {
+                tracing::debug!(path = %self.status.path, error = %e, "could not ask for the path to be checked again")
+            }
+            Err(_) => {
+                tracing::debug!(path = %self.status.path, "the master did not answer the ask to check the path again")
+            }
+        }
+    }
+
     /// Where the master says block `loc` is now (see [`Self::relocate`]), asked for at most
     /// [`RELOCATE_WITHIN`]: `Ok(Err(_))` when the master cannot answer (it did not answer a
     /// moment ago either, or the ask timed out or failed in transit, which marks it so);
@@ -148,6 +164,13 @@ impl FileInner {
     }
 
     /// The error a read of block `loc` gets when its only copy is gone.
+    /// No copy of block `loc` can be reached now (retryable), naming the file and the block.
+    fn unreachable(&self, loc: &BlockLoc, why: &str) -> Error {
+        let (path, id, w) = (&self.status.path, loc.block_id, loc.worker_id);
+        let range = format!("bytes {}..{}", loc.offset, loc.offset + loc.len);
+        Error::new(ErrorKind::WorkerUnreachable, format!("{path}: block {id} ({range}), last on worker {w}: {why}"))
+    }
+
     fn data_loss(&self, loc: &BlockLoc, why: &str) -> Error {
         let (path, id, w) = (&self.status.path, loc.block_id, loc.worker_id);
         let range = format!("bytes {}..{}", loc.offset, loc.offset + loc.len);
@@ -455,9 +478,28 @@ pub(crate) async fn fetch(file: &FileInner, loc: &BlockLoc, offset: u64, len: u6
     let mut loc = file.current(loc);
     // Whether the master named `loc` after it was found unreachable (so it is dialed again).
     let mut confirmed = false;
+    // Until when a block no live worker holds is waited for: a worker the master lost for a
+    // moment (stalled, restarting) comes back with its copies.
+    let lost_until = Instant::now() + RELOCATE_WITHIN;
     loop {
         if loc.lost {
-            return Err(file.data_loss(&loc, "its only copy is on this worker, which the master has lost"));
+            // No copy on a live worker says nothing of whether one exists: unreachable
+            // (retryable), not lost. `DataLoss` is only a worker the master names answering
+            // that it holds no copy (below).
+            let why = "no live worker holds a copy: the master lost its worker, which may come back with it";
+            let err = file.unreachable(&loc, why);
+            if Instant::now() + pause >= deadline.min(lost_until) {
+                return Err(err);
+            }
+            sleep(pause).await;
+            pause = pause.saturating_mul(2).min(std::time::Duration::from_millis(500));
+            match file.ask_master(&loc, deadline).await? {
+                Ok(now) => (loc, confirmed) = (now, false),
+                Err(m) => {
+                    return Err(Error::new(err.kind(), format!("{}; the master cannot say more: {m}", err.message())));
+                }
+            }
+            continue;
         }
         let source = file.source(&loc);
         let cv_only = source.is_none();
@@ -493,6 +535,12 @@ pub(crate) async fn fetch(file: &FileInner, loc: &BlockLoc, offset: u64, len: u6
                 }
             }
             Err(e) if e.kind() == ErrorKind::WorkerUnreachable => e,
+            // The store's object is not the version recorded (a fill found it changed): the
+            // master is told, so the next open sees the new version.
+            Err(e) if e.kind() == ErrorKind::Stale && !cv_only => {
+                file.object_changed().await;
+                return Err(e);
+            }
             Err(e) => return Err(e),
         };
         if Instant::now() + pause >= deadline {

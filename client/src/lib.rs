@@ -20,7 +20,7 @@ mod writer;
 pub use client::Client;
 pub use config::ClientSettings;
 pub use config_file::{ClientConfig, toml_error};
-pub use cv_wire::msg::{FileKind, FileStatus, FreeOk, MountInfo, MountMode, UfsRef};
+pub use cv_wire::msg::{Expect, FileKind, FileStatus, FreeOk, MountInfo, MountMode, UfsRef};
 pub use error::{Error, ErrorKind, Result};
 pub use file::File;
 pub use local::{LocalRead, LocalStats};

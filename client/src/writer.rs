@@ -5,13 +5,18 @@
 use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
 use bytes::Bytes;
-use cv_wire::msg::{AddBlock, AddBlockOk, BlockLen, Complete, Done, FileStatus, WriteBlock, WriteBlockOk};
+use cv_wire::ErrorCode;
+use cv_wire::msg::{
+    Abandon, AddBlock, AddBlockOk, BlockLen, Complete, CompleteIf, Done, Expect, FileStatus, WriteBlock, WriteBlockOk,
+};
 use tokio::task::JoinHandle;
 
 /// Default tail budget for files whose format is not recognised.
 const DEFAULT_TAIL: u64 = 64 << 10;
 
-/// Writes a new file. Bytes become visible to readers at [`Writer::close`].
+/// Writes a new file. Bytes become visible to readers at [`Writer::close`]: a file created
+/// over another (`overwrite`) replaces it only then, in one step, and until then every reader
+/// gets the previous version; a writer that fails or gives up leaves that version as it was.
 #[derive(Debug)]
 pub struct Writer {
     client: Client,
@@ -107,7 +112,20 @@ impl Writer {
     /// removed (unless it did become complete: a completion whose reply was lost) and the
     /// error returned.
     pub async fn close(mut self) -> Result<FileStatus> {
-        match self.close_inner().await {
+        match self.close_inner(None).await {
+            Ok(st) => Ok(st),
+            Err(e) => Err(self.failed(e).await),
+        }
+    }
+
+    /// As [`Writer::close`], publishing the file only if its path then holds what `expect`
+    /// says (checked by the master in the same step as the publish, so of two writers with
+    /// the same expectation one wins): [`Expect::Absent`], no complete file (`AlreadyExists`
+    /// otherwise), or [`Expect::Version`], that file at that version (`Stale` otherwise). On
+    /// a failed expectation the file is abandoned and the path keeps what it holds. A master
+    /// that predates conditional completion fails it as `Unsupported`.
+    pub async fn close_if(mut self, expect: Expect) -> Result<FileStatus> {
+        match self.close_inner(Some(expect)).await {
             Ok(st) => Ok(st),
             Err(e) => Err(self.failed(e).await),
         }
@@ -127,11 +145,17 @@ impl Writer {
         e
     }
 
-    /// Stops the block in flight and deletes the path if it still names this writer's file
-    /// and the file is not complete.
+    /// Stops the block in flight and removes this writer's file by id if it is not complete
+    /// (a replacement's previous version, which its path still shows, stays).
     async fn discard(&mut self) -> Result<()> {
         if let Some(h) = self.inflight.take() {
             h.abort();
+        }
+        match self.client.master("abandon", &Abandon { file_id: self.file_id }, &[]).await {
+            Ok(_) => return Ok(()),
+            // A master that predates `Abandon`: delete the path if it still names this file.
+            Err(e) if e.code() == Some(ErrorCode::Malformed) => {}
+            Err(e) => return Err(e),
         }
         match self.client.stat(&self.path).await {
             Ok(st) if st.id == self.file_id && !st.complete => self.client.delete(&self.path, false).await,
@@ -141,7 +165,7 @@ impl Writer {
         }
     }
 
-    async fn close_inner(&mut self) -> Result<FileStatus> {
+    async fn close_inner(&mut self, expect: Option<Expect>) -> Result<FileStatus> {
         self.wait_inflight().await?;
         let last = Bytes::from(std::mem::take(&mut self.buf));
         if !last.is_empty() {
@@ -161,7 +185,24 @@ impl Writer {
             blocks: std::mem::take(&mut self.blocks),
             tail_offset: self.length - want,
         };
-        self.client.master("complete", &req, &[tail]).await?.access::<Done>()?;
+        match expect {
+            None => {
+                self.client.master("complete", &req, &[tail]).await?.access::<Done>()?;
+            }
+            Some(expect) => {
+                let req = CompleteIf { complete: req, expect };
+                match self.client.master("complete", &req, &[tail]).await {
+                    Ok(reply) => {
+                        reply.access::<Done>()?;
+                    }
+                    Err(e) if e.code() == Some(ErrorCode::Malformed) => {
+                        let why = "this master cannot complete a file conditionally (it predates CompleteIf)";
+                        return Err(Error::new(ErrorKind::Unsupported, format!("{}: {why}", self.path)));
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+        };
         self.client.stat(&self.path).await
     }
 

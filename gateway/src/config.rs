@@ -7,6 +7,7 @@
 //! bind = "127.0.0.1:9000"
 //! region = "us-east-1"
 //! uploads = "/.cv-gateway/uploads"   # multipart parts in progress (a cv directory)
+//! multipart_expiry = "7d"             # an upload neither completed nor aborted this long is removed ("0s": never)
 //! tls = "cluster"                     # or "off" (default), or { cert = "…", key = "…" }
 //! open_ttl = "0s"                     # reuse an opened file this long (0: ask the master every time)
 //! cache = "512MiB"                    # hot object bytes kept in memory (0: off)
@@ -46,6 +47,12 @@ pub struct GatewaySettings {
     /// listings and out of reach of keys when a bucket's directory holds it.
     #[serde(default = "default_uploads")]
     pub uploads: String,
+    /// An upload neither completed nor aborted this long after it started is removed with its
+    /// parts, as S3's lifecycle rule for incomplete uploads does (0: never). Its parts are
+    /// cv-only files, pinned and replicated: a crashed client's would otherwise hold their
+    /// space for ever.
+    #[serde(default = "default_multipart_expiry")]
+    pub multipart_expiry: Dur,
     /// How long an opened file may serve later requests for the same object without asking
     /// the master again (0, the default: every HEAD and GET asks, so every write anywhere is
     /// seen at once, as S3 promises). See `opened.rs` for what a longer one allows.
@@ -142,6 +149,10 @@ fn default_region() -> String {
     "us-east-1".into()
 }
 
+fn default_multipart_expiry() -> Dur {
+    Dur::secs(7 * 24 * 3600)
+}
+
 fn default_uploads() -> String {
     "/.cv-gateway/uploads".into()
 }
@@ -153,6 +164,7 @@ impl Default for GatewaySettings {
             metrics: default_metrics(),
             region: default_region(),
             uploads: default_uploads(),
+            multipart_expiry: default_multipart_expiry(),
             open_ttl: Dur::default(),
             cache: default_cache(),
             tls: GatewayTls::OFF,

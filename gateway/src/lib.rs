@@ -77,6 +77,11 @@ impl Gateway {
         let counters = std::sync::Arc::new(stats::Counters::default());
         let cache = cache::ChunkCache::new(settings.cache.bytes()).map(std::sync::Arc::new);
         let buckets = objects::Buckets::new(settings);
+        let (stop, rx) = watch::channel(false);
+        let expiry = settings.multipart_expiry.get();
+        if !expiry.is_zero() {
+            tokio::spawn(multipart::expire_loop(client.clone(), buckets.clone(), expiry, rx.clone()));
+        }
         let cv = s3::CvS3 { client, buckets, pace, opened, cache, counters: counters.clone() };
         let mut builder = S3ServiceBuilder::new(cv);
         builder.set_auth(auth::keys(settings)?);
@@ -87,7 +92,6 @@ impl Gateway {
             .map_err(|source| GatewayError::Bind { addr: settings.bind, source })?;
         let addr = listener.local_addr().map_err(|source| GatewayError::Bind { addr: settings.bind, source })?;
         let https = tls.is_some();
-        let (stop, rx) = watch::channel(false);
         let task = tokio::spawn(server::accept_loop(listener, service, tls, rx));
         tracing::info!(%addr, https, buckets = settings.buckets.len(), "gateway: serving S3");
         Ok(Gateway { addr, https, stop, task, counters })

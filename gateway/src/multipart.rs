@@ -4,14 +4,18 @@
 //! one per line) and one cv file per part (`part-00001` …). Completing it
 //! writes the parts, in order, into the target as one new cv file (cv files
 //! are write-once and have no concatenation, so the bytes are copied once
-//! through the gateway), then removes the directory.
+//! through the gateway), then removes the directory. An upload neither completed nor
+//! aborted within `[gateway] multipart_expiry` is removed with its parts (`expire`), as
+//! S3's lifecycle rule for incomplete uploads does: its parts are cv-only files, pinned and
+//! replicated, which would otherwise hold their space for ever.
 
 use crate::errors::{s3_err, s3_error};
 use crate::objects::{Buckets, etag, join};
 use crate::write::{copy_into, create};
-use cv_client::{Client, ErrorKind, FileStatus};
+use cv_client::{Client, ErrorKind, FileKind, FileStatus};
 use s3s::dto::CompletedPart;
 use s3s::{S3Error, S3ErrorCode};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Largest part number S3 allows.
 pub(crate) const MAX_PART: i32 = 10_000;
@@ -46,7 +50,7 @@ pub(crate) async fn start(client: &Client, b: &Buckets, bucket: &str, key: &str)
     let what = format!("{bucket}/{key}");
     let target = join(&dir(b, &id), "target");
     let w = create(client, &target, false, &what).await?;
-    crate::write::fill(w, futures::stream::iter([Ok(format!("{bucket}\n{key}").into())]), None, &what).await?;
+    crate::write::fill(w, futures::stream::iter([Ok(format!("{bucket}\n{key}").into())]), None, None, &what).await?;
     Ok(id)
 }
 
@@ -121,4 +125,105 @@ pub(crate) async fn remove(client: &Client, b: &Buckets, id: &str) {
     {
         tracing::warn!(upload = id, error = %e, "gateway: a finished upload's parts were not removed");
     }
+}
+
+/// An upload in progress, as ListMultipartUploads shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Upload {
+    pub id: String,
+    pub bucket: String,
+    pub key: String,
+    /// When it started (its target file was written), ms since the epoch.
+    pub started_ms: u64,
+}
+
+fn name_of(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+/// Every upload in progress, by id; one whose `target` cannot be read (a start that failed
+/// midway) is listed with an empty bucket, dated by its directory.
+pub(crate) async fn uploads(client: &Client, b: &Buckets) -> Result<Vec<Upload>, cv_client::Error> {
+    let dirs = match client.list(&b.uploads).await {
+        Ok(d) => d,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let mut out = Vec::new();
+    for d in dirs.into_iter().filter(|d| d.kind == FileKind::Dir) {
+        let id = name_of(&d.path).to_owned();
+        if check_id(&id).is_err() {
+            continue;
+        }
+        let target = join(&d.path, "target");
+        let read = async {
+            let f = client.open(&target).await?;
+            let text = crate::read::read_range(&f, 0..f.len()).await?;
+            Ok::<_, cv_client::Error>((f.status().mtime_ms, String::from_utf8_lossy(&text).into_owned()))
+        };
+        let (started_ms, bucket, key) = match read.await {
+            Ok((at, text)) => match text.split_once('\n') {
+                Some((bucket, key)) => (at, bucket.to_owned(), key.to_owned()),
+                None => (at, String::new(), String::new()),
+            },
+            Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::Unavailable) => {
+                (d.mtime_ms, String::new(), String::new())
+            }
+            Err(e) => return Err(e),
+        };
+        out.push(Upload { id, bucket, key, started_ms });
+    }
+    Ok(out)
+}
+
+/// Removes every upload that started more than `expiry` ago; returns how many. Any gateway
+/// may run this at the same time as another: a directory removed twice is removed once.
+pub(crate) async fn expire(client: &Client, b: &Buckets, expiry: Duration) -> Result<usize, cv_client::Error> {
+    let now_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+    let mut removed = 0;
+    for u in uploads(client, b).await? {
+        if now_ms.saturating_sub(u.started_ms) > expiry.as_millis() as u64 {
+            tracing::info!(upload = %u.id, bucket = %u.bucket, key = %u.key, "gateway: an incomplete upload expired");
+            remove(client, b, &u.id).await;
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}
+
+/// Runs [`expire`] until `stop` says so: at once, then every quarter of `expiry` (at most an
+/// hour apart).
+pub(crate) async fn expire_loop(
+    client: Client,
+    b: Buckets,
+    expiry: Duration,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let every = (expiry / 4).clamp(Duration::from_millis(100), Duration::from_secs(3600));
+    loop {
+        if let Err(e) = expire(&client, &b, expiry).await {
+            tracing::warn!(error = %e, "gateway: could not look for expired uploads");
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = stop.changed() => return,
+        }
+    }
+}
+
+/// The parts uploaded so far, in part order: (number, status).
+pub(crate) async fn parts(client: &Client, b: &Buckets, id: &str) -> Result<Vec<(i32, FileStatus)>, S3Error> {
+    check_id(id)?;
+    let files = match client.list(&dir(b, id)).await {
+        Ok(f) => f,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Err(s3_err(S3ErrorCode::NoSuchUpload, "no such upload")),
+        Err(e) => return Err(s3_error(&e, id)),
+    };
+    let mut out: Vec<(i32, FileStatus)> = files
+        .into_iter()
+        .filter(|f| f.complete)
+        .filter_map(|f| Some((name_of(&f.path).strip_prefix("part-")?.parse().ok()?, f)))
+        .collect();
+    out.sort_by_key(|(n, _)| *n);
+    Ok(out)
 }

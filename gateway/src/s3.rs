@@ -8,10 +8,11 @@ use crate::objects::{Buckets, Verdict, check_read, etag, is_object, last_modifie
 use crate::opened::Opened;
 use crate::read::{Pacing, body};
 use crate::write::{copy_into, create, fill};
-use cv_client::{Client, ErrorKind, File, FileKind, FileStatus};
+use cv_client::{Client, ErrorKind, Expect, File, FileKind, FileStatus};
 use s3s::dto::*;
 use s3s::{S3, S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
 use std::sync::Arc;
+use std::time::{Duration, UNIX_EPOCH};
 
 /// The gateway's S3 service: a cv client and the configured buckets.
 #[derive(Debug, Clone)]
@@ -278,9 +279,11 @@ impl S3 for CvS3 {
             self.client.mkdir(&path, true).await.map_err(|e| s3_error(&e, &what))?;
             return Ok(S3Response::new(PutObjectOutput::default()));
         }
-        // If-None-Match: * creates only; If-Match replaces only that version
-        // (checked here, then the write: another writer can slip in between).
+        // If-None-Match: * creates only; If-Match replaces only that version. Checked here, so
+        // a doomed upload fails before its body, and again by the master as the object is
+        // published, so of two writers expecting the same thing one wins.
         let create_only = i.if_none_match.as_ref().is_some_and(ETagCondition::is_any);
+        let mut expect = create_only.then_some(Expect::Absent);
         if let Some(c) = &i.if_match {
             let st = self.object(&i.bucket, &i.key).await.map_err(|e| {
                 if *e.code() == S3ErrorCode::NoSuchKey {
@@ -292,12 +295,13 @@ impl S3 for CvS3 {
             if !matches_condition(c, &etag(&st)) {
                 return Err(s3_err(S3ErrorCode::PreconditionFailed, "If-Match: the object's ETag differs"));
             }
+            expect = Some(Expect::Version { file_id: st.id, version: st.version });
         }
         let w = create(&self.client, &path, !create_only, &what).await?;
         let body = i
             .body
             .unwrap_or_else(|| StreamingBlob::wrap(futures::stream::empty::<Result<bytes::Bytes, std::io::Error>>()));
-        let st = fill(w, body, i.content_md5.as_deref(), &what).await;
+        let st = fill(w, body, i.content_md5.as_deref(), expect, &what).await;
         self.opened.forget(&path);
         let st = st?;
         self.counters.write();
@@ -397,7 +401,7 @@ impl S3 for CvS3 {
         let body = i
             .body
             .unwrap_or_else(|| StreamingBlob::wrap(futures::stream::empty::<Result<bytes::Bytes, std::io::Error>>()));
-        let st = fill(w, body, i.content_md5.as_deref(), &what).await?;
+        let st = fill(w, body, i.content_md5.as_deref(), None, &what).await?;
         self.counters.write();
         Ok(S3Response::new(UploadPartOutput { e_tag: Some(etag(&st)), ..Default::default() }))
     }
@@ -419,6 +423,84 @@ impl S3 for CvS3 {
             bucket: Some(i.bucket),
             key: Some(i.key),
             e_tag: Some(etag(&st)),
+            ..Default::default()
+        }))
+    }
+
+    async fn list_multipart_uploads(
+        &self,
+        req: S3Request<ListMultipartUploadsInput>,
+    ) -> S3Result<S3Response<ListMultipartUploadsOutput>> {
+        let i = req.input;
+        self.buckets.get(&i.bucket)?;
+        let all = multipart::uploads(&self.client, &self.buckets).await.map_err(|e| s3_error(&e, &i.bucket))?;
+        let prefix = i.prefix.clone().unwrap_or_default();
+        let mut mine: Vec<_> = all.into_iter().filter(|u| u.bucket == i.bucket && u.key.starts_with(&prefix)).collect();
+        mine.sort_by(|a, b| (&a.key, &a.id).cmp(&(&b.key, &b.id)));
+        // After (key marker, upload id marker) in (key, id) order, as S3 pages them.
+        if let Some(km) = &i.key_marker {
+            let im = i.upload_id_marker.clone().unwrap_or_default();
+            mine.retain(|u| (&u.key, &u.id) > (km, &im) && (i.upload_id_marker.is_some() || &u.key > km));
+        }
+        let max = i.max_uploads.unwrap_or(1000).clamp(1, 1000) as usize;
+        let truncated = mine.len() > max;
+        mine.truncate(max);
+        let next = truncated.then(|| mine.last().map(|u| (u.key.clone(), u.id.clone()))).flatten();
+        let uploads = mine
+            .into_iter()
+            .map(|u| MultipartUpload {
+                key: Some(u.key),
+                upload_id: Some(u.id),
+                initiated: Some(Timestamp::from(UNIX_EPOCH + Duration::from_millis(u.started_ms))),
+                ..Default::default()
+            })
+            .collect();
+        Ok(S3Response::new(ListMultipartUploadsOutput {
+            bucket: Some(i.bucket),
+            prefix: i.prefix,
+            key_marker: i.key_marker,
+            upload_id_marker: i.upload_id_marker,
+            max_uploads: Some(max as i32),
+            is_truncated: Some(truncated),
+            next_key_marker: next.as_ref().map(|(k, _)| k.clone()),
+            next_upload_id_marker: next.map(|(_, id)| id),
+            uploads: Some(uploads),
+            ..Default::default()
+        }))
+    }
+
+    async fn list_parts(&self, req: S3Request<ListPartsInput>) -> S3Result<S3Response<ListPartsOutput>> {
+        let i = req.input;
+        multipart::check(&self.client, &self.buckets, &i.upload_id, &i.bucket, &i.key).await?;
+        let marker = i.part_number_marker.unwrap_or(0);
+        let mut parts: Vec<_> = multipart::parts(&self.client, &self.buckets, &i.upload_id)
+            .await?
+            .into_iter()
+            .filter(|(n, _)| *n > marker)
+            .collect();
+        let max = i.max_parts.unwrap_or(1000).clamp(1, 1000) as usize;
+        let truncated = parts.len() > max;
+        parts.truncate(max);
+        let next = parts.last().map(|(n, _)| *n);
+        let parts = parts
+            .into_iter()
+            .map(|(n, st)| Part {
+                part_number: Some(n),
+                e_tag: Some(etag(&st)),
+                size: Some(st.length as i64),
+                last_modified: Some(last_modified(&st)),
+                ..Default::default()
+            })
+            .collect();
+        Ok(S3Response::new(ListPartsOutput {
+            bucket: Some(i.bucket),
+            key: Some(i.key),
+            upload_id: Some(i.upload_id),
+            part_number_marker: Some(marker),
+            next_part_number_marker: next,
+            max_parts: Some(max as i32),
+            is_truncated: Some(truncated),
+            parts: Some(parts),
             ..Default::default()
         }))
     }

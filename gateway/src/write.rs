@@ -4,7 +4,7 @@
 
 use crate::errors::{s3_err, s3_error};
 use bytes::Bytes;
-use cv_client::{Client, ErrorKind, FileStatus, Writer};
+use cv_client::{Client, ErrorKind, Expect, FileStatus, Writer};
 use futures::{Stream, StreamExt};
 use s3s::crypto::{Checksum, Md5};
 use s3s::{S3Error, S3ErrorCode, StdError};
@@ -26,8 +26,16 @@ pub(crate) async fn create(client: &Client, path: &str, overwrite: bool, what: &
 }
 
 /// Streams `body` into `w` and completes the file. `md5`: the Content-MD5
-/// the client sent (base64), checked before the file completes.
-pub(crate) async fn fill<S>(mut w: Writer, mut body: S, md5: Option<&str>, what: &str) -> Result<FileStatus, S3Error>
+/// the client sent (base64), checked before the file completes. `expect`: what the key must
+/// hold when the object is published (`If-None-Match: *`, `If-Match`), checked by the master
+/// in the same step as the publish.
+pub(crate) async fn fill<S>(
+    mut w: Writer,
+    mut body: S,
+    md5: Option<&str>,
+    expect: Option<Expect>,
+    what: &str,
+) -> Result<FileStatus, S3Error>
 where
     S: Stream<Item = Result<Bytes, StdError>> + Unpin,
 {
@@ -56,7 +64,22 @@ where
             return Err(s3_err(S3ErrorCode::BadDigest, format!("{what}: Content-MD5 does not match the body")));
         }
     }
-    w.close().await.map_err(|e| s3_error(&e, what))
+    publish(w, expect, what).await
+}
+
+/// Completes `w`, only if the key then holds what `expect` says; a failed expectation is
+/// `PreconditionFailed`, and the object stays as it was.
+pub(crate) async fn publish(w: Writer, expect: Option<Expect>, what: &str) -> Result<FileStatus, S3Error> {
+    let Some(expect) = expect else { return w.close().await.map_err(|e| s3_error(&e, what)) };
+    w.close_if(expect).await.map_err(|e| match (e.kind(), expect) {
+        (ErrorKind::AlreadyExists, Expect::Absent) => {
+            s3_err(S3ErrorCode::PreconditionFailed, format!("If-None-Match: {what} was written meanwhile"))
+        }
+        (ErrorKind::Stale, Expect::Version { .. }) => {
+            s3_err(S3ErrorCode::PreconditionFailed, format!("If-Match: {what} changed meanwhile"))
+        }
+        _ => s3_error(&e, what),
+    })
 }
 
 async fn abort(w: Writer, what: &str) {

@@ -225,3 +225,44 @@ fn an_error_names_its_request_and_the_server_logs_it_under_that_id() {
     let line = server.lines().find(|l| l.contains(id)).unwrap_or_else(|| panic!("the master's log lacks {id}"));
     assert!(line.contains("NotFound"), "{line}");
 }
+
+/// `cvctl fs put -f` killed with -9 in the middle of an overwrite: the acknowledged file it
+/// was replacing is read byte-exact while the new version is written and after the kill, and
+/// `fs stat` never shows a file being written in its place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_overwrite_killed_midway_leaves_the_previous_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = LocalCluster::start(&ClusterOptions::ephemeral(&dir.path().join("c"))).await.unwrap();
+    let cfg = cluster.client_config().to_path_buf();
+    let d = dir.path().to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        let old: Vec<u8> = (0..8_000_000u32).map(|i| (i % 253) as u8).collect();
+        let local = d.join("old.bin");
+        std::fs::write(&local, &old).unwrap();
+        fs_ok(&cfg, &["put", local.to_str().unwrap(), "/k"]);
+        let still_old = |when: &str| {
+            let out = fs(&cfg, &["cat", "/k"]);
+            assert!(out.status.success() && out.stdout == old, "{when}: /k is not the old version");
+            let st = fs_ok(&cfg, &["stat", "/k"]);
+            assert!(st.contains("8000000") && !st.contains("being written"), "{when}: {st}");
+        };
+
+        // The new version comes through a pipe, so the writer is mid-file when it is killed.
+        let fifo = d.join("new.fifo");
+        assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        let mut put = Command::new(env!("CARGO_BIN_EXE_cvctl"))
+            .args(["fs", "--config", cfg.to_str().unwrap(), "put", "-f", fifo.to_str().unwrap(), "/k"])
+            .spawn()
+            .unwrap();
+        let mut pipe = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
+        std::io::Write::write_all(&mut pipe, &vec![7u8; 12 << 20]).unwrap();
+        still_old("during the overwrite");
+        put.kill().unwrap();
+        put.wait().unwrap();
+        drop(pipe);
+        still_old("after the writer was killed");
+    })
+    .await
+    .unwrap();
+    cluster.shutdown().await.unwrap();
+}

@@ -212,6 +212,33 @@ fn a_descriptor_of_a_replaced_version_cannot_fill_the_new_versions_pages() {
     assert!(got == b, "the new descriptor read bytes of the old version");
 }
 
+/// Rewriting a file through the mount streams a new version that replaces the old one only
+/// when it is complete: while it is written, and after the mount's process is killed with -9
+/// under it, every other client reads the old version byte-exact.
+#[test]
+fn a_rewrite_killed_midway_leaves_the_previous_version() {
+    let m = mount(&[]);
+    let old = pattern(3 * BLOCK + 5, 3);
+    fs::write(m.path("o"), &old).unwrap();
+    let client = m.rt.block_on(m.cluster.as_ref().unwrap().client()).unwrap();
+    let read_old = |when: &str| {
+        let got = m.rt.block_on(async {
+            let f = client.open("/o").await.unwrap();
+            f.sequential(0).read_to_end().await.unwrap()
+        });
+        assert!(got == old, "{when}: another client read other bytes than the old version");
+    };
+    let mut w = fs::File::create(m.path("o")).unwrap();
+    w.write_all(&pattern(2 * BLOCK + 1, 4)).unwrap();
+    read_old("while the new version is written");
+    let st = Command::new("kill").arg("-KILL").arg(m.pid().to_string()).status().unwrap();
+    assert!(st.success());
+    let _ = w.write_all(&pattern(BLOCK, 5));
+    drop(w);
+    read_old("after the mount was killed");
+    client.close();
+}
+
 #[test]
 fn sigterm_unmounts_cleanly() {
     let mut m = mount(&[]);

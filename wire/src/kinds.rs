@@ -132,6 +132,8 @@ kinds! {
     Complete = 27 => msg::Complete,
     Rename = 28 => msg::Rename,
     Delete = 29 => msg::Delete,
+    Abandon = 30 => msg::Abandon,
+    CompleteIf = 31 => msg::CompleteIf,
     Mount = 32 => msg::Mount,
     Unmount = 33 => msg::Unmount,
     ListMounts = 34 => msg::ListMounts,

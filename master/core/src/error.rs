@@ -19,6 +19,8 @@ pub enum ErrorKind {
     /// What a multi-step request prepared changed under it (a listing recorded a new object
     /// during a rename); the request may be made again.
     Changed,
+    /// A conditional completion found another version at its path than it expected.
+    ConditionFailed,
     /// The file is complete (or was replaced) and can no longer take blocks.
     FileNotWritable,
     /// The file is still being written and cannot be opened.

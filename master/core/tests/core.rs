@@ -212,7 +212,7 @@ fn async_acknowledgement() {
             .wait_async()
             .await
             .unwrap();
-        core.begin_complete(c.file_id, 0, vec![], None).unwrap().wait_async().await.unwrap();
+        core.begin_complete(c.file_id, 0, vec![], None, None).unwrap().wait_async().await.unwrap();
         let info = core.open_async("/x/f").await.unwrap();
         assert_eq!(info.tail, Tail::Cached { offset: 0, bytes: Arc::from(&[][..]) });
     });
@@ -371,4 +371,36 @@ fn a_create_retried_across_a_restart_gets_its_file() {
     core.complete(first.file_id, 0, vec![], None).unwrap();
     let after = core.begin_create(&path, false, 0o644, 41).and_then(|p| p.wait()).unwrap_err();
     assert_eq!(after.kind(), ErrorKind::AlreadyExists, "a complete file is not a retry's answer");
+}
+
+/// An overwrite is published when it completes: until then opens get the previous version
+/// with its tail; a replacement whose writer went silent expires by the write lease (also
+/// across a restart, which finds it again) and leaves that version as it was.
+#[test]
+fn a_replacement_whose_writer_died_leaves_the_previous_version() {
+    let (j, s, clock) = (MemStorage::new(), MemStorage::new(), ManualClock::new(1_000));
+    let cfg = MasterConfig { write_lease: Duration::from_secs(10), ..MasterConfig::default() };
+    let core = mem_core(&j, &s, &clock, cfg.clone());
+    core.register_worker(None, "127.0.0.1", vec![9001], 1 << 30).unwrap();
+    let old = parquet_bytes(1000, 100);
+    let old_id = write_file(&core, "/t.parquet", &old, 4 << 20);
+
+    let new = core.create("/t.parquet", true, 0o644).unwrap();
+    core.begin_add_block_at(new.file_id, 0, &[]).unwrap().wait().unwrap();
+    let open = core.open("/t.parquet").unwrap();
+    assert_eq!((open.file_id, open.length), (old_id, old.len() as u64), "the path shows the old version");
+    let Tail::Cached { bytes, .. } = open.tail else { panic!("the old version's tail is kept") };
+    assert!(old.ends_with(&bytes));
+
+    core.shutdown();
+    clock.advance(Duration::from_secs(60));
+    let core = mem_core(&j, &s, &clock, cfg);
+    assert_eq!(core.open("/t.parquet").unwrap().file_id, old_id, "a restart does not publish it");
+    clock.advance(Duration::from_secs(11));
+    assert_eq!(core.expire_writers().unwrap(), vec!["/t.parquet".to_string()]);
+    assert_eq!(core.open("/t.parquet").unwrap().file_id, old_id, "expiry removed the replacement only");
+    // Its block is queued for deletion; the old version's is not.
+    let w = core.register_worker(None, "127.0.0.1", vec![9001], 1 << 30).unwrap();
+    assert_eq!(core.heartbeat(w, 1 << 30, 0, vec![], vec![]).unwrap().delete_blocks.len(), 1);
+    assert!(core.complete(new.file_id, 0, vec![], None).is_err(), "an expired replacement cannot be published");
 }

@@ -359,3 +359,46 @@ fn a_shared_copy_record_round_trips_beside_the_v4_records() {
     let got: Vec<Mutation> = scan(&bytes).unwrap().records.into_iter().map(|(_, m)| m).collect();
     assert_eq!(got, vec![mutations_v4()[0].clone(), m]);
 }
+
+/// The records of atomic replace decode beside the v4 records, and a `Create` with
+/// `overwrite` written before them still replaces at once when replayed.
+#[test]
+fn replace_records_round_trip_and_an_older_overwrite_replays_as_before() {
+    use cv_master_core::state::Expect;
+    let new = vec![
+        Mutation::Replace { path: "/r/x.bin".into(), file_id: 30, version: 12, mode: 0o644, mtime: 7, request_id: 9 },
+        Mutation::CompleteIf {
+            file_id: 30,
+            length: 0,
+            block_lens: vec![],
+            mtime: 8,
+            expect: Expect::Version { file_id: 20, version: 9 },
+        },
+        Mutation::CompleteIf { file_id: 31, length: 0, block_lens: vec![], mtime: 8, expect: Expect::Absent },
+        Mutation::Abandon { file_id: 31, mtime: 9 },
+    ];
+    let mut bytes = encode_header(1).to_vec();
+    let all: Vec<Mutation> = mutations_v4().into_iter().chain(new).collect();
+    for (i, m) in all.iter().enumerate() {
+        bytes.extend(encode_record(i as u64 + 1, m).unwrap());
+    }
+    let got: Vec<Mutation> = scan(&bytes).unwrap().records.into_iter().map(|(_, m)| m).collect();
+    assert_eq!(got, all);
+
+    let mut st = State::new();
+    let create = |path: &str, overwrite, file_id| Mutation::Create {
+        path: path.into(),
+        overwrite,
+        file_id,
+        version: file_id,
+        mode: 0o644,
+        mtime: 1,
+        request_id: 0,
+    };
+    st.apply(&create("/f", false, 2)).unwrap();
+    st.apply(&Mutation::Complete { file_id: 2, length: 0, block_lens: vec![], mtime: 2 }).unwrap();
+    st.apply(&create("/f", true, 3)).unwrap();
+    let shown = st.stat(&cv_master_core::CvPath::parse("/f").unwrap()).unwrap();
+    assert_eq!(shown.id, 3, "an older journal's overwrite replaced the file at once");
+    assert!(!st.data().inodes.contains_key(&2));
+}

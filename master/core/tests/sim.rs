@@ -37,6 +37,9 @@ struct Worker {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 struct Model {
     nodes: BTreeMap<String, Node>,
+    /// Files created over another, held back until complete: id to (the path they will
+    /// take, the file).
+    held: BTreeMap<u64, (String, Node)>,
     mounts: BTreeMap<String, String>,
     workers: BTreeMap<u64, Worker>,
 }
@@ -108,7 +111,8 @@ impl Model {
         Ok(())
     }
 
-    fn create(&mut self, p: &str, overwrite: bool) -> R {
+    /// `Ok(true)`: the new file is held back (it replaces a file when complete).
+    fn create(&mut self, p: &str, overwrite: bool) -> Result<bool, ErrorKind> {
         if p == "/" {
             return Err(ErrorKind::IsADirectory);
         }
@@ -116,8 +120,26 @@ impl Model {
         match self.nodes.get(p) {
             Some(Node::Dir) => Err(ErrorKind::IsADirectory),
             Some(Node::File { .. }) if !overwrite => Err(ErrorKind::AlreadyExists),
-            _ => Ok(()),
+            Some(Node::File { .. }) => Ok(true),
+            None => Ok(false),
         }
+    }
+
+    /// Completes file `id` (checked already) as `done`: a held-back one is published at its
+    /// path, where a complete file is replaced and one being written is held back in turn.
+    fn publish(&mut self, id: u64, done: Node) -> R {
+        let Some((p, _)) = self.held.get(&id).cloned() else {
+            *self.file_by_id(id).expect("checked") = done;
+            return Ok(());
+        };
+        if matches!(self.nodes.get(&p), Some(Node::Dir)) {
+            return Err(ErrorKind::IsADirectory);
+        }
+        self.held.remove(&id);
+        if let Some(old @ Node::File { complete: false, id: old_id, .. }) = self.nodes.insert(p.clone(), done) {
+            self.held.insert(old_id, (p, old));
+        }
+        Ok(())
     }
 
     fn rename(&mut self, src: &str, dst: &str) -> R {
@@ -140,6 +162,12 @@ impl Model {
             let node = self.nodes.remove(&k).unwrap();
             self.nodes.insert(format!("{dst}{}", &k[src.len()..]), node);
         }
+        // A held-back file moves with its directory, not with the file it replaces.
+        for (p, _) in self.held.values_mut() {
+            if under(p, src) && p != src {
+                *p = format!("{dst}{}", &p[src.len()..]);
+            }
+        }
         Ok(())
     }
 
@@ -155,11 +183,14 @@ impl Model {
         for k in sub {
             self.nodes.remove(&k);
         }
+        // Held-back files aimed into a removed directory go with it.
+        self.held.retain(|_, (h, _)| !(under(h, p) && h != p));
         Ok(())
     }
 
     fn file_by_id(&mut self, id: u64) -> Option<&mut Node> {
-        self.nodes.values_mut().find(|n| matches!(n, Node::File { id: i, .. } if *i == id))
+        let held = self.held.values_mut().map(|(_, n)| n);
+        self.nodes.values_mut().chain(held).find(|n| matches!(n, Node::File { id: i, .. } if *i == id))
     }
 
     fn live_workers(&self) -> bool {
@@ -196,6 +227,22 @@ fn observe(d: &StateData) -> Model {
                 m.nodes.insert(path, node);
             }
         }
+    }
+    // Files no directory lists: held back, at the path they will take.
+    for (id, inode) in &d.inodes {
+        let InodeBody::File(f) = &inode.body else { continue };
+        if m.nodes.values().any(|n| matches!(n, Node::File { id: i, .. } if i == id)) {
+            continue;
+        }
+        let mut names = vec![inode.name.clone()];
+        let mut cur = inode.parent;
+        while cur != ROOT_ID {
+            names.push(d.inodes[&cur].name.clone());
+            cur = d.inodes[&cur].parent;
+        }
+        names.reverse();
+        let node = Node::File { id: *id, blocks: f.blocks.len(), len: f.length, complete: false };
+        m.held.insert(*id, (format!("/{}", names.join("/")), node));
     }
     m.mounts = d.mounts.iter().map(|(k, v)| (k.clone(), v.ufs_url.clone())).collect();
     m.workers = d.workers.iter().map(|(id, w)| (*id, Worker { last_hb: w.last_heartbeat, live: w.live })).collect();
@@ -313,15 +360,18 @@ impl Sim {
                 let want = CvPath::parse(&p).map_err(|_| ErrorKind::InvalidPath).and_then(|_| next.create(&p, ow));
                 // The id the master will pick, so the model knows it even if the ack is lost.
                 let id = self.core().state_data().next_inode;
-                if want.is_ok() {
-                    let node = Node::File { id, blocks: 0, len: 0, complete: false };
-                    next.nodes.insert(CvPath::parse(&p).map(|c| c.to_string()).unwrap_or(p.clone()), node);
+                let node = Node::File { id, blocks: 0, len: 0, complete: false };
+                let at = CvPath::parse(&p).map(|c| c.to_string()).unwrap_or(p.clone());
+                match want {
+                    Ok(true) => drop(next.held.insert(id, (at, node))),
+                    Ok(false) => drop(next.nodes.insert(at, node)),
+                    Err(_) => {}
                 }
                 let got = self.core().create(&p, ow, 0o644);
                 if let Ok(c) = &got {
                     assert_eq!(c.file_id, id);
                 }
-                (got.map(|_| ()), want)
+                (got.map(|_| ()), want.map(|_| ()))
             }
             35..50 => {
                 let id = self.pick_file();
@@ -356,10 +406,7 @@ impl Sim {
                     Some(Node::File { complete: true, blocks: 0, len: 0, .. }) if n == 0 && !wrong => Ok(()),
                     Some(Node::File { complete: true, .. }) => Err(ErrorKind::FileNotWritable),
                     Some(_) if wrong => Err(ErrorKind::InvalidArgument),
-                    Some(f) => {
-                        *f = Node::File { id, blocks: n, len, complete: true };
-                        Ok(())
-                    }
+                    Some(_) => next.publish(id, Node::File { id, blocks: n, len, complete: true }),
                 };
                 let tail = (len > 0).then(|| (len - 1, vec![7u8]));
                 (self.core().complete(id, len, lens, tail), want)
@@ -448,6 +495,7 @@ impl Sim {
             .model
             .nodes
             .values()
+            .chain(self.model.held.values().map(|(_, n)| n))
             .filter_map(|n| match n {
                 Node::File { id, .. } => Some(*id),
                 Node::Dir => None,

@@ -24,6 +24,7 @@ use std::time::Duration;
 /// write_lease = "5m"
 /// replicas = 2
 /// replica_grace = "1m"
+/// check_tails = true
 /// # Under Raft (master/HA.md): this master's id, every master of the group (this one too),
 /// # and, on one master for the group's very first start only, `bootstrap = true`.
 /// node_id = 1
@@ -66,6 +67,10 @@ pub struct ServerConfig {
     pub replicas: u32,
     /// A lost worker's copies still count for this long; then its blocks are copied again.
     pub replica_grace: Dur,
+    /// Read the tail a writer sends with `complete` back from the file's blocks before it is
+    /// kept, and refuse a completion whose tail differs (one round trip to a shard per
+    /// completion). Off only for a master measured alone, whose workers are stand-ins.
+    pub check_tails: bool,
     /// Under Raft: this master's id in the group (1..). 0 with no `peers`: one master.
     pub node_id: u64,
     /// Under Raft: every master of the group, this one included; empty: one master, with
@@ -118,6 +123,7 @@ impl Default for ServerConfig {
             write_lease: Dur(core.write_lease),
             replicas: core.replicas as u32,
             replica_grace: Dur(core.replica_grace),
+            check_tails: true,
             node_id: 0,
             peers: Vec::new(),
             bootstrap: false,

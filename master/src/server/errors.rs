@@ -23,6 +23,8 @@ pub fn code_of(kind: ErrorKind) -> ErrorCode {
         ErrorKind::FileNotWritable => ErrorCode::NotWritable,
         ErrorKind::Unsupported => ErrorCode::Unsupported,
         ErrorKind::Changed => ErrorCode::StaleVersion,
+        // The path holds another version than a conditional completion expected: not retryable.
+        ErrorKind::ConditionFailed => ErrorCode::StaleVersion,
         // Readable once its writer completes it: worth a bounded retry.
         ErrorKind::FileIncomplete => ErrorCode::Unavailable,
         ErrorKind::UnknownWorker => ErrorCode::NotFound,

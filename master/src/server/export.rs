@@ -250,7 +250,7 @@ impl Exporter {
         Ok(())
     }
 
-    async fn read(&self, addr: SocketAddr, req: &ReadBlock) -> Result<bytes::Bytes, Fail> {
+    pub(super) async fn read(&self, addr: SocketAddr, req: &ReadBlock) -> Result<bytes::Bytes, Fail> {
         let conn = self.conn(addr).await?;
         let frame = match tokio::time::timeout(READ_TIMEOUT, conn.call(req, &[])).await {
             Ok(Ok(f)) => f,

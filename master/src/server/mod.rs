@@ -17,6 +17,7 @@ mod replay;
 mod request;
 mod run;
 mod service;
+mod tail_check;
 mod tails;
 mod ufs;
 mod workers;

@@ -5,14 +5,15 @@ use super::convert::{block_loc, child_path, shard_addr, status};
 use super::errors::Fail;
 use super::request::Req;
 use super::service::MasterService;
+use super::tail_check::{self, Verdict};
 use cv_master_core::Tail;
 use cv_master_core::path::CvPath;
-use cv_master_core::state::MountMode;
+use cv_master_core::state::{self, MountMode};
 use cv_net::rpc::Reply;
 use cv_wire::ErrorCode;
 use cv_wire::msg::{
-    AddBlock, AddBlockOk, BlockLoc, Complete, Create, CreateOk, Delete, FileKind, FileStatus, List, ListOk, Mkdir,
-    Open, OpenOk, Stat, StatOk, UfsRef,
+    Abandon, AddBlock, AddBlockOk, BlockLoc, Complete, CompleteIf, Create, CreateOk, Delete, Expect, FileKind,
+    FileStatus, List, ListOk, Mkdir, Open, OpenOk, Stat, StatOk, UfsRef,
 };
 
 /// Most entries one list page returns, whatever the client asks.
@@ -132,10 +133,42 @@ pub(super) async fn add_block(s: &MasterService, q: Req<'_, AddBlock>) -> Result
 
 pub(super) async fn complete(s: &MasterService, q: Req<'_, Complete>) -> Result<Reply, Fail> {
     let req = q.owned()?;
-    let payload = q.payload;
-    let tail = (!payload.is_empty()).then(|| (req.tail_offset, payload.to_vec()));
-    let lens = req.blocks.iter().map(|b| b.len).collect();
-    s.core.begin_complete(req.file_id, req.length, lens, tail)?.wait_async().await?;
+    finish(s, req, q.payload, None).await?;
+    Ok(q.done())
+}
+
+/// A completion that publishes only if the path holds what the writer expects.
+pub(super) async fn complete_if(s: &MasterService, q: Req<'_, CompleteIf>) -> Result<Reply, Fail> {
+    let req = q.owned()?;
+    let expect = match req.expect {
+        Expect::Absent => state::Expect::Absent,
+        Expect::Version { file_id, version } => state::Expect::Version { file_id, version },
+    };
+    finish(s, req.complete, q.payload, Some(expect)).await?;
+    Ok(q.done())
+}
+
+/// A writer gives its file up: removed by id, so what its path shows stays.
+pub(super) async fn abandon(s: &MasterService, q: Req<'_, Abandon>) -> Result<Reply, Fail> {
+    let req = q.owned()?;
+    s.core.begin_abandon(req.file_id)?.wait_async().await?;
+    Ok(q.done())
+}
+
+/// Completes a file (its tail in `payload`) and, under a cache-mode mount, writes it through.
+async fn finish(s: &MasterService, req: Complete, payload: &[u8], expect: Option<state::Expect>) -> Result<(), Fail> {
+    let lens: Vec<u64> = req.blocks.iter().map(|b| b.len).collect();
+    let mut tail = None;
+    if !payload.is_empty() && !s.check_tails {
+        tail = Some((req.tail_offset, payload.to_vec()));
+    } else if !payload.is_empty() {
+        // Kept only if the blocks hold the same bytes; a differing tail refuses the completion.
+        match tail_check::check(s, req.file_id, &lens, req.tail_offset, payload).await? {
+            Verdict::Keep => tail = Some((req.tail_offset, payload.to_vec())),
+            Verdict::Drop(why) => tracing::info!(file = req.file_id, %why, "a tail not read back is not kept"),
+        }
+    }
+    s.core.begin_complete(req.file_id, req.length, lens, tail, expect)?.wait_async().await?;
     let under = s.core.inspect(|st| {
         let path = st.path_of(req.file_id)?;
         let cv = CvPath::parse(&path).ok()?;
@@ -160,7 +193,7 @@ pub(super) async fn complete(s: &MasterService, q: Req<'_, Complete>) -> Result<
         Some((_, MountMode::Fs, _)) => s.exporter.nudge(),
         None => {}
     }
-    Ok(q.done())
+    Ok(())
 }
 
 pub(super) async fn delete(s: &MasterService, q: Req<'_, Delete>) -> Result<Reply, Fail> {

@@ -40,6 +40,8 @@ pub(super) fn is_mutation(kind: Kind) -> bool {
             | Kind::Create
             | Kind::AddBlock
             | Kind::Complete
+            | Kind::CompleteIf
+            | Kind::Abandon
             | Kind::Rename
             | Kind::Delete
             | Kind::Mount

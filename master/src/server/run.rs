@@ -162,8 +162,10 @@ impl MasterServer {
     ) -> Result<MasterServer, ServerError> {
         let addr =
             endpoint.local_addr().map_err(|e| ServerError::new(ServerErrorKind::Net, format!("local addr: {e}")))?;
-        let service =
-            Arc::new(MasterService::new(core.clone(), clock, config.heartbeat_every(), exporter.clone(), raft.clone()));
+        let service = Arc::new(
+            MasterService::new(core.clone(), clock, config.heartbeat_every(), exporter.clone(), raft.clone())
+                .checking_tails(config.check_tails),
+        );
         let ufs = service.ufs.clone();
         // Before serving, so the first opens after a restart find the tails and checks saved.
         // A blocking read of at most the tail budget, once at start.

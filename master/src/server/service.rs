@@ -27,6 +27,8 @@ pub struct MasterService {
     pub(super) ufs: Arc<super::ufs::UfsLayer>,
     /// Uploads of files under mounts.
     pub(super) exporter: Arc<super::export::Exporter>,
+    /// Read a completion's tail back from its blocks before keeping it (`tail_check.rs`).
+    pub(super) check_tails: bool,
     /// Replies of recent mutations, for their retries.
     replays: replay::Replays,
     /// The connection each worker last registered or heartbeat on: when it closes, the
@@ -57,6 +59,7 @@ impl MasterService {
             tiers: Mutex::new(HashMap::new()),
             ufs: Default::default(),
             exporter,
+            check_tails: true,
             replays: Default::default(),
             worker_conns: Mutex::new(HashMap::new()),
             stopping: std::sync::atomic::AtomicBool::new(false),
@@ -64,6 +67,12 @@ impl MasterService {
             open_latency: Default::default(),
             quic: Default::default(),
         }
+    }
+
+    /// Whether a completion's tail is read back from its blocks before it is kept.
+    pub(super) fn checking_tails(mut self, on: bool) -> Self {
+        self.check_tails = on;
+        self
     }
 
     /// Under Raft, the leader's address when this master knows it and is not the leader: a
@@ -107,6 +116,8 @@ impl MasterService {
             Kind::Create => namespace::create(self, Req::of(frame)?).await,
             Kind::AddBlock => namespace::add_block(self, Req::of(frame)?).await,
             Kind::Complete => namespace::complete(self, Req::of(frame)?).await,
+            Kind::CompleteIf => namespace::complete_if(self, Req::of(frame)?).await,
+            Kind::Abandon => namespace::abandon(self, Req::of(frame)?).await,
             Kind::Rename => rename::rename(self, Req::of(frame)?).await,
             Kind::Delete => namespace::delete(self, Req::of(frame)?).await,
             Kind::Mount => mounts::mount(self, Req::of(frame)?).await,

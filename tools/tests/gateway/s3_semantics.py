@@ -180,6 +180,72 @@ code, status = error_of(lambda: s3.put_object(Bucket=bucket, Key="t/md5bad.bin",
 check("bad Content-MD5 refused", code == "BadDigest", (code, status))
 check("a refused body leaves no object", error_of(lambda: s3.head_object(Bucket=bucket, Key="t/md5bad.bin"))[1] == 404)
 
+# A failed overwrite leaves the previous version whole: a bad Content-MD5, a body that breaks
+# off (the client's connection drops mid-upload).
+s3.put_object(Bucket=bucket, Key="t/keep.bin", Body=data)
+keep_etag = s3.head_object(Bucket=bucket, Key="t/keep.bin")["ETag"]
+code, status = error_of(lambda: s3.put_object(Bucket=bucket, Key="t/keep.bin", Body=b"other body" * 100000,
+                                              ContentMD5=good))
+check("an overwrite with a bad Content-MD5 refused", code == "BadDigest", (code, status))
+check("... leaves the previous version byte-exact", s3.get_object(Bucket=bucket, Key="t/keep.bin")["Body"].read() == data)
+
+
+import http.client
+import ssl
+import urllib.parse
+from botocore.auth import S3SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
+
+# botocore reads a body whole to sign it, so a raw signed request sends the headers and part of
+# the body, then drops the connection: the gateway sees the body break off.
+url = f"{endpoint}/{bucket}/t/keep.bin"
+headers = {"Content-Length": str(8 * 1024 * 1024), "x-amz-content-sha256": "UNSIGNED-PAYLOAD"}
+signed = AWSRequest(method="PUT", url=url, headers=headers)
+S3SigV4Auth(Credentials(ak, sk), "s3", "us-east-1").add_auth(signed)
+u = urllib.parse.urlsplit(url)
+if u.scheme == "https":
+    conn = http.client.HTTPSConnection(u.hostname, u.port, context=ssl.create_default_context(cafile=ca))
+else:
+    conn = http.client.HTTPConnection(u.hostname, u.port)
+conn.putrequest("PUT", u.path, skip_accept_encoding=True)
+for k, v in signed.headers.items():
+    conn.putheader(k, v)
+conn.endheaders()
+conn.send(b"z" * (3 << 20))
+conn.sock.shutdown(2)
+conn.close()
+check("a PUT whose connection drops leaves the previous version",
+      s3.get_object(Bucket=bucket, Key="t/keep.bin")["Body"].read() == data
+      and s3.head_object(Bucket=bucket, Key="t/keep.bin")["ETag"] == keep_etag)
+
+# Conditional writes are decided when the object is published: of writers racing with the
+# same condition exactly one wins, the others get 412.
+from concurrent.futures import ThreadPoolExecutor
+
+
+def race(key, **cond):
+    bodies = [os.urandom(2 * 1024 * 1024 + i) for i in range(6)]
+    def put(body):
+        return error_of(lambda: client().put_object(Bucket=bucket, Key=key, Body=body, **cond))[0]
+    with ThreadPoolExecutor(len(bodies)) as pool:
+        codes = list(pool.map(put, bodies))
+    won = [b for b, c in zip(bodies, codes) if c is None]
+    return codes, won
+
+
+codes, won = race("t/race-new.bin", IfNoneMatch="*")
+check("racing If-None-Match: * PUTs: exactly one wins",
+      len(won) == 1 and all(c in (None, "PreconditionFailed") for c in codes), codes)
+check("... and the object is the winner's",
+      s3.get_object(Bucket=bucket, Key="t/race-new.bin")["Body"].read() == won[0])
+base = s3.head_object(Bucket=bucket, Key="t/race-new.bin")["ETag"]
+codes, won = race("t/race-new.bin", IfMatch=base)
+check("racing If-Match PUTs on one ETag: exactly one wins",
+      len(won) == 1 and all(c in (None, "PreconditionFailed") for c in codes), codes)
+check("... and the object is the winner's",
+      s3.get_object(Bucket=bucket, Key="t/race-new.bin")["Body"].read() == won[0])
+
 # The AWS CLI: a multipart upload of its own, a download and a listing.
 env = dict(os.environ, AWS_ACCESS_KEY_ID=ak, AWS_SECRET_ACCESS_KEY=sk, AWS_DEFAULT_REGION="us-east-1")
 aws = [os.path.join(os.path.dirname(sys.executable), "aws"), "--endpoint-url", endpoint]

@@ -170,6 +170,46 @@ pub struct Complete {
     pub tail_offset: u64,
 }
 
+/// Complete a file only if its path holds what the writer expects then (answered by `Done`;
+/// kind 31, added within protocol 8). The check and the publish are one journaled step, so of
+/// two writers with the same expectation exactly one wins. A master that predates the kind
+/// answers `Malformed`. A failed expectation is `AlreadyExists` ([`Expect::Absent`]) or
+/// `StaleVersion` ([`Expect::Version`]); the file stays unpublished and its writer abandons it.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+pub struct CompleteIf {
+    /// The completion, as [`Complete`]; the frame's payload is its tail.
+    pub complete: Complete,
+    /// What the path must hold at the moment the file is published.
+    pub expect: Expect,
+}
+
+/// What a conditional completion expects at its path.
+#[derive(Archive, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+pub enum Expect {
+    /// Nothing but the file itself (S3's `If-None-Match: *`).
+    Absent,
+    /// This complete version of a file (S3's `If-Match` on cv's ETag).
+    Version {
+        /// The file's id.
+        file_id: u64,
+        /// Its version.
+        version: u64,
+    },
+}
+
+/// Give up a file being written (answered by `Done`; kind 30, added within protocol 8): it is
+/// removed by id, so the version its path shows (a replaced file's previous one) is untouched.
+/// A file already complete, or gone, is left as it is. A master that predates the kind answers
+/// `Malformed`.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+pub struct Abandon {
+    /// The file being written.
+    pub file_id: u64,
+}
+
 /// Rename a file or directory atomically.
 #[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[rkyv(derive(Debug))]
@@ -265,6 +305,14 @@ impl CheckLimits for ArchivedComplete {
         check_count(self.blocks.len(), l, "complete.blocks")
     }
 }
+
+impl CheckLimits for ArchivedCompleteIf {
+    fn check_limits(&self, l: &Limits) -> Result<(), WireError> {
+        self.complete.check_limits(l)
+    }
+}
+
+super::no_limits!(ArchivedAbandon);
 
 impl CheckLimits for ArchivedRename {
     fn check_limits(&self, l: &Limits) -> Result<(), WireError> {

@@ -8,7 +8,8 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::path::CvPath;
 use crate::placement::Ring;
 use crate::state::{
-    Applied, BlockId, BlockLoc, EntryKind, InodeBody, InodeId, ListPage, Mutation, Stat, State, UfsObject, WorkerId,
+    Applied, BlockId, BlockLoc, EntryKind, Expect, InodeBody, InodeId, ListPage, Mutation, Stat, State, UfsObject,
+    WorkerId,
 };
 
 /// The file's trailing bytes as `open` returns them.
@@ -85,25 +86,18 @@ impl MasterCore {
             self.touch(file_id);
             return Ok(Pending { value: Created { file_id, version }, ticket: again.ticket });
         }
-        let mut replaced = None;
         let (applied, t) = self.submit(|g, now| {
-            replaced = g.state.stat(path).ok().filter(|s| s.kind == EntryKind::File).map(|s| s.id);
-            Ok(Mutation::Create {
-                path: path.as_str().to_owned(),
-                overwrite,
-                file_id: g.state.next_inode_id(),
-                version: g.state.next_version(),
-                mode,
-                mtime: now,
-                request_id,
+            let (path, file_id, version) = (path.as_str().to_owned(), g.state.next_inode_id(), g.state.next_version());
+            Ok(if overwrite {
+                // The file it replaces stays until this one is complete (atomic replace).
+                Mutation::Replace { path, file_id, version, mode, mtime: now, request_id }
+            } else {
+                Mutation::Create { path, overwrite, file_id, version, mode, mtime: now, request_id }
             })
         })?;
         let Applied::Created { file_id, version } = applied else {
             return Err(Error::new(ErrorKind::InvalidArgument, "create did not create"));
         };
-        if let Some(old) = replaced {
-            lock(&self.tails).remove(old);
-        }
         self.touch(file_id);
         Ok(Self::done(Created { file_id, version }, t))
     }
@@ -126,8 +120,9 @@ impl MasterCore {
             let mut path = None;
             let result = self.submit(|g, now| {
                 let p = g.state.writing_path(id).ok_or_else(|| Error::new(ErrorKind::NotFound, "not being written"))?;
-                path = Some(p.clone());
-                Ok(Mutation::Delete { path: p, recursive: false, mtime: now })
+                path = Some(p);
+                // By id: a replacement held back leaves the version its path shows as it is.
+                Ok(Mutation::Abandon { file_id: id, mtime: now })
             });
             lock(&self.writing).remove(&id);
             match result {
@@ -140,6 +135,18 @@ impl MasterCore {
             }
         }
         Ok(removed)
+    }
+
+    /// Removes file `file_id` if it is still being written (its writer gives up): by id, so
+    /// the version its path shows stays. A file complete or gone is left as it is.
+    pub fn begin_abandon(&self, file_id: InodeId) -> Result<Pending<()>> {
+        let (_, t) = self.submit(|_, now| Ok(Mutation::Abandon { file_id, mtime: now }))?;
+        lock(&self.writing).remove(&file_id);
+        Ok(Self::done((), t))
+    }
+
+    pub fn abandon(&self, file_id: InodeId) -> Result<()> {
+        self.begin_abandon(file_id)?.wait()
     }
 
     pub fn create(&self, path: &str, overwrite: bool, mode: u32) -> Result<Created> {
@@ -237,13 +244,16 @@ impl MasterCore {
     }
 
     /// Completes a file. `tail` is `(offset, bytes)`: the file's last bytes, which the tail
-    /// cache keeps (trimmed to the footer size of the file's format).
+    /// cache keeps (trimmed to the footer size of the file's format). A file created over
+    /// another is published at its path now, replacing it, if `expect` holds there (`None`:
+    /// whatever it holds).
     pub fn begin_complete(
         &self,
         file_id: InodeId,
         length: u64,
         block_lens: Vec<u64>,
         tail: Option<(u64, Vec<u8>)>,
+        expect: Option<Expect>,
     ) -> Result<Pending<()>> {
         if let Some(big) = block_lens.iter().find(|&&l| l > self.config.block_size) {
             return Err(Error::new(ErrorKind::InvalidArgument, format!("block of {big} bytes")));
@@ -260,15 +270,22 @@ impl MasterCore {
             return Ok(Pending { value: (), ticket: again.ticket });
         }
 
-        let mut version = 0;
+        let (mut version, mut replaced) = (0, None);
         let (_, t) = self.submit(|g, now| {
             version = g.state.data().inodes.get(&file_id).map_or(0, |i| match &i.body {
                 InodeBody::File(f) => f.version,
                 InodeBody::Dir { .. } => 0,
             });
-            Ok(Mutation::Complete { file_id, length, block_lens, mtime: now })
+            replaced = g.state.replaced_by(file_id);
+            Ok(match expect {
+                None => Mutation::Complete { file_id, length, block_lens, mtime: now },
+                Some(expect) => Mutation::CompleteIf { file_id, length, block_lens, mtime: now, expect },
+            })
         })?;
         lock(&self.writing).remove(&file_id);
+        if let Some(old) = replaced {
+            lock(&self.tails).remove(old);
+        }
         // Its blocks may have fewer copies than wanted (workers full when they were placed):
         // the next re-replication pass looks.
         self.copies_changed();
@@ -285,7 +302,7 @@ impl MasterCore {
         block_lens: Vec<u64>,
         tail: Option<(u64, Vec<u8>)>,
     ) -> Result<()> {
-        self.begin_complete(file_id, length, block_lens, tail)?.wait()
+        self.begin_complete(file_id, length, block_lens, tail, None)?.wait()
     }
 
     pub fn begin_rename(&self, src: &CvPath, dst: &CvPath) -> Result<Pending<()>> {

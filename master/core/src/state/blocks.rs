@@ -1,6 +1,6 @@
 //! File contents: adding blocks, completing a file, dropping blocks, the block map for `open`.
 
-use super::types::{BlockId, BlockInfo, FileBody, FileState, InodeBody, InodeId, WorkerId};
+use super::types::{BlockId, BlockInfo, Expect, FileBody, FileState, InodeBody, InodeId, WorkerId};
 use super::view::{BlockLoc, OpenFile};
 use super::{Applied, State, err};
 use crate::error::{ErrorKind, Result};
@@ -110,12 +110,15 @@ impl State {
         Ok(())
     }
 
+    /// Fixes a file's length and its blocks' lengths; it becomes readable. A held-back
+    /// replacement is published at its path in the same step, if `expect` holds there.
     pub(super) fn complete(
         &mut self,
         file_id: InodeId,
         length: u64,
         block_lens: &[u64],
         mtime: u64,
+        expect: Option<Expect>,
     ) -> Result<Applied> {
         let f = self.writable(file_id)?;
         if block_lens.len() != f.blocks.len() {
@@ -128,6 +131,7 @@ impl State {
         if sum != Some(length) {
             return err(ErrorKind::InvalidArgument, "block lengths do not add up to the length");
         }
+        self.check_publish(file_id, expect)?;
         let blocks = f.blocks.clone();
         for (b, &len) in blocks.iter().zip(block_lens) {
             if let Some(info) = self.data.blocks.get_mut(b) {
@@ -141,6 +145,7 @@ impl State {
         if let Some(i) = self.data.inodes.get_mut(&file_id) {
             i.mtime = mtime;
         }
+        self.publish(file_id, mtime);
         Ok(Applied::Done)
     }
 
@@ -234,10 +239,24 @@ impl State {
     /// The file at `path` if it is being written and the create with `request_id` made it:
     /// (its id, its version).
     pub fn created_by(&self, path: &CvPath, request_id: u64) -> Option<(InodeId, u64)> {
-        let id = self.lookup(path).ok()?;
-        let f = self.file(id).ok()?;
-        (request_id != 0 && f.state == FileState::Writing && self.data.creates.get(&id) == Some(&request_id))
-            .then_some((id, f.version))
+        if request_id == 0 {
+            return None;
+        }
+        let name = path.name()?;
+        let dir = self.lookup(&path.parent()?).ok()?;
+        // The file its path lists, or one held back to replace it.
+        let held = self.held_back_in(dir).filter(|id| self.data.inodes.get(id).is_some_and(|i| i.name == name));
+        self.lookup(path).ok().into_iter().chain(held).find_map(|id| {
+            let f = self.file(id).ok()?;
+            (f.state == FileState::Writing && self.data.creates.get(&id) == Some(&request_id))
+                .then_some((id, f.version))
+        })
+    }
+
+    /// The complete file that publishing file `id` would replace, if any (none if it could
+    /// not be published).
+    pub fn replaced_by(&self, id: InodeId) -> Option<InodeId> {
+        self.check_publish(id, None).ok().flatten()
     }
 
     /// Whether file `id` exists and is complete.

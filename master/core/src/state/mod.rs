@@ -5,6 +5,7 @@ mod blocks;
 mod mounts;
 mod mutation;
 mod namespace;
+mod replacing;
 mod shared;
 mod types;
 mod ufs;
@@ -18,7 +19,7 @@ pub use blocks::{BlockSummary, WorkerBlocks};
 pub use mounts::key_of;
 pub use mutation::{Applied, Mutation};
 pub use types::{
-    BlockId, BlockInfo, FileBody, FileState, Inode, InodeBody, InodeId, Mount, MountMode, ROOT_ID, StateData,
+    BlockId, BlockInfo, Expect, FileBody, FileState, Inode, InodeBody, InodeId, Mount, MountMode, ROOT_ID, StateData,
     UfsObject, Worker, WorkerId,
 };
 pub use ufs::{ObjectCopy, PendingExport};
@@ -38,6 +39,9 @@ pub struct State {
     exports_epoch: u64,
     /// Which files share blocks, and a copy of each object (`shared.rs`).
     shared: shared::Shared,
+    /// Files being written to replace another, by the directory they will be published in
+    /// (`replacing.rs`).
+    replacing: replacing::Replacing,
 }
 
 impl State {
@@ -47,8 +51,10 @@ impl State {
 
     /// Rebuilds a state from snapshot data.
     pub fn from_data(data: StateData) -> Self {
-        let mut st = Self { data, live_epoch: 1, exports_epoch: 0, shared: Default::default() };
+        let mut st =
+            Self { data, live_epoch: 1, exports_epoch: 0, shared: Default::default(), replacing: Default::default() };
         st.rebuild_shared();
+        st.rebuild_replacing();
         st
     }
 
@@ -96,7 +102,14 @@ impl State {
         match m {
             Mutation::Mkdir { path, parents, mode, mtime } => self.mkdir(&parse(path)?, *parents, *mode, *mtime),
             Mutation::Create { path, overwrite, file_id, version, mode, mtime, request_id } => {
-                let applied = self.create(&parse(path)?, *overwrite, *file_id, *version, *mode, *mtime)?;
+                let applied = self.create(&parse(path)?, *overwrite, false, *file_id, *version, *mode, *mtime)?;
+                if *request_id != 0 {
+                    self.data.creates.insert(*file_id, *request_id);
+                }
+                Ok(applied)
+            }
+            Mutation::Replace { path, file_id, version, mode, mtime, request_id } => {
+                let applied = self.create(&parse(path)?, true, true, *file_id, *version, *mode, *mtime)?;
                 if *request_id != 0 {
                     self.data.creates.insert(*file_id, *request_id);
                 }
@@ -106,8 +119,12 @@ impl State {
                 self.add_block(*file_id, *block_id, *worker, *shard, replicas)
             }
             Mutation::Complete { file_id, length, block_lens, mtime } => {
-                self.complete(*file_id, *length, block_lens, *mtime)
+                self.complete(*file_id, *length, block_lens, *mtime, None)
             }
+            Mutation::CompleteIf { file_id, length, block_lens, mtime, expect } => {
+                self.complete(*file_id, *length, block_lens, *mtime, Some(*expect))
+            }
+            Mutation::Abandon { file_id, mtime } => self.abandon(*file_id, *mtime),
             Mutation::Rename { src, dst, mtime } => self.rename(&parse(src)?, &parse(dst)?, *mtime),
             Mutation::Delete { path, recursive, mtime } => self.delete(&parse(path)?, *recursive, *mtime),
             Mutation::Mount { path, ufs_url, mode, options } => self.mount(&parse(path)?, ufs_url, *mode, options),

@@ -2,7 +2,7 @@
 //! pure function of the prior state (clock readings, placement, new ids) is chosen by the caller
 //! and carried in the value, so replaying the journal rebuilds exactly the same state.
 
-use super::types::{BlockId, InodeId, MountMode, UfsObject, WorkerId};
+use super::types::{BlockId, Expect, InodeId, MountMode, UfsObject, WorkerId};
 
 #[derive(Debug, Clone, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 pub enum Mutation {
@@ -182,6 +182,35 @@ pub enum Mutation {
         mtime: u64,
         shares: InodeId,
     },
+    /// As `Create` with `overwrite`, except that an existing file stays until this one is
+    /// complete: its completion publishes it at the path in the same step, and a writer that
+    /// gives up (`Abandon`) leaves the old file as it was (atomic replace; added at the end of
+    /// format 4, as the two below). `Create` keeps replacing at once, so records written
+    /// before replay as they did.
+    Replace {
+        path: String,
+        file_id: InodeId,
+        version: u64,
+        mode: u32,
+        mtime: u64,
+        request_id: u64,
+    },
+    /// As `Complete`, only if the file's path holds what `expect` says at this step, so that of
+    /// two writers expecting the same thing exactly one publishes.
+    CompleteIf {
+        file_id: InodeId,
+        length: u64,
+        block_lens: Vec<u64>,
+        mtime: u64,
+        expect: Expect,
+    },
+    /// Removes file `file_id` if it is still being written (its writer gave up, or its write
+    /// lease ran out): by id, so the version its path shows, which it would have replaced, stays.
+    /// A file complete or gone is left as it is.
+    Abandon {
+        file_id: InodeId,
+        mtime: u64,
+    },
 }
 
 impl Mutation {
@@ -212,6 +241,9 @@ impl Mutation {
             Mutation::ReplaceBlock { .. } => "replace_block",
             Mutation::Drain { .. } => "drain",
             Mutation::UfsFileShared { .. } => "ufs_file_shared",
+            Mutation::Replace { .. } => "replace",
+            Mutation::CompleteIf { .. } => "complete_if",
+            Mutation::Abandon { .. } => "abandon",
         }
     }
 
@@ -229,6 +261,8 @@ impl Mutation {
             | Mutation::Unmount { .. }
             | Mutation::UfsFile { .. }
             | Mutation::UfsFileShared { .. }
+            | Mutation::Replace { .. }
+            | Mutation::CompleteIf { .. }
             | Mutation::Exported { .. }
             | Mutation::Remove { .. }
             | Mutation::RenameObjects { .. } => true,
@@ -244,7 +278,8 @@ impl Mutation {
             | Mutation::CopiesDropped { .. }
             | Mutation::CopiesMissing { .. }
             | Mutation::ReplaceBlock { .. }
-            | Mutation::Drain { .. } => false,
+            | Mutation::Drain { .. }
+            | Mutation::Abandon { .. } => false,
         }
     }
 }

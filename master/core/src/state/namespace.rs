@@ -59,7 +59,7 @@ impl State {
         }
     }
 
-    fn touch(&mut self, id: InodeId, mtime: u64) {
+    pub(super) fn touch(&mut self, id: InodeId, mtime: u64) {
         if let Some(i) = self.data.inodes.get_mut(&id) {
             i.mtime = i.mtime.max(mtime);
         }
@@ -116,10 +116,14 @@ impl State {
         Ok(Applied::Done)
     }
 
+    /// Creates a file being written; `overwrite` replaces an existing file: at once, or with
+    /// `hold_back` when the new one is complete (the path shows the old one until then).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn create(
         &mut self,
         path: &CvPath,
         overwrite: bool,
+        hold_back: bool,
         file_id: InodeId,
         version: u64,
         mode: u32,
@@ -148,11 +152,20 @@ impl State {
         self.data.next_version = self.data.next_version.max(version + 1);
         let body = FileBody { length: 0, version, state: FileState::Writing, blocks: Vec::new() };
         let file = Inode { id: file_id, parent, name: name.to_owned(), mtime, mode, body: InodeBody::File(body) };
-        if let Some(old) = existing {
-            self.children_mut(parent).remove(name);
-            self.remove_subtree(old);
+        match existing {
+            // Published when complete (`replacing.rs`): until then the path shows the old
+            // file, and a failed write leaves it as it was.
+            Some(_) if hold_back => {
+                self.data.inodes.insert(file_id, file);
+                self.hold_back(file_id);
+            }
+            Some(old) => {
+                self.children_mut(parent).remove(name);
+                self.remove_subtree(old);
+                self.link(parent, name, file, mtime);
+            }
+            None => self.link(parent, name, file, mtime),
         }
-        self.link(parent, name, file, mtime);
         Ok(Applied::Created { file_id, version })
     }
 
@@ -234,6 +247,8 @@ impl State {
             let Some(inode) = self.data.inodes.remove(&cur) else {
                 continue;
             };
+            // Replacements aimed into a removed directory go with it.
+            stack.extend(self.forget_held_back(cur, inode.parent));
             self.data.ufs_files.remove(&cur);
             self.data.creates.remove(&cur);
             match inode.body {

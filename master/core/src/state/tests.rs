@@ -36,6 +36,35 @@ fn add_block(st: &mut State, file_id: InodeId, w: WorkerId) -> Result<BlockId> {
     Ok(block_id)
 }
 
+/// A file that replaces `path` when it is complete (`Mutation::Replace`).
+fn replace(st: &mut State, path: &str) -> Result<InodeId> {
+    replace_as(st, path, 0).map(|(id, _)| id)
+}
+
+fn replace_as(st: &mut State, path: &str, request_id: u64) -> Result<(InodeId, u64)> {
+    let (file_id, version) = (st.next_inode_id(), st.next_version());
+    st.apply(&Mutation::Replace { path: p(path), file_id, version, mode: 0o644, mtime: 20, request_id })?;
+    Ok((file_id, version))
+}
+
+fn complete(st: &mut State, file_id: InodeId, lens: &[u64]) -> Result<Applied> {
+    let length = lens.iter().sum();
+    st.apply(&Mutation::Complete { file_id, length, block_lens: lens.to_vec(), mtime: 30 })
+}
+
+fn complete_if(st: &mut State, file_id: InodeId, lens: &[u64], expect: Expect) -> Result<Applied> {
+    let length = lens.iter().sum();
+    st.apply(&Mutation::CompleteIf { file_id, length, block_lens: lens.to_vec(), mtime: 30, expect })
+}
+
+/// A complete file of one 4-byte block at `path` (replacing what is there).
+fn written(st: &mut State, path: &str, w: WorkerId) -> (InodeId, BlockId) {
+    let f = replace(st, path).unwrap();
+    let b = add_block(st, f, w).unwrap();
+    complete(st, f, &[4]).unwrap();
+    (f, b)
+}
+
 fn kind(r: Result<impl std::fmt::Debug>) -> crate::ErrorKind {
     r.expect_err("expected an error").kind()
 }
@@ -465,4 +494,119 @@ fn copies_of_one_object_through_two_mounts_share_blocks_until_the_last_goes() {
     let before = st.data().clone();
     assert_eq!(kind(st.apply(&shared)), ErrorKind::Changed);
     assert_eq!(st.data(), &before);
+}
+
+#[test]
+fn an_overwrite_is_published_only_when_complete_and_a_failed_one_leaves_the_old_version() {
+    let mut st = State::new();
+    let w = worker(&mut st, 1);
+    let (f1, b1) = written(&mut st, "/f", w);
+    let version1 = st.stat(&cv("/f")).unwrap().version;
+
+    // While the new version is written, everything reads the old one.
+    let f2 = replace(&mut st, "/f").unwrap();
+    let b2 = add_block(&mut st, f2, w).unwrap();
+    assert!(st.is_held_back(f2));
+    assert_eq!(st.open_file(&cv("/f")).unwrap().file_id, f1);
+    let page = st.list(&cv("/"), None, 10).unwrap();
+    assert_eq!(page.entries.iter().map(|e| e.stat.id).collect::<Vec<_>>(), vec![f1]);
+
+    // Given up: removed by id; the old version and its block stay.
+    assert_eq!(st.apply(&Mutation::Abandon { file_id: f2, mtime: 40 }).unwrap(), Applied::Deleted { blocks: 1 });
+    assert_eq!(st.pending_deletes(w), vec![b2]);
+    assert!(!st.data().inodes.contains_key(&f2) && !st.is_held_back(f2));
+    assert_eq!(st.open_file(&cv("/f")).unwrap().file_id, f1);
+    // Abandoning again, or a complete file, changes nothing.
+    let before = st.data().clone();
+    st.apply(&Mutation::Abandon { file_id: f2, mtime: 41 }).unwrap();
+    st.apply(&Mutation::Abandon { file_id: f1, mtime: 41 }).unwrap();
+    assert_eq!(&before, st.data());
+
+    // Completed: published in the same step, the old file's block queued for deletion.
+    let (f3, _) = written(&mut st, "/f", w);
+    assert_eq!(st.open_file(&cv("/f")).unwrap().file_id, f3);
+    assert!(st.pending_deletes(w).contains(&b1));
+    assert!(!st.data().inodes.contains_key(&f1));
+    let version3 = st.stat(&cv("/f")).unwrap().version;
+    assert_ne!(version1, version3);
+}
+
+#[test]
+fn a_conditional_completion_publishes_only_over_what_it_expects() {
+    let mut st = State::new();
+    let w = worker(&mut st, 1);
+    let (f1, _) = written(&mut st, "/f", w);
+    let v1 = st.stat(&cv("/f")).unwrap().version;
+
+    // Two writers expect f1: the first to complete wins, the second finds another version.
+    let a = replace(&mut st, "/f").unwrap();
+    let b = replace(&mut st, "/f").unwrap();
+    let expect = Expect::Version { file_id: f1, version: v1 };
+    complete_if(&mut st, a, &[], expect).unwrap();
+    let before = st.data().clone();
+    assert_eq!(kind(complete_if(&mut st, b, &[], expect)), ErrorKind::ConditionFailed);
+    assert_eq!(&before, st.data(), "a failed expectation changes nothing");
+    assert!(st.is_held_back(b));
+    assert_eq!(kind(complete_if(&mut st, b, &[], Expect::Absent)), ErrorKind::AlreadyExists);
+    let va = st.stat(&cv("/f")).unwrap().version;
+    complete_if(&mut st, b, &[], Expect::Version { file_id: a, version: va }).unwrap();
+    assert_eq!(st.stat(&cv("/f")).unwrap().id, b);
+
+    // Absent: holds for a new path, whether or not another writer is on it.
+    let c = create(&mut st, "/g", false).unwrap();
+    let d = replace(&mut st, "/g").unwrap();
+    complete_if(&mut st, d, &[], Expect::Absent).unwrap();
+    assert_eq!(kind(complete_if(&mut st, c, &[], Expect::Absent)), ErrorKind::AlreadyExists);
+    assert_eq!(st.stat(&cv("/g")).unwrap().id, d);
+}
+
+#[test]
+fn a_replaced_writer_takes_the_path_back_when_it_completes_last() {
+    let mut st = State::new();
+    let w = worker(&mut st, 1);
+    let first = create(&mut st, "/f", false).unwrap();
+    let b1 = add_block(&mut st, first, w).unwrap();
+    let second = replace(&mut st, "/f").unwrap();
+    complete(&mut st, second, &[]).unwrap();
+    assert_eq!(st.stat(&cv("/f")).unwrap().id, second);
+    assert!(st.is_held_back(first));
+    complete(&mut st, first, &[4]).unwrap();
+    assert_eq!(st.stat(&cv("/f")).unwrap().id, first, "the last completion wins");
+    assert!(!st.data().inodes.contains_key(&second));
+    assert!(st.pending_deletes(w).is_empty(), "{b1} is the published file's");
+}
+
+#[test]
+fn replacements_go_with_their_directory_and_survive_a_snapshot() {
+    let mut st = State::new();
+    let w = worker(&mut st, 1);
+    mkdir(&mut st, "/d", false).unwrap();
+    written(&mut st, "/d/x", w);
+    let g = replace(&mut st, "/d/x").unwrap();
+    let gb = add_block(&mut st, g, w).unwrap();
+    let (h, hv) = replace_as(&mut st, "/d/x", 7).unwrap();
+    assert_eq!(st.created_by(&cv("/d/x"), 7), Some((h, hv)), "a retried create finds its held-back file");
+
+    let restored = State::from_data(st.data().clone());
+    assert!(restored.is_held_back(g) && restored.is_held_back(h));
+    assert_eq!(restored.writing_files().filter(|&f| f == g || f == h).count(), 2);
+
+    st.apply(&Mutation::Delete { path: p("/d"), recursive: true, mtime: 50 }).unwrap();
+    assert!(!st.data().inodes.contains_key(&g) && !st.is_held_back(g));
+    assert!(st.pending_deletes(w).contains(&gb));
+    assert_eq!(st.writing_files().count(), 0);
+}
+
+#[test]
+fn a_directory_that_took_the_name_refuses_the_publish() {
+    let mut st = State::new();
+    let w = worker(&mut st, 1);
+    written(&mut st, "/f", w);
+    let g = replace(&mut st, "/f").unwrap();
+    st.apply(&Mutation::Delete { path: p("/f"), recursive: false, mtime: 1 }).unwrap();
+    mkdir(&mut st, "/f", false).unwrap();
+    assert_eq!(kind(complete(&mut st, g, &[])), ErrorKind::IsADirectory);
+    st.apply(&Mutation::Delete { path: p("/f"), recursive: false, mtime: 1 }).unwrap();
+    complete(&mut st, g, &[]).unwrap();
+    assert_eq!(st.stat(&cv("/f")).unwrap().id, g, "published at a path that went away meanwhile");
 }

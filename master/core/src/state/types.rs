@@ -80,6 +80,16 @@ impl BlockInfo {
     }
 }
 
+/// What a conditional completion (`Mutation::CompleteIf`) expects its file's path to hold
+/// when the file is published.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+pub enum Expect {
+    /// No complete file other than the one being published.
+    Absent,
+    /// Exactly this complete file at this version.
+    Version { file_id: InodeId, version: u64 },
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 pub enum MountMode {
     /// Object storage is the truth; cv caches reads.

@@ -73,14 +73,14 @@ impl State {
         }
         let file_id = self.data.next_inode;
         let version = self.data.next_version;
-        self.create(path, true, file_id, version, 0o644, mtime)?;
+        self.create(path, true, false, file_id, version, 0o644, mtime)?;
         let mut lens = Vec::with_capacity(placement.len());
         for (i, &(worker, shard)) in placement.iter().enumerate() {
             let seq = cv_wire::first_free_seq(self.data.next_block);
             self.add_block(file_id, cv_wire::block_id(seq, shard), worker, shard, &[])?;
             lens.push(block_size.min(length - i as u64 * block_size));
         }
-        self.complete(file_id, length, &lens, mtime)?;
+        self.complete(file_id, length, &lens, mtime, None)?;
         self.unqueue_object_delete(object);
         self.data.ufs_files.insert(file_id, object.clone());
         self.note_copy(file_id, object);
