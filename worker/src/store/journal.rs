@@ -28,6 +28,8 @@ pub(crate) struct Replayed {
 
 impl IndexLog {
     /// Opens the log at `path`, cutting a torn tail; creates it with `new_store_id` if missing.
+    /// A damaged log (a bad record with intact ones after it) is refused as it is: cutting it
+    /// would drop acknowledged records (`ErrorKind::Damaged`, naming the file and offset).
     pub(crate) async fn open(path: &Path, new_store_id: u64) -> Result<Replayed> {
         let exists = std::fs::metadata(path).is_ok();
         if !exists {
@@ -37,18 +39,20 @@ impl IndexLog {
         // Read once at open, with plain syscalls: nothing else runs on the shard yet.
         let bytes = std::fs::read(path).map_err(|e| StoreError::io(format!("read {}", path.display()), e))?;
         let size = bytes.len() as u64;
+        // Decoded before the file is opened for writing: a damaged log is not touched.
+        let decoded = decode_index(&bytes).map_err(|e| e.in_file(path))?;
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
             .open(path)
             .map_err(|e| StoreError::io(format!("open {}", path.display()), e))?;
         let file = RingFile::new(file);
-        let decoded = decode_index(&bytes)?;
         if decoded.valid_len < size {
             tracing::warn!(
                 path = %path.display(),
                 valid = decoded.valid_len,
                 size,
+                fault = %decoded.torn.map(|f| f.to_string()).unwrap_or_default(),
                 "index log has a torn tail; cutting it off"
             );
             file.set_len(decoded.valid_len).map_err(|e| StoreError::io(format!("truncate {}", path.display()), e))?;
