@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::error::{Result, StoreError};
+use super::error::{ErrorKind, Result, StoreError};
 use super::format::{IndexRecord, decode_index, encode_index_header, encode_record};
 use cv_rt::fs::RingFile;
 
@@ -15,6 +15,8 @@ pub(crate) struct IndexLog {
     file: RingFile,
     len: u64,
     store_id: u64,
+    /// A failed append left bytes past `len` that could not be cut: no more appends.
+    uncut_tail: bool,
 }
 
 /// What opening the log found.
@@ -59,7 +61,13 @@ impl IndexLog {
             file.sync(true).await.map_err(|e| StoreError::io(format!("fdatasync {}", path.display()), e))?;
         }
         Ok(Replayed {
-            log: IndexLog { path: path.to_path_buf(), file, len: decoded.valid_len, store_id: decoded.store_id },
+            log: IndexLog {
+                path: path.to_path_buf(),
+                file,
+                len: decoded.valid_len,
+                store_id: decoded.store_id,
+                uncut_tail: false,
+            },
             records: decoded.records,
             created: false,
         })
@@ -83,12 +91,27 @@ impl IndexLog {
         for r in records {
             encode_record(r, &mut buf);
         }
+        if self.uncut_tail {
+            return Err(StoreError::new(
+                ErrorKind::Io,
+                format!("{}: a failed append could not be cut off; restart the worker", self.path.display()),
+            ));
+        }
         let n = buf.len();
-        self.file
-            .write_all_at(buf, self.len)
-            .await
-            .map_err(|e| StoreError::io(format!("append to {}", self.path.display()), e))?;
-        self.file.sync(true).await.map_err(|e| StoreError::io(format!("fdatasync {}", self.path.display()), e))?;
+        let done = match self.file.write_all_at(buf, self.len).await {
+            Ok(()) => self.file.sync(true).await.map_err(|e| ("fdatasync", e)),
+            Err(e) => Err(("append to", e)),
+        };
+        if let Err((what, e)) = done {
+            // Bytes of the failed append may stay past `len`; the next append would cover only
+            // their start, and the rest would read as records after a bad one (damage, at
+            // restart) or as records never acknowledged. So they go now, or nothing is appended.
+            if let Err(cut) = self.file.set_len(self.len) {
+                tracing::error!(path = %self.path.display(), error = %cut, "cutting a failed append off failed");
+                self.uncut_tail = true;
+            }
+            return Err(StoreError::io(format!("{what} {}", self.path.display()), e));
+        }
         self.len += n as u64;
         Ok(())
     }
@@ -110,6 +133,7 @@ impl IndexLog {
         sync_parent(&self.path).await?;
         self.file = new.file;
         self.len = new.len;
+        self.uncut_tail = false;
         Ok(())
     }
 
@@ -128,7 +152,7 @@ impl IndexLog {
         file.write_all_at(buf, 0).await.map_err(|e| StoreError::io(format!("write {}", path.display()), e))?;
         file.sync(true).await.map_err(|e| StoreError::io(format!("fdatasync {}", path.display()), e))?;
         sync_parent(path).await?;
-        Ok(IndexLog { path: path.to_path_buf(), file, len: n as u64, store_id })
+        Ok(IndexLog { path: path.to_path_buf(), file, len: n as u64, store_id, uncut_tail: false })
     }
 }
 
