@@ -179,3 +179,43 @@ async fn a_flipped_byte_on_disk_gives_corrupt_never_wrong_bytes() {
     client.endpoint.close(0u32.into(), b"done");
     worker.shutdown().unwrap();
 }
+
+/// A worker whose shard finds its block index damaged (a bad record with intact ones after it)
+/// does not start, says which file and where, and leaves the file as it is (STORE-FORMAT.md).
+#[tokio::test(flavor = "current_thread")]
+async fn a_damaged_block_index_stops_the_worker_and_names_the_file() {
+    let pki = pki();
+    let dir = scratch();
+    let settings = settings(dir.path());
+    let worker = start(&pki, &settings);
+    let client = connect(&pki.client, worker.shard_addrs()).await;
+    for seq in 1..4u64 {
+        let id = block_id(seq, 1);
+        write(&client.shards[1], id, &pattern(id, 5000)).await.unwrap();
+    }
+    client.endpoint.close(0u32.into(), b"restart");
+    worker.shutdown().unwrap();
+
+    // A byte of shard 1's second ADD: the third comes after it.
+    let index = dir.path().join("shard-1").join("blocks.index");
+    let mut bytes = std::fs::read(&index).unwrap();
+    let second = 28 + 8 + u32::from_le_bytes(bytes[28..32].try_into().unwrap()) as usize;
+    bytes[second + 8 + 5] ^= 0x40;
+    std::fs::write(&index, &bytes).unwrap();
+
+    let err = match cv_worker::WorkerServer::start(&settings, &pki.node, &Default::default()) {
+        Ok(w) => {
+            w.shutdown().unwrap();
+            panic!("a worker started on a damaged block index");
+        }
+        Err(e) => e,
+    };
+    assert_eq!(err.kind(), cv_worker::WorkerErrorKind::Store, "{err}");
+    assert!(!err.retryable());
+    // What `cvctl worker` prints before it exits non-zero.
+    let text = err.to_string();
+    for part in [index.display().to_string(), format!("record at byte {second}"), "bad crc".into(), "move".into()] {
+        assert!(text.contains(&part), "{text:?} lacks {part:?}");
+    }
+    assert_eq!(std::fs::read(&index).unwrap(), bytes, "the damaged index is not cut");
+}

@@ -1,4 +1,5 @@
-//! Block store: warm restart, crash mid-write, torn index tail, compaction, v1 fixture.
+//! Block store: warm restart, crash mid-write, torn index tail, a damaged index refused,
+//! compaction, v1 fixture.
 
 #[path = "store_common.rs"]
 mod common;
@@ -7,7 +8,7 @@ use std::path::Path;
 
 use common::{config, get, pattern, put, run, scratch};
 use cv_worker::store::format::{BlockRecord, IndexRecord, decode_index, encode_index_header, encode_record};
-use cv_worker::store::{BlockStore, ErrorKind};
+use cv_worker::store::{BlockStore, ErrorKind, RecordFault};
 
 #[test]
 fn restart_keeps_blocks_pins_and_free_space() {
@@ -101,6 +102,106 @@ fn torn_index_tail_is_cut_and_earlier_blocks_survive() {
         assert_eq!(store.block_ids(), vec![1, 3]);
         assert_eq!(get(&store, 3).await, pattern(3, 5000));
     });
+}
+
+/// Byte offsets of the records of an index log (walking the frames' length fields).
+fn record_offsets(bytes: &[u8]) -> Vec<usize> {
+    let mut at = 28;
+    let mut out = Vec::new();
+    while at + 8 <= bytes.len() {
+        out.push(at);
+        at += 8 + u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+    }
+    out
+}
+
+fn flip(path: &Path, at: usize) {
+    let mut bytes = std::fs::read(path).unwrap();
+    bytes[at] ^= 0x40;
+    std::fs::write(path, bytes).unwrap();
+}
+
+/// Blocks 1, 2, 3 committed, block 2 pinned then block 1 removed: ADD ADD ADD PIN REMOVE.
+fn five_records(cfg: &cv_worker::store::StoreConfig) {
+    let c = cfg.clone();
+    run(|| async move {
+        let store = BlockStore::open(c).await.unwrap();
+        for id in 1..4 {
+            put(&store, id, &pattern(id, 5000), false).await;
+        }
+        store.set_pinned(2, true).await.unwrap();
+        store.delete(1).await.unwrap();
+        store.close().await.unwrap();
+    });
+}
+
+#[test]
+fn damaged_record_mid_index_refuses_to_open_and_keeps_the_file() {
+    let dir = scratch();
+    let cfg = config(dir.path(), 4 << 20);
+    let index = dir.path().join("blocks.index");
+    five_records(&cfg);
+    let offsets = record_offsets(&std::fs::read(&index).unwrap());
+    assert_eq!(offsets.len(), 5);
+    // A byte of block 2's ADD, with its PIN and block 1's REMOVE after it: cutting there would
+    // bring block 1 back and lose blocks 2 and 3 (and hand their extents out again).
+    flip(&index, offsets[1] + 8 + 3);
+    let damaged = std::fs::read(&index).unwrap();
+    let c = cfg.clone();
+    let (index_at, offsets_at) = (&index, &offsets);
+    run(|| async move {
+        let err = BlockStore::open(c).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Damaged, "{err}");
+        assert!(!err.retryable());
+        let d = err.index_damage().expect("names the damage");
+        assert_eq!(d.file.as_deref(), Some(index_at.as_path()));
+        assert_eq!(d.offset, offsets_at[1] as u64);
+        assert!(matches!(d.fault, RecordFault::BadCrc { .. }), "{:?}", d.fault);
+        assert_eq!(d.next_intact, Some(offsets_at[2] as u64));
+        let text = err.to_string();
+        let (file, at) = (index_at.display().to_string(), format!("byte {}", offsets_at[1]));
+        assert!(text.contains(&file) && text.contains(&at), "{text}");
+    });
+    assert_eq!(std::fs::read(&index).unwrap(), damaged, "a damaged index is left as it is");
+    // A damaged length field alike: the length no longer leads to the next record.
+    flip(&index, offsets[1] + 8 + 3);
+    flip(&index, offsets[3] + 1);
+    let c = cfg.clone();
+    let offsets_at = &offsets;
+    run(|| async move {
+        let err = BlockStore::open(c).await.unwrap_err();
+        let d = err.index_damage().expect("names the damage");
+        assert_eq!((d.offset, d.next_intact), (offsets_at[3] as u64, Some(offsets_at[4] as u64)), "{err}");
+    });
+    // The operator's step (STORE-FORMAT.md): the index moved aside, the shard starts empty.
+    std::fs::rename(&index, dir.path().join("blocks.index.damaged")).unwrap();
+    let c = cfg.clone();
+    run(|| async move {
+        let store = BlockStore::open(c).await.unwrap();
+        assert!(store.block_ids().is_empty());
+        assert_eq!(store.usage().used_bytes, 0);
+        put(&store, 7, &pattern(7, 5000), false).await;
+        assert_eq!(get(&store, 7).await, pattern(7, 5000));
+    });
+}
+
+#[test]
+fn flipped_byte_in_the_last_record_is_cut_as_torn() {
+    let dir = scratch();
+    let cfg = config(dir.path(), 4 << 20);
+    let index = dir.path().join("blocks.index");
+    five_records(&cfg);
+    let offsets = record_offsets(&std::fs::read(&index).unwrap());
+    // Block 1's REMOVE, the last record, with nothing after it: what a torn append leaves.
+    flip(&index, offsets[4] + 8 + 2);
+    let c = cfg.clone();
+    run(|| async move {
+        let store = BlockStore::open(c).await.unwrap();
+        assert_eq!(store.block_ids(), vec![1, 2, 3], "the unacknowledged REMOVE is cut");
+        assert!(store.lookup(2).unwrap().pinned());
+        assert_eq!(get(&store, 3).await, pattern(3, 5000));
+    });
+    assert_eq!(std::fs::metadata(&index).unwrap().len(), offsets[4] as u64, "cut at the torn record");
 }
 
 #[test]

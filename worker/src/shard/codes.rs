@@ -15,7 +15,8 @@ pub(crate) fn store_code(e: &StoreError) -> ErrorCode {
         ErrorKind::InvalidArgument => ErrorCode::InvalidArgument,
         // Another writer holds the id, or the disk failed an I/O: may pass if tried again.
         ErrorKind::Busy | ErrorKind::Io => ErrorCode::Unavailable,
-        ErrorKind::Incompatible => ErrorCode::Internal,
+        // Only opening a store fails so; listed so a new kind is mapped on purpose.
+        ErrorKind::Incompatible | ErrorKind::Damaged => ErrorCode::Internal,
     }
 }
 

@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use super::damage::IndexDamage;
+
 /// What went wrong, coarse enough for a caller to decide what to do next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -20,6 +22,9 @@ pub enum ErrorKind {
     Io,
     /// An on-disk structure has an unknown version or belongs to another store.
     Incompatible,
+    /// The block index is damaged where no crash can have left it (details in
+    /// [`StoreError::index_damage`]): the store does not open until an operator acts.
+    Damaged,
 }
 
 impl ErrorKind {
@@ -33,6 +38,7 @@ impl ErrorKind {
             ErrorKind::Busy => "busy",
             ErrorKind::Io => "io",
             ErrorKind::Incompatible => "incompatible",
+            ErrorKind::Damaged => "damaged",
         }
     }
 }
@@ -49,6 +55,7 @@ pub struct StoreError {
     kind: ErrorKind,
     message: String,
     source: Option<std::io::Error>,
+    damage: Option<Box<IndexDamage>>,
 }
 
 /// Result alias of the block store.
@@ -57,13 +64,18 @@ pub type Result<T> = std::result::Result<T, StoreError>;
 impl StoreError {
     /// A new error of `kind` with a context message.
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        Self { kind, message: message.into(), source: None }
+        Self { kind, message: message.into(), source: None, damage: None }
+    }
+
+    /// A damaged block index ([`ErrorKind::Damaged`]); the message is the damage's description.
+    pub fn damaged(damage: IndexDamage) -> Self {
+        Self { kind: ErrorKind::Damaged, message: damage.to_string(), source: None, damage: Some(Box::new(damage)) }
     }
 
     /// An I/O error with context; `ENOSPC` becomes [`ErrorKind::NoSpace`].
     pub fn io(context: impl Into<String>, err: std::io::Error) -> Self {
         let kind = if err.kind() == std::io::ErrorKind::StorageFull { ErrorKind::NoSpace } else { ErrorKind::Io };
-        Self { kind, message: context.into(), source: Some(err) }
+        Self { kind, message: context.into(), source: Some(err), damage: None }
     }
 
     /// What went wrong.
@@ -76,9 +88,23 @@ impl StoreError {
         &self.message
     }
 
+    /// Which record of which index log is damaged, for [`ErrorKind::Damaged`].
+    pub fn index_damage(&self) -> Option<&IndexDamage> {
+        self.damage.as_deref()
+    }
+
+    /// The same error, naming the file it was found in (decoding sees bytes, not paths).
+    pub(crate) fn in_file(self, file: &std::path::Path) -> Self {
+        match self.damage {
+            Some(d) => Self::damaged(d.in_file(file)),
+            None => Self { message: format!("{}: {}", file.display(), self.message), ..self },
+        }
+    }
+
     /// Whether the same call may succeed if tried again later unchanged.
     ///
     /// `Corrupt` is retryable: the block was dropped, so a refetch and rewrite succeeds.
+    /// `Damaged` is not: the index stays as it is until an operator acts.
     pub fn retryable(&self) -> bool {
         matches!(self.kind, ErrorKind::Busy | ErrorKind::Io | ErrorKind::Corrupt | ErrorKind::NoSpace)
     }

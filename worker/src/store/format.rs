@@ -2,6 +2,7 @@
 //!
 //! Pure encode/decode, no I/O, so the formats can be tested against checked-in fixtures.
 
+use super::damage::{IndexDamage, RecordFault};
 use super::error::{ErrorKind, Result, StoreError};
 
 /// First 8 bytes of an index log.
@@ -16,6 +17,10 @@ pub const FRAME_LEN: usize = 8;
 pub const MAX_PAYLOAD: usize = ADD_FIXED_LEN + 4 * (1 << 20);
 /// Bytes of an ADD payload before its crc array.
 pub const ADD_FIXED_LEN: usize = 44;
+/// Bytes of a REMOVE payload (tag, block id).
+const REMOVE_LEN: usize = 9;
+/// Bytes of a PIN payload (tag, block id, flag).
+const PIN_LEN: usize = 10;
 
 /// First 8 bytes of a data file.
 pub const DATA_MAGIC: [u8; 8] = *b"CVBLOCKS";
@@ -68,7 +73,7 @@ pub enum IndexRecord {
     },
 }
 
-/// The readable prefix of an index log.
+/// An index log up to its torn tail, if it has one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DecodedLog {
     /// Store id from the header.
@@ -77,6 +82,8 @@ pub struct DecodedLog {
     pub records: Vec<IndexRecord>,
     /// Bytes of header plus whole, valid records; anything after is a torn tail.
     pub valid_len: u64,
+    /// What is wrong with the first record of the torn tail, when there is one.
+    pub torn: Option<RecordFault>,
 }
 
 /// The index log header for `store_id`.
@@ -126,17 +133,38 @@ pub fn encode_record(rec: &IndexRecord, out: &mut Vec<u8>) {
     out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
 }
 
-/// Decodes an index log; stops at the first record that is short, oversized, fails its
-/// crc or does not parse (a torn tail), reporting how far the log is valid.
+/// Decodes an index log (STORE-FORMAT.md, "Reading"). The first record that does not read
+/// ends the log: it is a torn tail, reported in `torn` and left for the caller to cut, only if
+/// a crash can have left it (`RecordFault::torn_write_can_leave`) and no intact record starts
+/// at any byte after it. Anything else is [`ErrorKind::Damaged`], naming the record's offset.
 pub fn decode_index(bytes: &[u8]) -> Result<DecodedLog> {
     let store_id = decode_index_header(bytes)?;
     let mut pos = INDEX_HEADER_LEN;
     let mut records = Vec::new();
-    while let Some((rec, next)) = decode_one(bytes, pos) {
-        records.push(rec);
-        pos = next;
+    let mut torn = None;
+    while pos < bytes.len() {
+        match decode_at(bytes, pos) {
+            Ok((rec, next)) => {
+                records.push(rec);
+                pos = next;
+            }
+            Err(fault) => {
+                let next_intact = next_intact(bytes, pos);
+                if next_intact.is_some() || !fault.torn_write_can_leave() {
+                    let next_intact = next_intact.map(|n| n as u64);
+                    return Err(StoreError::damaged(IndexDamage {
+                        file: None,
+                        offset: pos as u64,
+                        fault,
+                        next_intact,
+                    }));
+                }
+                torn = Some(fault);
+                break;
+            }
+        }
     }
-    Ok(DecodedLog { store_id, records, valid_len: pos as u64 })
+    Ok(DecodedLog { store_id, records, valid_len: pos as u64, torn })
 }
 
 fn decode_index_header(bytes: &[u8]) -> Result<u64> {
@@ -159,44 +187,92 @@ fn decode_index_header(bytes: &[u8]) -> Result<u64> {
     Ok(le_u64(&h[16..24]))
 }
 
-fn decode_one(bytes: &[u8], pos: usize) -> Option<(IndexRecord, usize)> {
-    let frame = bytes.get(pos..pos + FRAME_LEN)?;
-    let len = le_u32(&frame[0..4]) as usize;
+/// The record whose frame starts at `pos` and where the next one starts, or what is wrong.
+fn decode_at(bytes: &[u8], pos: usize) -> std::result::Result<(IndexRecord, usize), RecordFault> {
+    let left = bytes.len() - pos;
+    let Some(frame) = bytes.get(pos..pos + FRAME_LEN) else {
+        return Err(RecordFault::ShortFrame { left: left as u64 });
+    };
+    let len32 = le_u32(&frame[0..4]);
+    let len = len32 as usize;
     if len == 0 || len > MAX_PAYLOAD {
-        return None;
+        return Err(RecordFault::BadLength { len: len32 });
     }
-    let payload = bytes.get(pos + FRAME_LEN..pos + FRAME_LEN + len)?;
-    if crc32fast::hash(payload) != le_u32(&frame[4..8]) {
-        return None;
+    let Some(payload) = bytes.get(pos + FRAME_LEN..pos + FRAME_LEN + len) else {
+        return Err(RecordFault::PastEnd { len: len32, left: (left - FRAME_LEN) as u64 });
+    };
+    let (stored, computed) = (le_u32(&frame[4..8]), crc32fast::hash(payload));
+    if stored != computed {
+        return Err(RecordFault::BadCrc { stored, computed });
     }
-    let rec = parse_payload(payload)?;
-    Some((rec, pos + FRAME_LEN + len))
+    Ok((parse_payload(payload)?, pos + FRAME_LEN + len))
 }
 
-fn parse_payload(p: &[u8]) -> Option<IndexRecord> {
-    let mut r = Reader(p);
-    let rec = match r.u8()? {
+/// The first byte offset after `bad` at which an intact record starts. Every offset is tried,
+/// since a bad length gives no next boundary; a frame whose tag and length disagree is passed
+/// over before its crc32 is computed, so a long garbage tail costs little.
+fn next_intact(bytes: &[u8], bad: usize) -> Option<usize> {
+    (bad + 1..bytes.len()).find(|&at| shape_fits(bytes, at) && decode_at(bytes, at).is_ok())
+}
+
+/// Whether the frame at `at` has a known tag and a length that fits it (necessary, not enough).
+fn shape_fits(bytes: &[u8], at: usize) -> bool {
+    let Some(head) = bytes.get(at..at + FRAME_LEN + 1) else { return false };
+    let len = le_u32(&head[0..4]) as usize;
+    match head[FRAME_LEN] {
+        TAG_REMOVE => len == REMOVE_LEN,
+        TAG_PIN => len == PIN_LEN,
         TAG_ADD => {
-            let block_id = r.u64()?;
-            let dir = u16::from_le_bytes(r.take(2)?.try_into().ok()?);
-            let offset = r.u64()?;
-            let len = r.u64()?;
-            let alloc_len = r.u64()?;
-            let pinned = r.flag()?;
-            let chunk_size = r.u32()?;
-            let n = r.u32()? as usize;
-            let crcs = (0..n).map(|_| r.u32()).collect::<Option<Vec<u32>>>()?;
-            let b = BlockRecord { block_id, dir, offset, len, alloc_len, pinned, chunk_size, crcs };
+            let k = at + FRAME_LEN + ADD_FIXED_LEN - 4;
+            bytes.get(k..k + 4).is_some_and(|k| len == ADD_FIXED_LEN + 4 * le_u32(k) as usize)
+        }
+        _ => false,
+    }
+}
+
+fn parse_payload(p: &[u8]) -> std::result::Result<IndexRecord, RecordFault> {
+    let tag = p[0];
+    let size = RecordFault::BadSize { tag, len: p.len() as u32 };
+    let mut r = Reader(&p[1..]);
+    let rec = match tag {
+        TAG_ADD => {
+            let (mut b, pinned) = parse_add(&mut r).ok_or(size)?;
+            b.pinned = flag(pinned)?;
             if !block_record_is_sane(&b) {
-                return None;
+                return Err(RecordFault::BadGeometry);
             }
             IndexRecord::Add(b)
         }
-        TAG_REMOVE => IndexRecord::Remove { block_id: r.u64()? },
-        TAG_PIN => IndexRecord::Pin { block_id: r.u64()?, pinned: r.flag()? },
-        _ => return None,
+        TAG_REMOVE => IndexRecord::Remove { block_id: r.u64().ok_or(size)? },
+        TAG_PIN => {
+            let block_id = r.u64().ok_or(size)?;
+            IndexRecord::Pin { block_id, pinned: flag(r.u8().ok_or(size)?)? }
+        }
+        _ => return Err(RecordFault::BadKind { tag }),
     };
-    r.0.is_empty().then_some(rec)
+    if r.0.is_empty() { Ok(rec) } else { Err(size) }
+}
+
+/// An ADD's fields after its tag, and its pinned byte (checked by the caller, to name it).
+fn parse_add(r: &mut Reader<'_>) -> Option<(BlockRecord, u8)> {
+    let block_id = r.u64()?;
+    let dir = u16::from_le_bytes(r.take(2)?.try_into().ok()?);
+    let offset = r.u64()?;
+    let len = r.u64()?;
+    let alloc_len = r.u64()?;
+    let pinned = r.u8()?;
+    let chunk_size = r.u32()?;
+    let n = r.u32()? as usize;
+    let crcs = (0..n).map(|_| r.u32()).collect::<Option<Vec<u32>>>()?;
+    Some((BlockRecord { block_id, dir, offset, len, alloc_len, pinned: false, chunk_size, crcs }, pinned))
+}
+
+fn flag(value: u8) -> std::result::Result<bool, RecordFault> {
+    match value {
+        0 => Ok(false),
+        1 => Ok(true),
+        _ => Err(RecordFault::BadFlag { value }),
+    }
 }
 
 /// Geometry checks that a crc cannot give: aligned extent that holds the data, one crc per chunk.
@@ -280,13 +356,6 @@ impl<'a> Reader<'a> {
     fn u8(&mut self) -> Option<u8> {
         Some(self.take(1)?[0])
     }
-    fn flag(&mut self) -> Option<bool> {
-        match self.u8()? {
-            0 => Some(false),
-            1 => Some(true),
-            _ => None,
-        }
-    }
     fn u32(&mut self) -> Option<u32> {
         Some(le_u32(self.take(4)?))
     }
@@ -312,26 +381,135 @@ mod tests {
         })
     }
 
-    #[test]
-    fn roundtrip_and_torn_tail() {
+    fn log_of(recs: &[IndexRecord]) -> Vec<u8> {
         let mut log = encode_index_header(42).to_vec();
-        let recs = vec![add(5), IndexRecord::Pin { block_id: 5, pinned: false }, IndexRecord::Remove { block_id: 5 }];
-        for r in &recs {
+        for r in recs {
             encode_record(r, &mut log);
         }
-        let full = log.len() as u64;
+        log
+    }
+
+    fn three() -> Vec<IndexRecord> {
+        vec![add(5), IndexRecord::Pin { block_id: 5, pinned: false }, IndexRecord::Remove { block_id: 5 }]
+    }
+
+    /// Offset of the second record of `three()` (after the header and the ADD of 2 crcs).
+    const SECOND: usize = INDEX_HEADER_LEN + FRAME_LEN + ADD_FIXED_LEN + 8;
+    /// Offset of the third record (after the PIN).
+    const THIRD: usize = SECOND + FRAME_LEN + PIN_LEN;
+
+    fn damage(bytes: &[u8]) -> IndexDamage {
+        let e = decode_index(bytes).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Damaged, "{e}");
+        assert!(!e.retryable());
+        e.index_damage().expect("damage detail").clone()
+    }
+
+    #[test]
+    fn roundtrip() {
+        let recs = three();
+        let log = log_of(&recs);
         let d = decode_index(&log).unwrap();
-        assert_eq!((d.store_id, d.valid_len), (42, full));
+        assert_eq!((d.store_id, d.valid_len, d.torn), (42, log.len() as u64, None));
         assert_eq!(d.records, recs);
-        // Cut inside the last record: it is dropped, the rest stays.
-        let d = decode_index(&log[..log.len() - 3]).unwrap();
-        assert_eq!(d.records, recs[..2]);
-        // Flip a payload byte of the second record: it and everything after are dropped.
-        let second = INDEX_HEADER_LEN + FRAME_LEN + ADD_FIXED_LEN + 8;
-        log[second + 9] ^= 1;
+    }
+
+    #[test]
+    fn partial_last_record_is_a_torn_tail() {
+        let recs = three();
+        let log = log_of(&recs);
+        for cut in [1, 3, FRAME_LEN, FRAME_LEN + REMOVE_LEN - 1] {
+            let d = decode_index(&log[..log.len() - cut]).unwrap();
+            assert_eq!(d.records, recs[..2], "cut {cut}");
+            assert_eq!(d.valid_len as usize, THIRD);
+            assert!(d.torn.is_some_and(RecordFault::torn_write_can_leave));
+        }
+    }
+
+    #[test]
+    fn flipped_byte_in_the_last_record_is_a_torn_tail() {
+        let recs = three();
+        // Every byte of the last record: length, crc and payload alike.
+        for at in THIRD..THIRD + FRAME_LEN + REMOVE_LEN {
+            let mut log = log_of(&recs);
+            log[at] ^= 0x40;
+            let d = decode_index(&log).unwrap_or_else(|e| panic!("byte {at}: {e}"));
+            assert_eq!(d.records, recs[..2], "byte {at}");
+            assert_eq!(d.valid_len as usize, THIRD);
+        }
+    }
+
+    #[test]
+    fn flipped_byte_before_intact_records_is_damage() {
+        let recs = three();
+        // Every byte of the middle record, and of the first, has intact records after it.
+        for at in INDEX_HEADER_LEN..THIRD {
+            let mut log = log_of(&recs);
+            log[at] ^= 0x40;
+            let d = damage(&log);
+            let rec = if at < SECOND { INDEX_HEADER_LEN } else { SECOND };
+            assert_eq!(d.offset as usize, rec, "byte {at}");
+            assert!(d.next_intact.is_some_and(|n| n as usize > rec && n as usize <= THIRD), "byte {at}: {d:?}");
+        }
+        // What was wrong is named.
+        let mut log = log_of(&recs);
+        log[SECOND + FRAME_LEN + 3] ^= 1;
+        assert!(matches!(damage(&log).fault, RecordFault::BadCrc { .. }));
+        let mut log = log_of(&recs);
+        log[SECOND..SECOND + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert_eq!(damage(&log).fault, RecordFault::BadLength { len: u32::MAX });
+        let mut log = log_of(&recs);
+        log[SECOND..SECOND + 4].copy_from_slice(&1000u32.to_le_bytes());
+        assert!(matches!(damage(&log).fault, RecordFault::PastEnd { len: 1000, .. }));
+    }
+
+    #[test]
+    fn garbage_after_a_torn_record_is_still_torn() {
+        let recs = three();
+        let mut log = log_of(&recs[..2]);
+        let whole = log.len();
+        // A torn append: a frame, then zeros and noise where its payload would be.
+        log.extend_from_slice(&300u32.to_le_bytes());
+        log.extend_from_slice(&[0xAB; 4]);
+        log.extend((0..200u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8));
+        log.extend_from_slice(&[0; 64]);
         let d = decode_index(&log).unwrap();
-        assert_eq!(d.records, recs[..1]);
-        assert_eq!(d.valid_len as usize, second);
+        assert_eq!((d.records.as_slice(), d.valid_len as usize), (&recs[..2], whole));
+    }
+
+    /// A record whose crc32 matches was written so: no crash leaves it, even at the end.
+    fn with_payload(payload: &[u8]) -> Vec<u8> {
+        let mut log = log_of(&three()[..1]);
+        log.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+        log.extend_from_slice(&crc32fast::hash(payload).to_le_bytes());
+        log.extend_from_slice(payload);
+        log
+    }
+
+    #[test]
+    fn wrong_record_with_a_good_crc_is_damage_even_last() {
+        assert_eq!(damage(&with_payload(&[9, 1, 2])).fault, RecordFault::BadKind { tag: 9 });
+        assert_eq!(damage(&with_payload(&[TAG_REMOVE, 1, 2])).fault, RecordFault::BadSize { tag: 2, len: 3 });
+        assert_eq!(damage(&with_payload(&[TAG_REMOVE; 10])).fault, RecordFault::BadSize { tag: 2, len: 10 });
+        let mut pin = vec![TAG_PIN];
+        pin.extend_from_slice(&5u64.to_le_bytes());
+        pin.push(2);
+        assert_eq!(damage(&with_payload(&pin)).fault, RecordFault::BadFlag { value: 2 });
+        let d = damage(&with_payload(&[9]));
+        assert_eq!((d.offset as usize, d.next_intact), (SECOND, None));
+    }
+
+    #[test]
+    fn damage_names_the_file_offset_and_fault() {
+        let mut log = log_of(&three());
+        log[SECOND + FRAME_LEN + 3] ^= 1;
+        let e = decode_index(&log).unwrap_err().in_file(std::path::Path::new("/d/shard-0/blocks.index"));
+        let d = e.index_damage().unwrap();
+        assert_eq!(d.file.as_deref(), Some(std::path::Path::new("/d/shard-0/blocks.index")));
+        let text = e.to_string();
+        for part in ["damaged", "/d/shard-0/blocks.index", &format!("byte {SECOND}"), "bad crc"] {
+            assert!(text.contains(part), "{text:?} lacks {part:?}");
+        }
     }
 
     #[test]
@@ -348,12 +526,12 @@ mod tests {
     }
 
     #[test]
-    fn insane_geometry_is_rejected() {
+    fn insane_geometry_is_damage() {
         let mut log = encode_index_header(1).to_vec();
         let IndexRecord::Add(mut b) = add(1) else { unreachable!() };
         b.crcs.push(1); // 3 crcs for 2 chunks
         encode_record(&IndexRecord::Add(b), &mut log);
-        assert!(decode_index(&log).unwrap().records.is_empty());
+        assert_eq!(damage(&log).fault, RecordFault::BadGeometry);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::error::{Result, StoreError};
+use super::error::{ErrorKind, Result, StoreError};
 use super::format::{IndexRecord, decode_index, encode_index_header, encode_record};
 use cv_rt::fs::RingFile;
 
@@ -15,6 +15,8 @@ pub(crate) struct IndexLog {
     file: RingFile,
     len: u64,
     store_id: u64,
+    /// A failed append left bytes past `len` that could not be cut: no more appends.
+    uncut_tail: bool,
 }
 
 /// What opening the log found.
@@ -28,6 +30,8 @@ pub(crate) struct Replayed {
 
 impl IndexLog {
     /// Opens the log at `path`, cutting a torn tail; creates it with `new_store_id` if missing.
+    /// A damaged log (a bad record with intact ones after it) is refused as it is: cutting it
+    /// would drop acknowledged records (`ErrorKind::Damaged`, naming the file and offset).
     pub(crate) async fn open(path: &Path, new_store_id: u64) -> Result<Replayed> {
         let exists = std::fs::metadata(path).is_ok();
         if !exists {
@@ -37,25 +41,33 @@ impl IndexLog {
         // Read once at open, with plain syscalls: nothing else runs on the shard yet.
         let bytes = std::fs::read(path).map_err(|e| StoreError::io(format!("read {}", path.display()), e))?;
         let size = bytes.len() as u64;
+        // Decoded before the file is opened for writing: a damaged log is not touched.
+        let decoded = decode_index(&bytes).map_err(|e| e.in_file(path))?;
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
             .open(path)
             .map_err(|e| StoreError::io(format!("open {}", path.display()), e))?;
         let file = RingFile::new(file);
-        let decoded = decode_index(&bytes)?;
         if decoded.valid_len < size {
             tracing::warn!(
                 path = %path.display(),
                 valid = decoded.valid_len,
                 size,
+                fault = %decoded.torn.map(|f| f.to_string()).unwrap_or_default(),
                 "index log has a torn tail; cutting it off"
             );
             file.set_len(decoded.valid_len).map_err(|e| StoreError::io(format!("truncate {}", path.display()), e))?;
             file.sync(true).await.map_err(|e| StoreError::io(format!("fdatasync {}", path.display()), e))?;
         }
         Ok(Replayed {
-            log: IndexLog { path: path.to_path_buf(), file, len: decoded.valid_len, store_id: decoded.store_id },
+            log: IndexLog {
+                path: path.to_path_buf(),
+                file,
+                len: decoded.valid_len,
+                store_id: decoded.store_id,
+                uncut_tail: false,
+            },
             records: decoded.records,
             created: false,
         })
@@ -79,12 +91,27 @@ impl IndexLog {
         for r in records {
             encode_record(r, &mut buf);
         }
+        if self.uncut_tail {
+            return Err(StoreError::new(
+                ErrorKind::Io,
+                format!("{}: a failed append could not be cut off; restart the worker", self.path.display()),
+            ));
+        }
         let n = buf.len();
-        self.file
-            .write_all_at(buf, self.len)
-            .await
-            .map_err(|e| StoreError::io(format!("append to {}", self.path.display()), e))?;
-        self.file.sync(true).await.map_err(|e| StoreError::io(format!("fdatasync {}", self.path.display()), e))?;
+        let done = match self.file.write_all_at(buf, self.len).await {
+            Ok(()) => self.file.sync(true).await.map_err(|e| ("fdatasync", e)),
+            Err(e) => Err(("append to", e)),
+        };
+        if let Err((what, e)) = done {
+            // Bytes of the failed append may stay past `len`; the next append would cover only
+            // their start, and the rest would read as records after a bad one (damage, at
+            // restart) or as records never acknowledged. So they go now, or nothing is appended.
+            if let Err(cut) = self.file.set_len(self.len) {
+                tracing::error!(path = %self.path.display(), error = %cut, "cutting a failed append off failed");
+                self.uncut_tail = true;
+            }
+            return Err(StoreError::io(format!("{what} {}", self.path.display()), e));
+        }
         self.len += n as u64;
         Ok(())
     }
@@ -106,6 +133,7 @@ impl IndexLog {
         sync_parent(&self.path).await?;
         self.file = new.file;
         self.len = new.len;
+        self.uncut_tail = false;
         Ok(())
     }
 
@@ -124,7 +152,7 @@ impl IndexLog {
         file.write_all_at(buf, 0).await.map_err(|e| StoreError::io(format!("write {}", path.display()), e))?;
         file.sync(true).await.map_err(|e| StoreError::io(format!("fdatasync {}", path.display()), e))?;
         sync_parent(path).await?;
-        Ok(IndexLog { path: path.to_path_buf(), file, len: n as u64, store_id })
+        Ok(IndexLog { path: path.to_path_buf(), file, len: n as u64, store_id, uncut_tail: false })
     }
 }
 

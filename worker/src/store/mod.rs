@@ -9,12 +9,14 @@
 //! `worker/STORE-FORMAT.md`.
 //!
 //! Layout: [`dma`] is the only O_DIRECT code; [`format`](mod@format) the byte formats;
-//! `journal` the index log file; `extent` free space; [`policy`] S3-FIFO; `memtier` hot
+//! `journal` the index log file; `damage` what makes
+//! a bad index record damage rather than a torn tail; `extent` free space; [`policy`] S3-FIFO; `memtier` hot
 //! chunks in RAM; `lease` extents leased to short-circuit readers; `block_ref` a lookup and the rule of a read's range; `read` the read path.
 
 mod block_ref;
 mod block_store;
 mod config;
+mod damage;
 pub mod dma;
 mod error;
 mod extent;
@@ -32,6 +34,7 @@ mod writer;
 pub use block_ref::{BlockRef, clamp};
 pub use block_store::{BlockStat, BlockStore};
 pub use config::{DataDir, StoreConfig, Watermarks};
+pub use damage::{IndexDamage, RecordFault};
 pub use dma::DiskBytes;
 pub use error::{ErrorKind, Result, StoreError};
 pub use read::Verify;
