@@ -206,11 +206,16 @@ pub fn write(writer: u64, data: &[u8]) -> Result<()> {
     Ok(block_on(w.write(data))??)
 }
 
-/// Completes the file and frees the handle (also when completing fails).
+/// Completes the file and frees the handle, also when completing fails: the handle is
+/// removed before anything can fail, so a writer whose client is closed (`BadHandle`) gives
+/// its block buffer back too (issue 40: 40 such writers held 130 MB).
 pub fn writer_close(writer: u64) -> Result<FileStatus> {
-    live(&WRITERS, writer)?;
     let cell = WRITERS.remove(writer)?;
     let w = cell.lock().unwrap_or_else(|p| p.into_inner()).take().ok_or_else(|| closed(writer))?;
+    if CLIENTS.get(cell.client).is_err() {
+        // Dropping the writer frees its buffers; the master's write lease removes the file.
+        return Err(Error::new(ErrorKind::BadHandle, format!("writer {writer:#x}: its client is closed")));
+    }
     Ok(block_on(w.close())??)
 }
 
