@@ -234,6 +234,13 @@ pub fn writer_abort(writer: u64) -> Result<()> {
     }
 }
 
+/// The block size of a file being written: the cluster's, as the master's create reply gave it.
+pub fn writer_block_size(writer: u64) -> Result<u64> {
+    let cell = live(&WRITERS, writer)?;
+    let guard = cell.lock().unwrap_or_else(|p| p.into_inner());
+    Ok(guard.as_ref().ok_or_else(|| closed(writer))?.block_size())
+}
+
 fn closed(writer: u64) -> Error {
     Error::new(ErrorKind::BadHandle, format!("writer handle {writer:#x} is closed"))
 }
@@ -266,6 +273,35 @@ pub fn rename(client: u64, src: &str, dst: &str) -> Result<()> {
 pub fn delete(client: u64, path: &str, recursive: bool) -> Result<()> {
     let c = CLIENTS.get(client)?;
     Ok(block_on(c.delete(path, recursive))??)
+}
+
+/// Space of the cluster, from the master's report (what `cvctl report` shows), as Hadoop's
+/// `FsStatus` wants it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Usage {
+    /// Bytes the live workers can hold.
+    pub capacity: u64,
+    /// Bytes in use on them.
+    pub used: u64,
+    /// Bytes new blocks can still take: free space on live workers that are not draining (a
+    /// draining worker takes no new blocks).
+    pub remaining: u64,
+}
+
+/// Capacity, use and free space of the cluster's live workers (one round trip).
+pub fn usage(client: u64) -> Result<Usage> {
+    let c = CLIENTS.get(client)?;
+    let report = block_on(c.report())??;
+    let live = report.workers.iter().filter(|w| w.live);
+    let mut u = Usage { capacity: 0, used: 0, remaining: 0 };
+    for w in live {
+        u.capacity = u.capacity.saturating_add(w.capacity);
+        u.used = u.used.saturating_add(w.used);
+        if !w.draining {
+            u.remaining = u.remaining.saturating_add(w.capacity.saturating_sub(w.used));
+        }
+    }
+    Ok(u)
 }
 
 /// Live handles (clients, files, writers), for leak checks.

@@ -113,6 +113,12 @@ public final class CvFileSystem implements Closeable {
         }
     }
 
+    /** Capacity, use and free space of the cluster's live workers (one round trip to the master). */
+    public CvUsage getUsage() throws IOException {
+        long[] u = Native.usage(client);
+        return new CvUsage(u[0], u[1], u[2]);
+    }
+
     /** Closes the connections; streams opened from it fail from now on. Idempotent. */
     @Override
     public void close() throws IOException {

@@ -12,17 +12,35 @@ import java.util.Objects;
 public final class CvOutputStream extends OutputStream {
     private final long writer;
     private final String path;
+    private final long blockSize;
     private long written;
     private boolean closed;
     private CvFileStatus status;
 
-    CvOutputStream(long writer, String path) {
+    CvOutputStream(long writer, String path) throws IOException {
         this.writer = writer;
         this.path = path;
+        long size;
+        try {
+            size = Native.writerBlockSize(writer);
+        } catch (CvException | RuntimeException e) {
+            try {
+                Native.writerAbort(writer); // do not leak the handle
+            } catch (CvException aborting) {
+                e.addSuppressed(aborting);
+            }
+            throw e;
+        }
+        this.blockSize = size;
     }
 
     public String getPath() {
         return path;
+    }
+
+    /** The block size the cluster gave this file (its master's {@code block_size}). */
+    public long getBlockSize() {
+        return blockSize;
     }
 
     /** Bytes written so far. */
