@@ -10,6 +10,7 @@ import java.util.ArrayList;
 import java.util.List;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FSDataOutputStream;
+import org.apache.hadoop.fs.FileContext;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.FsShell;
 import org.apache.hadoop.fs.FsStatus;
@@ -21,7 +22,8 @@ import org.apache.hadoop.util.ToolRunner;
 /**
  * What an outside check found in cv's Hadoop FileSystem (issue 40), each as its own check so that
  * one run shows every one that fails: paths below a file; setTimes/setPermission/setOwner;
- * append and `-appendToFile`; the default block size; getStatus and `-df`. Run by CvHadoopContract with the cv client config file.
+ * append and `-appendToFile`; the default block size; getStatus and `-df`; native clients of
+ * FileContexts. Run by CvHadoopContract with the cv client config file.
  */
 final class Issue40 {
     interface Body {
@@ -59,6 +61,7 @@ final class Issue40 {
     static Configuration conf(String config) {
         Configuration conf = new Configuration(false);
         conf.set("fs.cv.config", config);
+        conf.set("fs.AbstractFileSystem.cv.impl", "io.cv.hadoop.CvAbstractFileSystem");
         return conf;
     }
 
@@ -76,6 +79,7 @@ final class Issue40 {
             t.attempt("append", () -> append(fs, file));
         }
         t.attempt("hadoop fs -df and -appendToFile", () -> shell(config));
+        t.attempt("FileContexts share and release native clients", () -> fileContexts(config));
         if (!t.failed.isEmpty()) {
             throw new AssertionError("issue 40: " + t.failed.size() + " checks failed: " + t.failed);
         }
@@ -195,5 +199,51 @@ final class Issue40 {
         } finally {
             Files.delete(local.toPath());
         }
+    }
+
+    /** Descriptors this process holds. */
+    static int fds() {
+        String[] names = new File("/proc/self/fd").list();
+        return names == null ? -1 : names.length;
+    }
+
+    /**
+     * FileContext never closes its file systems: 40 FileContexts of one settings must not hold 40
+     * native clients, and those of settings no longer reachable are closed.
+     */
+    static void fileContexts(String config) throws Exception {
+        Path root = new Path("/i40");
+        List<FileContext> kept = new ArrayList<>();
+        kept.add(FileContext.getFileContext(URI.create("cv://cluster/"), conf(config)));
+        check(kept.get(0).util().exists(root), "FileContext sees /i40");
+        int before = fds();
+        for (int i = 0; i < 40; i++) {
+            FileContext fc = FileContext.getFileContext(URI.create("cv://cluster/"), conf(config));
+            check(fc.util().exists(root), "FileContext " + i);
+            kept.add(fc);
+        }
+        int grown = fds() - before;
+        check(grown < 10, "40 FileContexts of one settings opened " + grown + " descriptors");
+
+        // Settings of their own each (a deadline apiece), then dropped: closed once collected.
+        for (int i = 0; i < 20; i++) {
+            Configuration c = conf(config);
+            c.set("fs.cv.deadline", (10 + i) + "s");
+            check(FileContext.getFileContext(URI.create("cv://cluster/"), c).util().exists(root), "settings " + i);
+        }
+        kept.clear();
+        long start = System.nanoTime();
+        long until = start + 30_000_000_000L;
+        // A little slack for descriptors the JVM opens on its own meanwhile; one client is more.
+        int slack = 3;
+        int now = fds();
+        while (now > before + slack && System.nanoTime() < until) {
+            System.gc();
+            Thread.sleep(200);
+            now = fds();
+        }
+        check(now <= before + slack, "unreachable FileContexts still hold " + (now - before) + " descriptors");
+        System.out.println("FileContexts: +" + grown + " descriptors for 41 of one settings; released "
+                + (System.nanoTime() - start) / 1_000_000 + " ms after the last was dropped");
     }
 }

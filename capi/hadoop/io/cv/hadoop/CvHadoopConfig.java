@@ -76,6 +76,11 @@ final class CvHadoopConfig {
         this.blockSize = blockSize;
     }
 
+    /** What makes two native clients interchangeable: the config file and the keys laid over it. */
+    String clientKey() {
+        return (configFile == null ? "" : configFile) + '\0' + overridesToml;
+    }
+
     static CvHadoopConfig from(Configuration conf) {
         String file = conf.getTrimmed(CONFIG, System.getenv("CV_CONFIG"));
         if (file != null && file.isEmpty()) {

@@ -84,6 +84,8 @@ public class CvHadoopFileSystem extends FileSystem implements IOStatisticsSource
     /** The block size of a cv master that is not told otherwise (cv-master's {@code block_size}). */
     static final long MASTER_DEFAULT_BLOCK_SIZE = 4 << 20;
 
+    /** Whether the native client is shared with others of the same settings (FileContext's). */
+    private final boolean shared;
     private URI uri;
     private Path workingDir;
     private CvFileSystem cv;
@@ -102,7 +104,17 @@ public class CvHadoopFileSystem extends FileSystem implements IOStatisticsSource
             .build();
 
     /** Hadoop instantiates file systems reflectively, then calls {@link #initialize}. */
-    public CvHadoopFileSystem() {}
+    public CvHadoopFileSystem() {
+        this(false);
+    }
+
+    /**
+     * {@code shared}: the native client is one of {@link CvSharedClients}, for callers that never
+     * close their file system (FileContext); {@link #close} then leaves it to the others.
+     */
+    CvHadoopFileSystem(boolean shared) {
+        this.shared = shared;
+    }
 
     @Override
     public String getScheme() {
@@ -120,7 +132,9 @@ public class CvHadoopFileSystem extends FileSystem implements IOStatisticsSource
         String authority = name.getAuthority() == null ? "" : name.getAuthority();
         this.uri = URI.create(CvFileSystem.SCHEME + "://" + authority + "/");
         this.workingDir = new Path(uri.toString());
-        this.cv = CvFileSystem.fromConfigLayers(settings.configFile, settings.overridesToml);
+        CvHadoopConfig s = settings;
+        CvSharedClients.Connect connect = () -> CvFileSystem.fromConfigLayers(s.configFile, s.overridesToml);
+        this.cv = shared ? CvSharedClients.get(authority, s, connect) : connect.connect();
         setConf(conf);
     }
 
@@ -478,7 +492,8 @@ public class CvHadoopFileSystem extends FileSystem implements IOStatisticsSource
         try {
             super.close();
         } finally {
-            if (cv != null) {
+            // A shared client is left to the others using it; the last one's Cleaner closes it.
+            if (cv != null && !shared) {
                 cv.close();
             }
         }
