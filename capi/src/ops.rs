@@ -206,11 +206,16 @@ pub fn write(writer: u64, data: &[u8]) -> Result<()> {
     Ok(block_on(w.write(data))??)
 }
 
-/// Completes the file and frees the handle (also when completing fails).
+/// Completes the file and frees the handle, also when completing fails: the handle is
+/// removed before anything can fail, so a writer whose client is closed (`BadHandle`) gives
+/// its block buffer back too (issue 40: 40 such writers held 130 MB).
 pub fn writer_close(writer: u64) -> Result<FileStatus> {
-    live(&WRITERS, writer)?;
     let cell = WRITERS.remove(writer)?;
     let w = cell.lock().unwrap_or_else(|p| p.into_inner()).take().ok_or_else(|| closed(writer))?;
+    if CLIENTS.get(cell.client).is_err() {
+        // Dropping the writer frees its buffers; the master's write lease removes the file.
+        return Err(Error::new(ErrorKind::BadHandle, format!("writer {writer:#x}: its client is closed")));
+    }
     Ok(block_on(w.close())??)
 }
 
@@ -227,6 +232,13 @@ pub fn writer_abort(writer: u64) -> Result<()> {
         Some(w) => Ok(block_on(w.abort())??),
         None => Ok(()),
     }
+}
+
+/// The block size of a file being written: the cluster's, as the master's create reply gave it.
+pub fn writer_block_size(writer: u64) -> Result<u64> {
+    let cell = live(&WRITERS, writer)?;
+    let guard = cell.lock().unwrap_or_else(|p| p.into_inner());
+    Ok(guard.as_ref().ok_or_else(|| closed(writer))?.block_size())
 }
 
 fn closed(writer: u64) -> Error {
@@ -261,6 +273,35 @@ pub fn rename(client: u64, src: &str, dst: &str) -> Result<()> {
 pub fn delete(client: u64, path: &str, recursive: bool) -> Result<()> {
     let c = CLIENTS.get(client)?;
     Ok(block_on(c.delete(path, recursive))??)
+}
+
+/// Space of the cluster, from the master's report (what `cvctl report` shows), as Hadoop's
+/// `FsStatus` wants it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Usage {
+    /// Bytes the live workers can hold.
+    pub capacity: u64,
+    /// Bytes in use on them.
+    pub used: u64,
+    /// Bytes new blocks can still take: free space on live workers that are not draining (a
+    /// draining worker takes no new blocks).
+    pub remaining: u64,
+}
+
+/// Capacity, use and free space of the cluster's live workers (one round trip).
+pub fn usage(client: u64) -> Result<Usage> {
+    let c = CLIENTS.get(client)?;
+    let report = block_on(c.report())??;
+    let live = report.workers.iter().filter(|w| w.live);
+    let mut u = Usage { capacity: 0, used: 0, remaining: 0 };
+    for w in live {
+        u.capacity = u.capacity.saturating_add(w.capacity);
+        u.used = u.used.saturating_add(w.used);
+        if !w.draining {
+            u.remaining = u.remaining.saturating_add(w.capacity.saturating_sub(w.used));
+        }
+    }
+    Ok(u)
 }
 
 /// Live handles (clients, files, writers), for leak checks.

@@ -3,7 +3,9 @@
 //! (`scripts/install-hadoop-jars`), and a Java program (`tests/java/CvHadoopContract.java`)
 //! runs contract checks modelled on Hadoop's through `FileSystem.newInstance("cv://…")`,
 //! which finds the class by its scheme (META-INF/services), and through FileContext
-//! (`CvAbstractFileSystem`): openFile() options, read-ahead, IOStatistics, `fs.cv.*` keys.
+//! (`CvAbstractFileSystem`): openFile() options, read-ahead, IOStatistics, `fs.cv.*` keys; and
+//! what issue 40 found (`tests/java/Issue40.java`): paths below a file, setTimes and co, append,
+//! the block size, `-df`, FileContexts' native clients.
 
 mod common;
 
@@ -26,7 +28,8 @@ async fn hadoop_loads_cv_by_scheme_and_keeps_its_contract() {
         .arg(&classes)
         .arg("-cp")
         .arg(&cp)
-        .arg(crate_dir().join("tests/java/CvHadoopContract.java")));
+        .arg(crate_dir().join("tests/java/CvHadoopContract.java"))
+        .arg(crate_dir().join("tests/java/Issue40.java")));
 
     let cluster = LocalCluster::start(&ClusterOptions::ephemeral(dir.path())).await.unwrap();
     let config = cluster.client_config().to_path_buf();

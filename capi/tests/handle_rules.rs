@@ -1,7 +1,8 @@
 //! What an independent test of the bindings found (issue 22), against a real local cluster
 //! over QUIC: calls on files of a closed client fail at once with `BadHandle` (tail reads
 //! too); an aborted writer's file is gone; a certificate from another CA, a worker's address
-//! given as the master, and an over-long path are permanent errors of the right kind.
+//! given as the master, and an over-long path are permanent errors of the right kind; closing
+//! a writer of a closed client frees it all the same (issue 40).
 
 mod common;
 
@@ -53,6 +54,8 @@ fn closed_clients_aborted_writers_and_bad_peers_fail_as_they_should() {
     // After the client closes, its file's calls fail at once: the tail (no round trip) and
     // the blocks alike.
     let w2 = ops::create(client, "/open-writer", false).unwrap();
+    let w3 = ops::create(client, "/unclosed-writer", false).unwrap();
+    ops::write(w3, &data[..1 << 20]).unwrap();
     ops::client_close(client).unwrap();
     let mut buf = vec![0u8; 100];
     let t = Instant::now();
@@ -63,6 +66,13 @@ fn closed_clients_aborted_writers_and_bad_peers_fail_as_they_should() {
     assert!(t.elapsed() < Duration::from_millis(500), "calls after close took {:?}", t.elapsed());
     ops::file_close(f).unwrap();
     assert_eq!(ops::writer_abort(w2).unwrap_err().kind(), ErrorKind::BadHandle);
+    // Closing a writer of a closed client fails, and still frees the handle and its block
+    // buffer (cv.h: "frees the handle even when it fails"): a second close finds nothing.
+    assert_eq!(ops::live_handles().2, 1, "the writer made before the client closed");
+    assert_eq!(ops::writer_close(w3).unwrap_err().kind(), ErrorKind::BadHandle);
+    assert_eq!(ops::live_handles().2, 0, "a failed close kept the writer and its buffers");
+    let e = ops::writer_close(w3).unwrap_err();
+    assert!(e.message().contains("closed or was never opened"), "{e}");
 
     // A certificate from another CA: a configuration error, not retried.
     let other = dir.path().join("other-ca");

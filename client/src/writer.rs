@@ -62,6 +62,12 @@ impl Writer {
         self.length == 0
     }
 
+    /// The block size the master gave this file in its create reply: the cluster's, which the
+    /// Hadoop binding reports as the default block size.
+    pub fn block_size(&self) -> u64 {
+        self.block_size
+    }
+
     /// Appends `data`. A failure is final: the file is removed (see [`Writer::abort`]) and
     /// the error returned.
     pub async fn write(&mut self, data: &[u8]) -> Result<()> {

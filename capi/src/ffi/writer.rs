@@ -38,7 +38,16 @@ pub unsafe extern "C" fn cv_write(writer: CvWriter, data: *const u8, len: usize)
 pub unsafe extern "C" fn cv_writer_close(writer: CvWriter, stat: *mut CvStat) -> i32 {
     status(|| {
         // SAFETY: cv.h contract: a writable slot or NULL.
-        let slot = unsafe { out_opt(stat, "stat")? };
+        let slot = match unsafe { out_opt(stat, "stat") } {
+            Ok(slot) => slot,
+            Err(e) => {
+                // The handle is freed on every failure (cv.h): without a place for the status the
+                // close cannot succeed, so the writer is given up. Its own result is the lesser
+                // news; the bad argument is what the caller must learn.
+                let _ = ops::writer_abort(writer);
+                return Err(e);
+            }
+        };
         let st = ops::writer_close(writer)?;
         if let Some(slot) = slot {
             slot.write(CvStat::from(&st));

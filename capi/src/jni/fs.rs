@@ -5,7 +5,7 @@ use super::throw::run;
 use crate::ops;
 use jni::JNIEnv;
 use jni::objects::{JClass, JObject, JString};
-use jni::sys::{jboolean, jlong, jobject, jobjectArray, jstring};
+use jni::sys::{jboolean, jlong, jlongArray, jobject, jobjectArray, jstring};
 
 #[unsafe(no_mangle)]
 pub extern "system" fn Java_io_cv_Native_version<'l>(mut env: JNIEnv<'l>, _c: JClass<'l>) -> jstring {
@@ -113,4 +113,16 @@ pub extern "system" fn Java_io_cv_Native_delete<'l>(
     recursive: jboolean,
 ) {
     run(&mut env, (), |env| ops::delete(client as u64, &string(env, &path)?, recursive != 0))
+}
+
+/// `{capacity, used, remaining}` of the cluster, in bytes.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_io_cv_Native_usage<'l>(mut env: JNIEnv<'l>, _c: JClass<'l>, client: jlong) -> jlongArray {
+    run(&mut env, std::ptr::null_mut(), |env| {
+        let u = ops::usage(client as u64)?;
+        let longs = [u.capacity, u.used, u.remaining].map(|v| i64::try_from(v).unwrap_or(i64::MAX));
+        let arr = env.new_long_array(3)?;
+        env.set_long_array_region(&arr, 0, &longs)?;
+        Ok(arr.into_raw())
+    })
 }

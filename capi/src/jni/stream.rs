@@ -207,6 +207,15 @@ pub extern "system" fn Java_io_cv_Native_writerClose<'l>(
 }
 
 #[unsafe(no_mangle)]
+pub extern "system" fn Java_io_cv_Native_writerBlockSize<'l>(
+    mut env: JNIEnv<'l>,
+    _c: JClass<'l>,
+    writer: jlong,
+) -> jlong {
+    run(&mut env, 0, |_| Ok(i64::try_from(ops::writer_block_size(writer as u64)?).unwrap_or(i64::MAX)))
+}
+
+#[unsafe(no_mangle)]
 pub extern "system" fn Java_io_cv_Native_writerAbort<'l>(mut env: JNIEnv<'l>, _c: JClass<'l>, writer: jlong) {
     run(&mut env, (), |_| ops::writer_abort(writer as u64))
 }

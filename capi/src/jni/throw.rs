@@ -22,10 +22,14 @@ pub(super) fn run<'l, T>(env: &mut JNIEnv<'l>, default: T, f: impl FnOnce(&mut J
 /// The exception class of each kind. Every class has the constructor
 /// `(String message, int code, boolean retryable)` and implements
 /// `io.cv.CvError`; NotFound and Eof extend the JDK types Hadoop callers
-/// catch (`FileNotFoundException`, `EOFException`).
+/// catch (`FileNotFoundException`, `EOFException`). NotADirectory (a path
+/// below a file, `file/child`) is a `FileNotFoundException` too, as the JDK
+/// reports ENOTDIR and as Hadoop's contract wants for such a path: what is
+/// asked for does not exist (issue 40).
 fn class_of(kind: ErrorKind) -> &'static str {
     match kind {
         ErrorKind::Client(K::NotFound) => "io/cv/CvFileNotFoundException",
+        ErrorKind::Client(K::NotADirectory) => "io/cv/CvNotADirectoryException",
         ErrorKind::Eof => "io/cv/CvEOFException",
         ErrorKind::Client(K::AlreadyExists) => "io/cv/CvFileAlreadyExistsException",
         ErrorKind::Client(K::NotEmpty) => "io/cv/CvPathIsNotEmptyDirectoryException",

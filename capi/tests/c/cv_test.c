@@ -138,6 +138,13 @@ int main(int argc, char **argv) {
     EXPECT(CV_ERR_BAD_HANDLE, cv_write(w, data, 1));
     EXPECT(CV_ERR_BAD_HANDLE, cv_writer_close(w, NULL));
     EXPECT(CV_ERR_ALREADY_EXISTS, cv_create(c, "/c/data", 0, &w));
+    /* A failing close frees the handle too (cv.h): here a misaligned stat slot. */
+    cv_writer_t w2 = 0;
+    OK(cv_create(c, "/c/bad-close", 0, &w2));
+    OK(cv_write(w2, data, 10));
+    EXPECT(CV_ERR_INVALID_ARGUMENT, cv_writer_close(w2, (cv_stat_t *)((char *)&st + 1)));
+    EXPECT(CV_ERR_BAD_HANDLE, cv_writer_close(w2, NULL));
+    EXPECT(CV_ERR_NOT_FOUND, cv_stat(c, "/c/bad-close", &st));
 
     /* Open: length, version, block-crossing preads, byte-exact. */
     cv_file_t f = 0;

@@ -6,8 +6,10 @@ import io.cv.CvFileAlreadyExistsException;
 import io.cv.CvFileStatus;
 import io.cv.CvFileSystem;
 import io.cv.CvInputStream;
+import io.cv.CvNotADirectoryException;
 import io.cv.CvOutputStream;
 import io.cv.CvPathIsNotEmptyDirectoryException;
+import io.cv.CvUsage;
 import java.io.FileNotFoundException;
 import java.io.IOException;
 import java.nio.ByteBuffer;
@@ -209,6 +211,18 @@ public final class CvJavaTest {
             expect(FileNotFoundException.class, CvErrorKind.NOT_FOUND, () -> fs.getFileStatus("/j/missing"), "stat");
             expect(CvException.class, CvErrorKind.IS_A_DIRECTORY, () -> fs.open("/j/sub"), "open a directory");
             check(!fs.exists("/j/missing") && fs.exists("/j/data"), "exists");
+            // Below a file: a FileNotFoundException of its own kind (issue 40), so exists and
+            // delete answer false as for a missing path.
+            expect(CvNotADirectoryException.class, CvErrorKind.NOT_A_DIRECTORY, () -> fs.getFileStatus("/j/data/x"),
+                    "stat below a file");
+            check(!fs.exists("/j/data/x") && !fs.delete("/j/data/x", true), "exists/delete below a file");
+            // The block size the master gave a new file: the cluster's 4 MiB.
+            try (CvOutputStream bs = fs.create("/j/bs")) {
+                check(bs.getBlockSize() == 4 << 20, "writer block size " + bs.getBlockSize());
+            }
+            CvUsage usage = fs.getUsage();
+            check(usage.getCapacity() > 0 && usage.getRemaining() <= usage.getCapacity(), "usage " + usage);
+            check(fs.delete("/j/bs", false), "delete /j/bs");
 
             // A Parquet file: the footer comes with the open.
             byte[] local = Files.readAllBytes(Paths.get(args[1]));

@@ -3,6 +3,8 @@ package io.cv;
 import java.io.Closeable;
 import java.io.FileNotFoundException;
 import java.io.IOException;
+import java.lang.ref.Cleaner;
+import java.lang.ref.Reference;
 import java.net.URI;
 
 /**
@@ -11,16 +13,42 @@ import java.net.URI;
  * can wrap it without logic of its own. Paths are absolute cv paths
  * ("/a/b"); {@link #pathOf(URI)} strips the scheme and authority.
  * Thread-safe: one instance serves every thread of the process.
+ *
+ * <p>Close it when done. One that becomes unreachable (with every stream opened from it) is
+ * closed by a {@link Cleaner}, so that a caller that cannot close it, such as Hadoop's
+ * FileContext, does not keep its connections and sockets forever.
  */
 public final class CvFileSystem implements Closeable {
     /** The URI scheme of cv paths. */
     public static final String SCHEME = "cv";
 
+    /** One thread for the whole process, closing clients nobody can reach any more. */
+    private static final Cleaner CLEANER = Cleaner.create();
+
     private final long client;
-    private volatile boolean closed;
+    private final Cleaner.Cleanable cleanable;
 
     private CvFileSystem(long client) {
         this.client = client;
+        this.cleanable = CLEANER.register(this, new Closer(client));
+    }
+
+    /** Closes the native client once: on close(), or after the file system became unreachable. */
+    private static final class Closer implements Runnable {
+        private final long client;
+
+        Closer(long client) {
+            this.client = client; // the handle only: a reference to the file system would keep it reachable
+        }
+
+        @Override
+        public void run() {
+            try {
+                Native.clientClose(client);
+            } catch (CvException e) {
+                // Already closed: nothing left to free.
+            }
+        }
     }
 
     /** Connects with the cv config file at {@code configPath} ([tls], [client], [transport]). */
@@ -58,12 +86,20 @@ public final class CvFileSystem implements Closeable {
 
     /** Opens a file: one round trip, which also brings its footer. */
     public CvInputStream open(String path) throws IOException {
-        return new CvInputStream(Native.open(client, path), path);
+        try {
+            return new CvInputStream(this, Native.open(client, path), path);
+        } finally {
+            Reference.reachabilityFence(this); // not cleaned mid-call
+        }
     }
 
     /** Creates a file; fails with CvFileAlreadyExistsException if it exists and !overwrite. */
     public CvOutputStream create(String path, boolean overwrite) throws IOException {
-        return new CvOutputStream(Native.create(client, path, overwrite), path);
+        try {
+            return new CvOutputStream(this, Native.create(client, path, overwrite), path);
+        } finally {
+            Reference.reachabilityFence(this);
+        }
     }
 
     /** Creates a file that must not exist yet. */
@@ -73,7 +109,11 @@ public final class CvFileSystem implements Closeable {
 
     /** Metadata of a path; FileNotFoundException if there is none. */
     public CvFileStatus getFileStatus(String path) throws IOException {
-        return Native.stat(client, path);
+        try {
+            return Native.stat(client, path);
+        } finally {
+            Reference.reachabilityFence(this);
+        }
     }
 
     /** Whether the path exists. */
@@ -88,18 +128,30 @@ public final class CvFileSystem implements Closeable {
 
     /** Entries of a directory, in name order. */
     public CvFileStatus[] listStatus(String path) throws IOException {
-        return Native.list(client, path);
+        try {
+            return Native.list(client, path);
+        } finally {
+            Reference.reachabilityFence(this);
+        }
     }
 
     /** Creates a directory and its missing parents. */
     public boolean mkdirs(String path) throws IOException {
-        Native.mkdir(client, path, true);
+        try {
+            Native.mkdir(client, path, true);
+        } finally {
+            Reference.reachabilityFence(this);
+        }
         return true;
     }
 
     /** Renames atomically; failures are exceptions, so the result is always true. */
     public boolean rename(String src, String dst) throws IOException {
-        Native.rename(client, src, dst);
+        try {
+            Native.rename(client, src, dst);
+        } finally {
+            Reference.reachabilityFence(this);
+        }
         return true;
     }
 
@@ -110,15 +162,24 @@ public final class CvFileSystem implements Closeable {
             return true;
         } catch (FileNotFoundException e) {
             return false;
+        } finally {
+            Reference.reachabilityFence(this);
+        }
+    }
+
+    /** Capacity, use and free space of the cluster's live workers (one round trip to the master). */
+    public CvUsage getUsage() throws IOException {
+        try {
+            long[] u = Native.usage(client);
+            return new CvUsage(u[0], u[1], u[2]);
+        } finally {
+            Reference.reachabilityFence(this);
         }
     }
 
     /** Closes the connections; streams opened from it fail from now on. Idempotent. */
     @Override
     public void close() throws IOException {
-        if (!closed) {
-            closed = true;
-            Native.clientClose(client);
-        }
+        cleanable.clean();
     }
 }

@@ -3,6 +3,7 @@ package io.cv;
 import java.io.EOFException;
 import java.io.IOException;
 import java.io.InputStream;
+import java.lang.ref.Reference;
 import java.nio.ByteBuffer;
 import java.nio.ReadOnlyBufferException;
 import java.util.Objects;
@@ -17,6 +18,8 @@ import java.util.Objects;
  */
 public final class CvInputStream extends InputStream {
     private final long file;
+    /** Keeps the client this file came from reachable while the stream is: unreachable clients are closed. */
+    private final CvFileSystem owner;
     private final String path;
     private final long length;
     private final long version;
@@ -24,7 +27,8 @@ public final class CvInputStream extends InputStream {
     private long pos;
     private volatile boolean closed;
 
-    CvInputStream(long file, String path) throws IOException {
+    CvInputStream(CvFileSystem owner, long file, String path) throws IOException {
+        this.owner = owner;
         this.file = file;
         this.path = path;
         long[] info;
@@ -90,9 +94,14 @@ public final class CvInputStream extends InputStream {
         if (want == 0) {
             return 0;
         }
-        int n = buf.isDirect()
-                ? Native.pread(file, position, buf, buf.position(), want, fully)
-                : Native.preadArray(file, position, buf.array(), buf.arrayOffset() + buf.position(), want, fully);
+        int n;
+        try {
+            n = buf.isDirect()
+                    ? Native.pread(file, position, buf, buf.position(), want, fully)
+                    : Native.preadArray(file, position, buf.array(), buf.arrayOffset() + buf.position(), want, fully);
+        } finally {
+            Reference.reachabilityFence(this); // the client must not be cleaned mid-call
+        }
         if (n == 0) {
             return -1;
         }
@@ -106,15 +115,23 @@ public final class CvInputStream extends InputStream {
         if (len == 0) {
             return 0;
         }
-        int n = Native.preadArray(file, position, b, off, len, false);
-        return n == 0 ? -1 : n;
+        try {
+            int n = Native.preadArray(file, position, b, off, len, false);
+            return n == 0 ? -1 : n;
+        } finally {
+            Reference.reachabilityFence(this);
+        }
     }
 
     /** Reads exactly len bytes at position, or throws EOFException. */
     public void readFully(long position, byte[] b, int off, int len) throws IOException {
         Objects.checkFromIndexSize(off, len, b.length);
         if (len > 0) {
-            Native.preadArray(file, position, b, off, len, true);
+            try {
+                Native.preadArray(file, position, b, off, len, true);
+            } finally {
+                Reference.reachabilityFence(this);
+            }
         }
     }
 
@@ -141,7 +158,12 @@ public final class CvInputStream extends InputStream {
             offsets[i] = b.position();
             lengths[i] = b.remaining();
         }
-        int[] read = Native.preadv(file, positions, buffers, offsets, lengths);
+        int[] read;
+        try {
+            read = Native.preadv(file, positions, buffers, offsets, lengths);
+        } finally {
+            Reference.reachabilityFence(this);
+        }
         for (int i = 0; i < buffers.length; i++) {
             buffers[i].position(offsets[i] + read[i]);
         }

@@ -2,6 +2,7 @@ package io.cv;
 
 import java.io.IOException;
 import java.io.OutputStream;
+import java.lang.ref.Reference;
 import java.nio.ByteBuffer;
 import java.util.Objects;
 
@@ -11,18 +12,39 @@ import java.util.Objects;
  */
 public final class CvOutputStream extends OutputStream {
     private final long writer;
+    /** Keeps the client this writer came from reachable while the stream is: unreachable clients are closed. */
+    private final CvFileSystem owner;
     private final String path;
+    private final long blockSize;
     private long written;
     private boolean closed;
     private CvFileStatus status;
 
-    CvOutputStream(long writer, String path) {
+    CvOutputStream(CvFileSystem owner, long writer, String path) throws IOException {
+        this.owner = owner;
         this.writer = writer;
         this.path = path;
+        long size;
+        try {
+            size = Native.writerBlockSize(writer);
+        } catch (CvException | RuntimeException e) {
+            try {
+                Native.writerAbort(writer); // do not leak the handle
+            } catch (CvException aborting) {
+                e.addSuppressed(aborting);
+            }
+            throw e;
+        }
+        this.blockSize = size;
     }
 
     public String getPath() {
         return path;
+    }
+
+    /** The block size the cluster gave this file (its master's {@code block_size}). */
+    public long getBlockSize() {
+        return blockSize;
     }
 
     /** Bytes written so far. */
@@ -38,17 +60,25 @@ public final class CvOutputStream extends OutputStream {
     @Override
     public void write(byte[] b, int off, int len) throws IOException {
         Objects.checkFromIndexSize(off, len, b.length);
-        Native.writeArray(writer, b, off, len);
+        try {
+            Native.writeArray(writer, b, off, len);
+        } finally {
+            Reference.reachabilityFence(this); // the client must not be cleaned mid-call
+        }
         written += len;
     }
 
     /** Writes buf's remaining bytes; from a direct buffer without a heap copy. */
     public void write(ByteBuffer buf) throws IOException {
         int len = buf.remaining();
-        if (buf.isDirect()) {
-            Native.write(writer, buf, buf.position(), len);
-        } else {
-            Native.writeArray(writer, buf.array(), buf.arrayOffset() + buf.position(), len);
+        try {
+            if (buf.isDirect()) {
+                Native.write(writer, buf, buf.position(), len);
+            } else {
+                Native.writeArray(writer, buf.array(), buf.arrayOffset() + buf.position(), len);
+            }
+        } finally {
+            Reference.reachabilityFence(this);
         }
         buf.position(buf.position() + len);
         written += len;
@@ -59,7 +89,11 @@ public final class CvOutputStream extends OutputStream {
     public void close() throws IOException {
         if (!closed) {
             closed = true;
-            status = Native.writerClose(writer);
+            try {
+                status = Native.writerClose(writer);
+            } finally {
+                Reference.reachabilityFence(this);
+            }
         }
     }
 

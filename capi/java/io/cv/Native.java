@@ -70,4 +70,10 @@ final class Native {
     static native CvFileStatus writerClose(long writer) throws java.io.IOException;
 
     static native void writerAbort(long writer) throws CvException;
+
+    /** The block size the master's create reply gave the file. */
+    static native long writerBlockSize(long writer) throws CvException;
+
+    /** {capacity, used, remaining} of the cluster's live workers, in bytes (one round trip). */
+    static native long[] usage(long client) throws java.io.IOException;
 }

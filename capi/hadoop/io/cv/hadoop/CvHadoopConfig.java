@@ -20,6 +20,8 @@ final class CvHadoopConfig {
     static final String READAHEAD_RANDOM = "fs.cv.readahead.random.range";
     static final long DEFAULT_READAHEAD = 1 << 20;
     static final long DEFAULT_READAHEAD_RANDOM = 64 << 10;
+    /** The default block size reported to Hadoop; unset, the cluster's (see CvHadoopFileSystem). */
+    static final String BLOCK_SIZE = "fs.cv.block.size";
 
     /** Hadoop key, cv section, cv key, and how the value is written in TOML. */
     private enum Key {
@@ -62,12 +64,21 @@ final class CvHadoopConfig {
     final String overridesToml;
     final long readahead;
     final long readaheadRandom;
+    /** {@link #BLOCK_SIZE}, or 0 when not set. */
+    final long blockSize;
 
-    private CvHadoopConfig(String configFile, String overridesToml, long readahead, long readaheadRandom) {
+    private CvHadoopConfig(String configFile, String overridesToml, long readahead, long readaheadRandom,
+            long blockSize) {
         this.configFile = configFile;
         this.overridesToml = overridesToml;
         this.readahead = readahead;
         this.readaheadRandom = readaheadRandom;
+        this.blockSize = blockSize;
+    }
+
+    /** What makes two native clients interchangeable: the config file and the keys laid over it. */
+    String clientKey() {
+        return (configFile == null ? "" : configFile) + '\0' + overridesToml;
     }
 
     static CvHadoopConfig from(Configuration conf) {
@@ -91,8 +102,12 @@ final class CvHadoopConfig {
         }
         String toml = (client.length() == 0 ? "" : "[client]\n" + client)
                 + (tls.length() == 0 ? "" : "[tls]\n" + tls);
+        long blockSize = conf.getLongBytes(BLOCK_SIZE, 0);
+        if (blockSize < 0) {
+            throw new IllegalArgumentException("cv: " + BLOCK_SIZE + " = " + blockSize + ": must not be negative");
+        }
         return new CvHadoopConfig(file, toml, bytes(conf, READAHEAD, DEFAULT_READAHEAD),
-                bytes(conf, READAHEAD_RANDOM, DEFAULT_READAHEAD_RANDOM));
+                bytes(conf, READAHEAD_RANDOM, DEFAULT_READAHEAD_RANDOM), blockSize);
     }
 
     private static long bytes(Configuration conf, String key, long dflt) {

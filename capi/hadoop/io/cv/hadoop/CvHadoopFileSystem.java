@@ -7,7 +7,9 @@ import io.cv.CvFileAlreadyExistsException;
 import io.cv.CvFileStatus;
 import io.cv.CvInputStream;
 import io.cv.CvFileSystem;
+import io.cv.CvNotADirectoryException;
 import io.cv.CvOutputStream;
+import io.cv.CvUsage;
 import java.io.FileNotFoundException;
 import java.io.IOException;
 import java.net.URI;
@@ -24,8 +26,11 @@ import org.apache.hadoop.fs.FSDataOutputStream;
 import org.apache.hadoop.fs.FileAlreadyExistsException;
 import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.FsStatus;
 import org.apache.hadoop.fs.Options;
+import org.apache.hadoop.fs.ParentNotDirectoryException;
 import org.apache.hadoop.fs.Path;
+import org.apache.hadoop.fs.PathIOException;
 import org.apache.hadoop.fs.impl.AbstractFSBuilderImpl;
 import org.apache.hadoop.fs.impl.OpenFileParameters;
 import org.apache.hadoop.fs.statistics.IOStatistics;
@@ -52,7 +57,14 @@ import org.apache.hadoop.util.functional.CallableRaisingIOE;
  * <p>Semantics are Hadoop's: create makes missing parents; rename into an existing directory
  * moves the source under it, and answers false (nothing changed) when the source is missing,
  * the destination's parent is missing, or the destination is an existing file; delete of a
- * missing path answers false.
+ * missing path answers false. A path below a file ({@code file/child}) does not exist: reads say so
+ * (FileNotFoundException; exists and isFile false, delete and rename false) and writes under it
+ * are a ParentNotDirectoryException ({@link #belowAFile}).
+ *
+ * <p>cv keeps no access times, owners or settable permissions yet (tenants come later):
+ * setTimes, setOwner and setPermission change nothing and succeed on an existing path, as S3A's
+ * do, so that {@code distcp -p} and committers that set permissions still run; a missing path is
+ * a FileNotFoundException.
  */
 public class CvHadoopFileSystem extends FileSystem implements IOStatisticsSource {
     /** The configuration key naming the cv client config file. */
@@ -69,10 +81,17 @@ public class CvHadoopFileSystem extends FileSystem implements IOStatisticsSource
         StoreStatisticNames.OP_MKDIRS, StoreStatisticNames.OP_LIST_STATUS, StoreStatisticNames.OP_GET_FILE_STATUS,
         OP_GET_FILE_BLOCK_LOCATIONS};
 
+    /** The block size of a cv master that is not told otherwise (cv-master's {@code block_size}). */
+    static final long MASTER_DEFAULT_BLOCK_SIZE = 4 << 20;
+
+    /** Whether the native client is shared with others of the same settings (FileContext's). */
+    private final boolean shared;
     private URI uri;
     private Path workingDir;
     private CvFileSystem cv;
     private CvHadoopConfig settings;
+    /** The block size the cluster gave the last file created here; 0 before the first. */
+    private volatile long clusterBlockSize;
     /** Operation counts and durations, plus every closed stream's counters. */
     private final IOStatisticsStore io = IOStatisticsBinding.iostatisticsStore()
             .withDurationTracking(OPS)
@@ -85,7 +104,17 @@ public class CvHadoopFileSystem extends FileSystem implements IOStatisticsSource
             .build();
 
     /** Hadoop instantiates file systems reflectively, then calls {@link #initialize}. */
-    public CvHadoopFileSystem() {}
+    public CvHadoopFileSystem() {
+        this(false);
+    }
+
+    /**
+     * {@code shared}: the native client is one of {@link CvSharedClients}, for callers that never
+     * close their file system (FileContext); {@link #close} then leaves it to the others.
+     */
+    CvHadoopFileSystem(boolean shared) {
+        this.shared = shared;
+    }
 
     @Override
     public String getScheme() {
@@ -103,7 +132,9 @@ public class CvHadoopFileSystem extends FileSystem implements IOStatisticsSource
         String authority = name.getAuthority() == null ? "" : name.getAuthority();
         this.uri = URI.create(CvFileSystem.SCHEME + "://" + authority + "/");
         this.workingDir = new Path(uri.toString());
-        this.cv = CvFileSystem.fromConfigLayers(settings.configFile, settings.overridesToml);
+        CvHadoopConfig s = settings;
+        CvSharedClients.Connect connect = () -> CvFileSystem.fromConfigLayers(s.configFile, s.overridesToml);
+        this.cv = shared ? CvSharedClients.get(authority, s, connect) : connect.connect();
         setConf(conf);
     }
 
@@ -125,13 +156,35 @@ public class CvHadoopFileSystem extends FileSystem implements IOStatisticsSource
     private FileStatus toHadoop(CvFileStatus s) {
         FsPermission perm = new FsPermission((short) (s.getPermission() & 0x1ff));
         String user = System.getProperty("user.name", "cv");
-        return new FileStatus(s.getLen(), s.isDirectory(), 1, s.isDirectory() ? 0 : s.getBlockSize(),
+        long blockSize = s.isDirectory() ? 0 : s.getBlockSize() > 0 ? s.getBlockSize() : getDefaultBlockSize(null);
+        return new FileStatus(s.getLen(), s.isDirectory(), 1, blockSize,
                 s.getModificationTime(), s.getModificationTime(), perm, user, user, qualified(s.getPath()));
     }
 
     /** Runs one operation, counting it and its duration under {@code op}. */
     private <T> T timed(String op, CallableRaisingIOE<T> call) throws IOException {
-        return IOStatisticsBinding.trackDuration(io, op, call);
+        try {
+            return IOStatisticsBinding.trackDuration(io, op, call);
+        } catch (CvNotADirectoryException e) {
+            throw belowAFile(op, e);
+        }
+    }
+
+    /**
+     * The one place a path below a file ({@code file/child}: cv's NOT_A_DIRECTORY) gets its Hadoop
+     * meaning. It is a FileNotFoundException already (io.cv), so getFileStatus, listStatus and
+     * open throw that, exists and isFile answer false, and delete and rename answer false, as
+     * for a missing path (file:// does the same). Making something under a file (mkdirs, create)
+     * is a ParentNotDirectoryException, as HDFS throws and the FileSystem specification allows
+     * ("no ancestor may be a file").
+     */
+    private static IOException belowAFile(String op, CvNotADirectoryException e) {
+        if (op.equals(StoreStatisticNames.OP_MKDIRS) || op.equals(StoreStatisticNames.OP_CREATE)) {
+            IOException p = new ParentNotDirectoryException(e.getMessage());
+            p.initCause(e);
+            return p;
+        }
+        return e;
     }
 
     @Override
@@ -212,6 +265,8 @@ public class CvHadoopFileSystem extends FileSystem implements IOStatisticsSource
         CvOutputStream out;
         try {
             out = createOrRefuse(p, overwrite);
+        } catch (CvNotADirectoryException e) {
+            throw e; // an ancestor is a file: no parent to make
         } catch (FileNotFoundException e) {
             Path parent = new Path(p).getParent();
             if (parent == null) {
@@ -220,6 +275,7 @@ public class CvHadoopFileSystem extends FileSystem implements IOStatisticsSource
             cv.mkdirs(parent.toUri().getPath());
             out = createOrRefuse(p, overwrite);
         }
+        clusterBlockSize = out.getBlockSize();
         return new FSDataOutputStream(out, statistics);
     }
 
@@ -237,9 +293,56 @@ public class CvHadoopFileSystem extends FileSystem implements IOStatisticsSource
         }
     }
 
+    /** Refused with an IOException (which the shell reports as a message, not a stack trace). */
     @Override
     public FSDataOutputStream append(Path f, int bufferSize, Progressable progress) throws IOException {
-        throw new UnsupportedOperationException("cv files are written once: append is not supported (" + f + ")");
+        throw new PathIOException(f.toString(), "append is not supported: cv files are written once");
+    }
+
+    /**
+     * The block size files are written with: {@code fs.cv.block.size} if set, else what the
+     * cluster's master gave the last file created here, else cv-master's default (4 MiB). The
+     * master tells its block size only in create replies; no other call brings it.
+     */
+    @Override
+    public long getDefaultBlockSize(Path f) {
+        if (settings.blockSize > 0) {
+            return settings.blockSize;
+        }
+        long learned = clusterBlockSize;
+        return learned > 0 ? learned : MASTER_DEFAULT_BLOCK_SIZE;
+    }
+
+    @Override
+    @Deprecated
+    public long getDefaultBlockSize() {
+        return getDefaultBlockSize(null);
+    }
+
+    /** Capacity, use and free space of the cluster's live workers ({@code hadoop fs -df}). */
+    @Override
+    public FsStatus getStatus(Path p) throws IOException {
+        statistics.incrementReadOps(1);
+        CvUsage u = cv.getUsage();
+        return new FsStatus(u.getCapacity(), u.getUsed(), u.getRemaining());
+    }
+
+    /** cv keeps no settable times: nothing changes (see the class comment); a missing path fails. */
+    @Override
+    public void setTimes(Path p, long mtime, long atime) throws IOException {
+        getFileStatus(p);
+    }
+
+    /** cv keeps no settable permissions yet: nothing changes; a missing path fails. */
+    @Override
+    public void setPermission(Path p, FsPermission permission) throws IOException {
+        getFileStatus(p);
+    }
+
+    /** cv keeps no owners yet: nothing changes; a missing path fails. */
+    @Override
+    public void setOwner(Path p, String username, String groupname) throws IOException {
+        getFileStatus(p);
     }
 
     private CvFileStatus statusOrNull(String p) throws IOException {
@@ -389,7 +492,8 @@ public class CvHadoopFileSystem extends FileSystem implements IOStatisticsSource
         try {
             super.close();
         } finally {
-            if (cv != null) {
+            // A shared client is left to the others using it; the last one's Cleaner closes it.
+            if (cv != null && !shared) {
                 cv.close();
             }
         }
