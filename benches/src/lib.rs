@@ -12,6 +12,7 @@ pub mod http_floor;
 pub mod master_bench;
 pub mod open_latency;
 pub mod parquet_gen;
+pub mod put_bench;
 pub mod read_bench;
 pub mod report;
 pub mod rtt;

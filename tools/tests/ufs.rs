@@ -618,3 +618,34 @@ async fn two_mounts_of_one_prefix_cache_each_object_once() {
     client.close();
     cluster.shutdown().await.unwrap();
 }
+
+/// An `fs://` store has no ETags: cv records an object as its modification time and length.
+/// Rewritten in place with its length kept between two block fills of one open, the second
+/// fill fails as `Stale` instead of serving one version made of two objects, and the next
+/// open (well within `cv.ttl`) reads the new version whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_without_etag_rewritten_between_two_fills_is_stale_not_mixed() {
+    let store = tempfile::tempdir().unwrap();
+    let file = store.path().join("t.bin");
+    let (old, new) = (pattern(2 * BLOCK + 10, 1), pattern(2 * BLOCK + 10, 2));
+    std::fs::write(&file, &old).unwrap();
+    let (_dir, cluster, client) = embedded_cluster().await;
+    let url = format!("fs://{}", store.path().display());
+    client.mount(&url, "/fsm", MountMode::Cache, vec![("cv.ttl".into(), "1h".into())]).await.unwrap();
+    let f = client.open("/fsm/t.bin").await.unwrap();
+    let mut head = vec![0u8; 1000];
+    f.read_at(0, &mut head).await.unwrap();
+    assert!(head == old[..1000]);
+
+    // Same length, a later modification time (whole seconds apart, as HTTP dates are).
+    std::fs::write(&file, &new).unwrap();
+    let later = std::time::SystemTime::now() + Duration::from_secs(5);
+    std::fs::File::options().write(true).open(&file).unwrap().set_modified(later).unwrap();
+    let mut buf = vec![0u8; 1000];
+    let e = f.read_at(BLOCK as u64 + 5, &mut buf).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Stale, "{e}");
+    assert!(e.message().contains("changed"), "{e}");
+    assert!(read_all(&client, "/fsm/t.bin").await == new, "the next open reads the new version whole");
+    client.close();
+    cluster.shutdown().await.unwrap();
+}

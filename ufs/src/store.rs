@@ -181,6 +181,19 @@ impl Ufs {
         if let Some(v) = version.filter(|v| is_etag(v)) {
             req = req.if_match(v);
         }
+        // Without an ETag the read is made conditional on the modification time where the
+        // store takes that (S3: If-Unmodified-Since, whole seconds, no extra request); else
+        // (fs://) the object is looked at again after its bytes arrived and before the last
+        // of them are handed out. A rewrite before or during the read changed its modification
+        // time or length by then.
+        let mut recheck = version.filter(|v| !is_etag(v)).and_then(ObjectMeta::from_made_up);
+        if let Some(want) = &recheck
+            && self.op.info().capability().read_with_if_unmodified_since
+            && let Ok(at) = opendal::raw::Timestamp::from_second((want.mtime_ms / 1000) as i64)
+        {
+            req = req.if_unmodified_since(at);
+            recheck = None;
+        }
         let reader = req.await.map_err(|e| read_error(what(), e))?;
         let inner = if range.is_empty() {
             None
@@ -188,10 +201,7 @@ impl Ufs {
             Some(reader.into_stream(range.clone()).await.map_err(|e| read_error(what(), e))?)
         };
         let stream = UfsStream::new(inner, range.end - range.start, what());
-        // Without an ETag the read cannot be conditional: the object is looked at again after
-        // its bytes arrived and before the last of them are handed out. A rewrite before or
-        // during the read changed its modification time or length by then.
-        Ok(match version.filter(|v| !is_etag(v)).and_then(ObjectMeta::from_made_up) {
+        Ok(match recheck {
             Some(want) => stream.with_recheck(Box::pin(self.clone().recheck(key.to_owned(), want, what()))),
             None => stream,
         })

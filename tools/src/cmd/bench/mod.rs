@@ -9,6 +9,7 @@ mod gateway;
 mod meta;
 mod open;
 mod open_latency;
+mod put;
 mod read;
 mod rtt;
 mod scan;
@@ -136,6 +137,9 @@ pub enum Bench {
     Open(open::OpenArgs),
     /// Master metadata ops/s and p99 at concurrency 1 and 40, journal fsync on.
     Meta(meta::MetaArgs),
+    /// Whole-file put latency to a new path and over an existing file (atomic replace), on
+    /// this build's cluster and, with `--baseline-config`, another one side by side.
+    Put(put::PutArgs),
     /// Cached sequential 1 MiB and random 64 KiB reads through cv, next to the
     /// device limit (fio/io_uring O_DIRECT) and bare QUIC (quinn) in one run.
     Read(read::ReadArgs),
@@ -199,6 +203,7 @@ impl Bench {
             Bench::Rtt(a) => a.run(),
             Bench::Open(a) => a.run(),
             Bench::Meta(a) => a.run(),
+            Bench::Put(a) => a.run(),
             Bench::Read(a) => a.run(),
             Bench::Scan(a) => a.run(),
             Bench::SparkTpch(a) => a.run(),
