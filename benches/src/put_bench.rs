@@ -22,6 +22,7 @@ pub struct PutOptions {
 }
 
 /// One cluster to measure, by label.
+#[derive(Debug)]
 pub struct Target {
     pub label: String,
     pub client: Client,
