@@ -17,7 +17,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 use tokio::sync::Mutex;
 
-/// Names of the versions being published start with this; listings hide them.
+/// Versions being published were once written under names starting with this; listings
+/// still hide them (a mount of an earlier release that crashed mid-publish leaves one behind).
 pub(crate) const TEMP_PREFIX: &str = ".cv-stage-";
 /// Piece size of the copies in and out.
 const CHUNK: usize = 1 << 20;
@@ -148,23 +149,16 @@ impl Stage {
         if !s.dirty {
             return Ok(None);
         }
-        let tmp = temp_sibling(path, next_seq());
-        let made = write_version(client, &s.file, s.len, &tmp).await;
-        let made = match made {
-            Ok(st) => replace(client, &tmp, path).await.map(|()| st),
-            Err(e) => Err(e),
-        };
-        match made {
+        // Written over the path: the master publishes it when complete, in one step (atomic
+        // replace), so the old version is read until then and stays if this fails.
+        match write_version(client, &s.file, s.len, path).await {
             Ok(st) => {
                 s.dirty = false;
                 s.status = FileStatus { path: path.to_string(), ..st };
                 Ok(Some(s.status.clone()))
             }
-            Err(e) => {
-                // Stays dirty: the next flush tries again.
-                let _ = client.delete(&tmp, false).await;
-                Err(errno_of(&e))
-            }
+            // Stays dirty: the next flush tries again (the writer gave its file up).
+            Err(e) => Err(errno_of(&e)),
         }
     }
 
@@ -217,16 +211,9 @@ fn blank(path: &str) -> FileStatus {
     }
 }
 
-/// A hidden name beside `path` for the version being published; short, so
-/// it fits wherever `path`'s own name does.
-fn temp_sibling(path: &str, seq: u64) -> String {
-    let dir = &path[..path.rfind('/').unwrap_or(0)];
-    format!("{dir}/{TEMP_PREFIX}{}-{seq}", std::process::id())
-}
-
-/// Streams `len` bytes of `file` to a new cv file at `tmp`.
-async fn write_version(client: &Client, file: &File, len: u64, tmp: &str) -> Result<FileStatus, cv_client::Error> {
-    let mut w = client.create(tmp, true).await?;
+/// Streams `len` bytes of `file` to a new version of `path`, published when complete.
+async fn write_version(client: &Client, file: &File, len: u64, path: &str) -> Result<FileStatus, cv_client::Error> {
+    let mut w = client.create(path, true).await?;
     let mut buf = vec![0u8; CHUNK.min(len as usize)];
     let mut off = 0;
     while off < len {
@@ -239,32 +226,8 @@ async fn write_version(client: &Client, file: &File, len: u64, tmp: &str) -> Res
     w.close().await
 }
 
-/// Renames `tmp` over `path`. cv's rename refuses an existing target, so
-/// the old version is deleted first: a crash in between leaves the new
-/// version complete at `tmp` and nothing at `path`.
-async fn replace(client: &Client, tmp: &str, path: &str) -> Result<(), cv_client::Error> {
-    match client.delete(path, false).await {
-        Ok(()) => {}
-        Err(e) if e.kind() == ErrorKind::NotFound => {}
-        Err(e) => return Err(e),
-    }
-    client.rename(tmp, path).await
-}
-
-/// Sequence numbers for temporary and staging file names, so two never share one.
+/// Sequence numbers for staging file names, so two never share one.
 pub(crate) fn next_seq() -> u64 {
     static SEQ: AtomicU64 = AtomicU64::new(0);
     SEQ.fetch_add(1, Ordering::Relaxed)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn temp_names_sit_beside_the_file() {
-        let me = std::process::id();
-        assert_eq!(temp_sibling("/a/b.parquet", 3), format!("/a/{TEMP_PREFIX}{me}-3"));
-        assert_eq!(temp_sibling("/top", 0), format!("/{TEMP_PREFIX}{me}-0"));
-    }
 }
