@@ -357,10 +357,10 @@ async fn an_overwrite_replaces_the_file_only_when_complete() {
 
 /// A writer of its own on cv-net (not the SDK) stores a block, then completes the file with a
 /// tail that is not what the block holds: the master reads the tail back from the block and
-/// refuses the completion, so no open can return a footer that the blocks contradict. The
-/// same writer with the right tail completes, and opens return that tail.
+/// never keeps it, so no open returns a footer that the blocks contradict; reads of those bytes
+/// get the block's. The same writer with the right tail has it kept and served with the open.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_completion_whose_tail_differs_from_its_blocks_is_refused() {
+async fn a_tail_that_differs_from_its_blocks_is_never_served() {
     use cv_net::rpc::{self, Conn};
     use cv_net::tls::Identity;
     use cv_wire::msg::*;
@@ -384,21 +384,31 @@ async fn a_completion_whose_tail_differs_from_its_blocks_is_refused() {
             Complete { file_id: c.file_id, length: data.len() as u64, blocks, tail_offset: data.len() as u64 - 1000 }
         }
     };
-    let complete = write("/lying").await;
+    let tail_cached = |path: &'static str| {
+        let master = master.clone();
+        async move {
+            let f = master.call(&Open { path: path.into() }, &[]).await.unwrap();
+            (f.decode_body::<OpenOk>().unwrap().tail_cached, f.payload().to_vec())
+        }
+    };
     let mut lie = data[data.len() - 1000..].to_vec();
     lie[500] ^= 0x40;
-    let err = master.call(&complete, &[&lie]).await.unwrap_err();
-    assert_eq!(err.code(), Some(cv_wire::ErrorCode::InvalidArgument), "{err}");
-    assert!(err.to_string().contains("differs from the file's block"), "{err}");
+    master.call(&write("/lying").await, &[&lie]).await.unwrap();
+    master.call(&write("/honest").await, &[&data[data.len() - 1000..]]).await.unwrap();
+    // The honest tail is kept once read back; the lying one, checked first, never is.
+    let t = Instant::now();
+    while !tail_cached("/honest").await.0 {
+        assert!(t.elapsed() < Duration::from_secs(10), "the honest tail was never kept");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(tail_cached("/honest").await.1, data[data.len() - 1000..]);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(tail_cached("/lying").await, (false, vec![]), "a tail that differs from its block was kept");
     let client = cluster.client().await.unwrap();
-    assert!(!client.stat("/lying").await.unwrap().complete, "the refused file was not completed");
-
-    let complete = write("/honest").await;
-    master.call(&complete, &[&data[data.len() - 1000..]]).await.unwrap();
-    let f = client.open("/honest").await.unwrap();
+    let f = client.open("/lying").await.unwrap();
     let mut tail = vec![0u8; 1000];
     f.read_at(data.len() as u64 - 1000, &mut tail).await.unwrap();
-    assert!(tail == data[data.len() - 1000..]);
+    assert!(tail == data[data.len() - 1000..], "the block's bytes, not the writer's tail");
     client.close();
     cluster.shutdown().await.unwrap();
 }

@@ -67,9 +67,9 @@ pub struct ServerConfig {
     pub replicas: u32,
     /// A lost worker's copies still count for this long; then its blocks are copied again.
     pub replica_grace: Dur,
-    /// Read the tail a writer sends with `complete` back from the file's blocks before it is
-    /// kept, and refuse a completion whose tail differs (one round trip to a shard per
-    /// completion). Off only for a master measured alone, whose workers are stand-ins.
+    /// Keep the tail a writer sends with `complete` only once it was read back from the
+    /// file's blocks and found the same (one read of a shard per completion, after it). Off
+    /// only for a master measured alone, whose workers are stand-ins.
     pub check_tails: bool,
     /// Under Raft: this master's id in the group (1..). 0 with no `peers`: one master.
     pub node_id: u64,

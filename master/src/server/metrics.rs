@@ -84,6 +84,11 @@ async fn gather(s: &MasterService) -> Scrape {
         "Exports that failed since start",
         s.exporter.failures.load(Ordering::Relaxed),
     );
+    out.counter(
+        "master_tails_refused",
+        "Tails sent with a completion that differed from the file's blocks, never kept",
+        s.tail_checks.refused.load(Ordering::Relaxed),
+    );
 
     // A pass over the block map, as `cvctl report` makes: off the reactor.
     let c = core.clone();

@@ -5,7 +5,6 @@ use super::convert::{block_loc, child_path, shard_addr, status};
 use super::errors::Fail;
 use super::request::Req;
 use super::service::MasterService;
-use super::tail_check::{self, Verdict};
 use cv_master_core::Tail;
 use cv_master_core::path::CvPath;
 use cv_master_core::state::{self, MountMode};
@@ -34,7 +33,11 @@ pub(super) async fn open(s: &MasterService, q: Req<'_, Open>) -> Result<Reply, F
     s.ufs.before_open(&s.core, &cv).await?;
     let pending = s.core.begin_open(&cv)?;
     let path = cv.as_str().to_owned();
-    let info = pending.wait_async().await?;
+    let mut info = pending.wait_async().await?;
+    // A file just written: its tail is being read back from its blocks (`tail_check.rs`).
+    if info.tail == Tail::Evicted && s.tail_checks.wait(info.file_id).await {
+        info = s.core.begin_open(&cv)?.wait_async().await?;
+    }
     let (tail_cached, tail_offset, payload) = match info.tail {
         // The cached Arc<[u8]> goes to the socket as it is: no copy per open.
         Tail::Cached { offset, bytes } => (true, offset, bytes::Bytes::from_owner(bytes)),
@@ -158,17 +161,16 @@ pub(super) async fn abandon(s: &MasterService, q: Req<'_, Abandon>) -> Result<Re
 /// Completes a file (its tail in `payload`) and, under a cache-mode mount, writes it through.
 async fn finish(s: &MasterService, req: Complete, payload: &[u8], expect: Option<state::Expect>) -> Result<(), Fail> {
     let lens: Vec<u64> = req.blocks.iter().map(|b| b.len).collect();
-    let mut tail = None;
-    if !payload.is_empty() && !s.check_tails {
-        tail = Some((req.tail_offset, payload.to_vec()));
-    } else if !payload.is_empty() {
-        // Kept only if the blocks hold the same bytes; a differing tail refuses the completion.
-        match tail_check::check(s, req.file_id, &lens, req.tail_offset, payload).await? {
-            Verdict::Keep => tail = Some((req.tail_offset, payload.to_vec())),
-            Verdict::Drop(why) => tracing::info!(file = req.file_id, %why, "a tail not read back is not kept"),
-        }
+    let tail = (!payload.is_empty()).then(|| (req.tail_offset, payload.to_vec()));
+    // Checked, the tail is kept only once read back from the blocks (`tail_check.rs`).
+    let (kept, checked) = if s.check_tails { (None, tail) } else { (tail, None) };
+    s.core.begin_complete(req.file_id, req.length, lens, kept, expect)?.wait_async().await?;
+    if let Some((offset, bytes)) = checked
+        && let Some((version, length)) = s.core.inspect(|st| st.complete_file(req.file_id))
+    {
+        let file = (req.file_id, version, length);
+        s.tail_checks.start(s.core.clone(), s.exporter.clone(), file, offset, bytes);
     }
-    s.core.begin_complete(req.file_id, req.length, lens, tail, expect)?.wait_async().await?;
     let under = s.core.inspect(|st| {
         let path = st.path_of(req.file_id)?;
         let cv = CvPath::parse(&path).ok()?;

@@ -29,6 +29,8 @@ pub struct MasterService {
     pub(super) exporter: Arc<super::export::Exporter>,
     /// Read a completion's tail back from its blocks before keeping it (`tail_check.rs`).
     pub(super) check_tails: bool,
+    /// Tails being read back from their blocks before they are kept.
+    pub(super) tail_checks: Arc<super::tail_check::TailChecks>,
     /// Replies of recent mutations, for their retries.
     replays: replay::Replays,
     /// The connection each worker last registered or heartbeat on: when it closes, the
@@ -60,6 +62,7 @@ impl MasterService {
             ufs: Default::default(),
             exporter,
             check_tails: true,
+            tail_checks: Default::default(),
             replays: Default::default(),
             worker_conns: Mutex::new(HashMap::new()),
             stopping: std::sync::atomic::AtomicBool::new(false),
