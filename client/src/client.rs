@@ -402,6 +402,22 @@ impl Client {
         Ok(())
     }
 
+    /// Makes `path` a new file holding the bytes of the complete files `sources`, in order,
+    /// without copying them (it lists their blocks); a file at `path` is replaced in one step.
+    /// `Unsupported` for sources or a target under a mount (copy them instead), and from a
+    /// master that predates it.
+    pub async fn compose(&self, path: &str, sources: &[String]) -> Result<FileStatus> {
+        check_path(path)?;
+        let req = Compose { path: path.into(), sources: sources.to_vec() };
+        match self.master("compose", &req, &[]).await {
+            Ok(reply) => Ok(reply.decode_body::<StatOk>()?.status),
+            Err(e) if e.code() == Some(cv_wire::ErrorCode::Malformed) => {
+                Err(Error::new(ErrorKind::Unsupported, format!("{path}: this master cannot compose files")))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     /// Creates a file and returns a writer for its content.
     pub async fn create(&self, path: &str, overwrite: bool) -> Result<Writer> {
         check_path(path)?;

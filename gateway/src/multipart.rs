@@ -2,9 +2,9 @@
 //! own (any gateway can take the next part or complete the upload): an upload
 //! is a directory `<uploads>/<id>/` holding a `target` file (bucket and key,
 //! one per line) and one cv file per part (`part-00001` …). Completing it
-//! writes the parts, in order, into the target as one new cv file (cv files
-//! are write-once and have no concatenation, so the bytes are copied once
-//! through the gateway), then removes the directory. An upload neither completed nor
+//! makes the target a new cv file that lists the parts' blocks in order (the
+//! master's compose: no byte copied), then removes the directory; a target
+//! under a mount, whose bytes go to its store, gets the parts copied instead. An upload neither completed nor
 //! aborted within `[gateway] multipart_expiry` is removed with its parts (`expire`), as
 //! S3's lifecycle rule for incomplete uploads does: its parts are cv-only files, pinned and
 //! replicated, which would otherwise hold their space for ever.
@@ -104,6 +104,18 @@ pub(crate) async fn complete(
         }
         sources.push(src);
     }
+    // The target lists the parts' blocks, no byte copied; where the master cannot (a target
+    // under a mount, whose bytes go to its store; an older master) the parts are copied.
+    match compose(client, path, &sources).await {
+        Ok(st) => {
+            remove(client, b, id).await;
+            return Ok(st);
+        }
+        Err(e) if matches!(e.kind(), ErrorKind::Unsupported) => {
+            tracing::debug!(object = what, error = %e, "gateway: parts copied into the target");
+        }
+        Err(e) => return Err(s3_error(&e, what)),
+    }
     let mut w = create(client, path, true, what).await?;
     for src in &sources {
         if let Err(e) = copy_into(client, src, &mut w, what).await {
@@ -116,6 +128,18 @@ pub(crate) async fn complete(
     let st = w.close().await.map_err(|e| s3_error(&e, what))?;
     remove(client, b, id).await;
     Ok(st)
+}
+
+/// Composes `path` from `sources`, making its parent directories if missing.
+async fn compose(client: &Client, path: &str, sources: &[String]) -> Result<FileStatus, cv_client::Error> {
+    match client.compose(path, sources).await {
+        Err(e) if e.kind() == ErrorKind::NotFound && client.stat(&sources[0]).await.is_ok() => {
+            let parent = &path[..path.rfind('/').unwrap_or(0).max(1)];
+            client.mkdir(parent, true).await?;
+            client.compose(path, sources).await
+        }
+        r => r,
+    }
 }
 
 /// Removes upload `id`'s directory (best effort after a completion).

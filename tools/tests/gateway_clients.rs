@@ -88,6 +88,9 @@ async fn boto3_and_the_aws_cli_see_s3_semantics() {
     // What the clients wrote is cv's, read by a cv client.
     let f = b.client.open("/warehouse/mp/big.bin").await.unwrap();
     assert_eq!(f.len(), 2 * (5 << 20) + 777);
+    // Completed without copying: the object lists its parts' blocks (4 MiB + 1 MiB per 5 MiB part).
+    let lens: Vec<u64> = f.blocks().iter().map(|b| b.len).collect();
+    assert_eq!(lens, [4 << 20, 1 << 20, 4 << 20, 1 << 20, 777], "the parts' own blocks");
     let gone = b.client.list("/.cv-gateway/uploads").await.map(|v| v.len()).unwrap_or(0);
     assert_eq!(gone, 0, "completed and aborted uploads leave no parts behind");
     let st = b.gateway.stats();

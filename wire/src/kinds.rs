@@ -143,6 +143,7 @@ kinds! {
     SyncMount = 38 => msg::SyncMount,
     Free = 39 => msg::Free,
     FreeOk = 40 => msg::FreeOk,
+    Compose = 41 => msg::Compose,
 
     RegisterWorker = 48 => msg::RegisterWorker,
     RegisterOk = 49 => msg::RegisterOk,

@@ -11,7 +11,7 @@ use cv_master_core::state::{self, MountMode};
 use cv_net::rpc::Reply;
 use cv_wire::ErrorCode;
 use cv_wire::msg::{
-    Abandon, AddBlock, AddBlockOk, BlockLoc, Complete, CompleteIf, Create, CreateOk, Delete, Expect, FileKind,
+    Abandon, AddBlock, AddBlockOk, BlockLoc, Complete, CompleteIf, Compose, Create, CreateOk, Delete, Expect, FileKind,
     FileStatus, List, ListOk, Mkdir, Open, OpenOk, Stat, StatOk, UfsRef,
 };
 
@@ -149,6 +149,16 @@ pub(super) async fn complete_if(s: &MasterService, q: Req<'_, CompleteIf>) -> Re
     };
     finish(s, req.complete, q.payload, Some(expect)).await?;
     Ok(q.done())
+}
+
+/// A new file made of other files' blocks, no bytes copied (the gateway's multipart completion).
+pub(super) async fn compose(s: &MasterService, q: Req<'_, Compose>) -> Result<Reply, Fail> {
+    let req = q.owned()?;
+    let path = parsed_new(&req.path)?;
+    let sources = req.sources.iter().map(|p| parsed(p)).collect::<Result<Vec<_>, _>>()?;
+    s.core.begin_compose(&path, &sources)?.wait_async().await?;
+    let st = s.core.begin_stat(&path)?.wait_async().await?;
+    Ok(q.reply(&StatOk { status: status(path.as_str().to_owned(), &st, s.core.config().block_size) }))
 }
 
 /// A writer gives its file up: removed by id, so what its path shows stays.

@@ -42,6 +42,7 @@ pub(super) fn is_mutation(kind: Kind) -> bool {
             | Kind::Complete
             | Kind::CompleteIf
             | Kind::Abandon
+            | Kind::Compose
             | Kind::Rename
             | Kind::Delete
             | Kind::Mount

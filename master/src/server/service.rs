@@ -121,6 +121,7 @@ impl MasterService {
             Kind::Complete => namespace::complete(self, Req::of(frame)?).await,
             Kind::CompleteIf => namespace::complete_if(self, Req::of(frame)?).await,
             Kind::Abandon => namespace::abandon(self, Req::of(frame)?).await,
+            Kind::Compose => namespace::compose(self, Req::of(frame)?).await,
             Kind::Rename => rename::rename(self, Req::of(frame)?).await,
             Kind::Delete => namespace::delete(self, Req::of(frame)?).await,
             Kind::Mount => mounts::mount(self, Req::of(frame)?).await,

@@ -210,6 +210,21 @@ pub struct Abandon {
     pub file_id: u64,
 }
 
+/// Make `path` a new complete file holding the bytes of `sources`, in order, without copying
+/// them: it lists their blocks (answered by `StatOk`, the new file's status; kind 41, added
+/// within protocol 8). It replaces a file at `path` in one step. The sources stay as they are
+/// (a block two files list stays while either does). Refused (`Unsupported`) for a source or a
+/// target under a mount, whose blocks belong to a store; the caller then copies. A master that
+/// predates the kind answers `Malformed`.
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+pub struct Compose {
+    /// Absolute path of the new file.
+    pub path: String,
+    /// Complete files, in the order their bytes are wanted.
+    pub sources: Vec<String>,
+}
+
 /// Rename a file or directory atomically.
 #[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[rkyv(derive(Debug))]
@@ -313,6 +328,14 @@ impl CheckLimits for ArchivedCompleteIf {
 }
 
 super::no_limits!(ArchivedAbandon);
+
+impl CheckLimits for ArchivedCompose {
+    fn check_limits(&self, l: &Limits) -> Result<(), WireError> {
+        check_path(&self.path, l, "compose.path")?;
+        check_count(self.sources.len(), l, "compose.sources")?;
+        self.sources.iter().try_for_each(|p| check_path(p, l, "compose.sources"))
+    }
+}
 
 impl CheckLimits for ArchivedRename {
     fn check_limits(&self, l: &Limits) -> Result<(), WireError> {

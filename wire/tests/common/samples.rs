@@ -81,6 +81,7 @@ pub fn visit(v: &mut impl Visit) {
     v.msg(Rename { src: "/a".into(), dst: "/b".into() }, &[]);
     v.msg(Delete { path: "/a".into(), recursive: true }, &[]);
     v.msg(Abandon { file_id: 7 }, &[]);
+    v.msg(Compose { path: "/t/big".into(), sources: vec!["/u/part-1".into(), "/u/part-2".into()] }, &[]);
     let done = Complete { file_id: 1, length: 4, blocks: vec![BlockLen { block_id: 3, len: 4 }], tail_offset: 0 };
     v.msg(CompleteIf { complete: done, expect: Expect::Version { file_id: 5, version: 9 } }, b"PAR1");
     v.msg(mount.clone(), &[]);

@@ -305,6 +305,33 @@ impl MasterCore {
         self.begin_complete(file_id, length, block_lens, tail, None)?.wait()
     }
 
+    /// Makes `path` a new complete file listing the blocks of the complete files at `sources`,
+    /// in order, without copying them; a file at `path` is replaced in the same step.
+    pub fn begin_compose(&self, path: &CvPath, sources: &[CvPath]) -> Result<Pending<Created>> {
+        let mut replaced = None;
+        let (applied, t) = self.submit(|g, now| {
+            let ids = sources.iter().map(|p| g.state.lookup(p)).collect::<Result<Vec<_>>>()?;
+            replaced = g.state.stat(path).ok().filter(|s| s.kind == EntryKind::File).map(|s| s.id);
+            Ok(Mutation::Compose {
+                path: path.as_str().to_owned(),
+                sources: ids,
+                file_id: g.state.next_inode_id(),
+                version: g.state.next_version(),
+                mode: 0o644,
+                mtime: now,
+            })
+        })?;
+        let Applied::Created { file_id, version } = applied else {
+            return Err(Error::new(ErrorKind::InvalidArgument, "compose did not create"));
+        };
+        if let Some(old) = replaced {
+            lock(&self.tails).remove(old);
+        }
+        // Its blocks are the sources' copies: the re-replication pass counts them for it too.
+        self.copies_changed();
+        Ok(Self::done(Created { file_id, version }, t))
+    }
+
     pub fn begin_rename(&self, src: &CvPath, dst: &CvPath) -> Result<Pending<()>> {
         let (_, t) = self.submit(|_, now| {
             Ok(Mutation::Rename { src: src.as_str().to_owned(), dst: dst.as_str().to_owned(), mtime: now })

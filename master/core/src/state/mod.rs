@@ -2,6 +2,7 @@
 //! either changes nothing (returning an error) or applies the whole mutation.
 
 mod blocks;
+mod compose;
 mod mounts;
 mod mutation;
 mod namespace;
@@ -125,6 +126,9 @@ impl State {
                 self.complete(*file_id, *length, block_lens, *mtime, Some(*expect))
             }
             Mutation::Abandon { file_id, mtime } => self.abandon(*file_id, *mtime),
+            Mutation::Compose { path, sources, file_id, version, mode, mtime } => {
+                self.compose(&parse(path)?, sources, *file_id, *version, *mode, *mtime)
+            }
             Mutation::Rename { src, dst, mtime } => self.rename(&parse(src)?, &parse(dst)?, *mtime),
             Mutation::Delete { path, recursive, mtime } => self.delete(&parse(path)?, *recursive, *mtime),
             Mutation::Mount { path, ufs_url, mode, options } => self.mount(&parse(path)?, ufs_url, *mode, options),

@@ -211,6 +211,18 @@ pub enum Mutation {
         file_id: InodeId,
         mtime: u64,
     },
+    /// Makes `path` a new complete file (`file_id`, `version`) listing the blocks of the
+    /// complete files `sources`, in order, replacing a file at `path` in the same step (added
+    /// at the end of format 4). Sources and target outside mounts only. A block more than one
+    /// file lists stays while any of them does.
+    Compose {
+        path: String,
+        sources: Vec<InodeId>,
+        file_id: InodeId,
+        version: u64,
+        mode: u32,
+        mtime: u64,
+    },
 }
 
 impl Mutation {
@@ -244,6 +256,7 @@ impl Mutation {
             Mutation::Replace { .. } => "replace",
             Mutation::CompleteIf { .. } => "complete_if",
             Mutation::Abandon { .. } => "abandon",
+            Mutation::Compose { .. } => "compose",
         }
     }
 
@@ -263,6 +276,7 @@ impl Mutation {
             | Mutation::UfsFileShared { .. }
             | Mutation::Replace { .. }
             | Mutation::CompleteIf { .. }
+            | Mutation::Compose { .. }
             | Mutation::Exported { .. }
             | Mutation::Remove { .. }
             | Mutation::RenameObjects { .. } => true,

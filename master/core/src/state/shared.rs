@@ -96,6 +96,15 @@ impl State {
         Ok(applied)
     }
 
+    /// File `to` lists `blocks`, which file `from` lists too: each stays while either does.
+    pub(super) fn share_blocks(&mut self, from: InodeId, to: InodeId, blocks: &[BlockId]) {
+        for &b in blocks {
+            let set = self.shared.sharers.entry(b).or_default();
+            set.insert(from);
+            set.insert(to);
+        }
+    }
+
     /// Notes that `id` is a copy of `object`.
     pub(super) fn note_copy(&mut self, id: InodeId, object: &UfsObject) {
         if let Some(identity) = self.object_identity(object) {

@@ -610,3 +610,53 @@ fn a_directory_that_took_the_name_refuses_the_publish() {
     complete(&mut st, g, &[]).unwrap();
     assert_eq!(st.stat(&cv("/f")).unwrap().id, g, "published at a path that went away meanwhile");
 }
+
+#[test]
+fn compose_lists_the_sources_blocks_and_keeps_them_while_any_file_does() {
+    let mut st = State::new();
+    let w = worker(&mut st, 1);
+    let a = create(&mut st, "/a", false).unwrap();
+    let (a0, a1) = (add_block(&mut st, a, w).unwrap(), add_block(&mut st, a, w).unwrap());
+    complete(&mut st, a, &[4, 1]).unwrap();
+    let b = create(&mut st, "/b", false).unwrap();
+    let b0 = add_block(&mut st, b, w).unwrap();
+    complete(&mut st, b, &[3]).unwrap();
+    let (old, _) = written(&mut st, "/t", w);
+    let old_block = st.data().inodes[&old].body.clone();
+
+    let compose = |st: &mut State, sources: Vec<InodeId>| {
+        let (file_id, version) = (st.next_inode_id(), st.next_version());
+        let m = Mutation::Compose { path: p("/t"), sources, file_id, version, mode: 0o644, mtime: 9 };
+        st.apply(&m).map(|_| file_id)
+    };
+    assert_eq!(kind(compose(&mut st, vec![a, a])), ErrorKind::InvalidArgument);
+    assert_eq!(kind(compose(&mut st, vec![a, old])), ErrorKind::InvalidArgument, "composed over itself");
+    let t = compose(&mut st, vec![a, b]).unwrap();
+    let open = st.open_file(&cv("/t")).unwrap();
+    assert_eq!((open.file_id, open.length), (t, 8));
+    let layout: Vec<_> = open.blocks.iter().map(|l| (l.block_id, l.offset_in_file, l.len)).collect();
+    assert_eq!(layout, vec![(a0, 0, 4), (a1, 4, 1), (b0, 5, 3)]);
+    let InodeBody::File(f) = old_block else { unreachable!() };
+    assert_eq!(st.pending_deletes(w), f.blocks, "the replaced file's block goes, the sources' stay");
+
+    // The sources go: their blocks stay for the composed file, then go with it.
+    st.apply(&Mutation::Delete { path: p("/a"), recursive: false, mtime: 10 }).unwrap();
+    st.apply(&Mutation::Delete { path: p("/b"), recursive: false, mtime: 10 }).unwrap();
+    assert_eq!(st.pending_deletes(w), f.blocks);
+    assert_eq!(st.open_file(&cv("/t")).unwrap().blocks.len(), 3);
+    st.apply(&Mutation::Delete { path: p("/t"), recursive: false, mtime: 11 }).unwrap();
+    let mut gone = st.pending_deletes(w);
+    gone.sort_unstable();
+    let mut want = [f.blocks.clone(), vec![a0, a1, b0]].concat();
+    want.sort_unstable();
+    assert_eq!(gone, want);
+
+    // Under a mount the bytes belong to a store: refused, so the caller copies.
+    st.apply(&Mutation::Mount { path: p("/m"), ufs_url: p("s3://b/m"), mode: MountMode::Fs, options: vec![] })
+        .unwrap();
+    let c = create(&mut st, "/c", false).unwrap();
+    complete(&mut st, c, &[]).unwrap();
+    let (file_id, version) = (st.next_inode_id(), st.next_version());
+    let m = Mutation::Compose { path: p("/m/t"), sources: vec![c], file_id, version, mode: 0o644, mtime: 12 };
+    assert_eq!(kind(st.apply(&m)), ErrorKind::Unsupported);
+}
