@@ -75,7 +75,7 @@ impl Gateway {
         let pace = read::Pacing::of(&client);
         let opened = std::sync::Arc::new(opened::Opened::new(settings.open_ttl.get()));
         let counters = std::sync::Arc::new(stats::Counters::default());
-        let cache = cache::ChunkCache::new(settings.cache.bytes()).map(std::sync::Arc::new);
+        let cache = cache::ChunkCache::new(settings.cache.bytes(), counters.clone()).map(std::sync::Arc::new);
         let buckets = objects::Buckets::new(settings);
         let (stop, rx) = watch::channel(false);
         let expiry = settings.multipart_expiry.get();

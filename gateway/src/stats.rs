@@ -11,6 +11,7 @@ pub(crate) struct Counters {
     lists: AtomicU64,
     writes: AtomicU64,
     bytes_out: AtomicU64,
+    cache_corrupt: AtomicU64,
 }
 
 /// A snapshot of the counters.
@@ -26,6 +27,9 @@ pub struct GatewayStats {
     pub writes: u64,
     /// Body bytes of the GETs answered.
     pub bytes_out: u64,
+    /// Cached chunks (`[gateway] cache`) dropped because their bytes failed their checksum
+    /// (changed in memory since they were cached); each was read from the cluster instead.
+    pub cache_corrupt: u64,
 }
 
 impl Counters {
@@ -46,6 +50,10 @@ impl Counters {
         self.writes.fetch_add(1, Ordering::Relaxed);
     }
 
+    pub fn cache_corrupt(&self) {
+        self.cache_corrupt.fetch_add(1, Ordering::Relaxed);
+    }
+
     pub fn snapshot(&self) -> GatewayStats {
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
         GatewayStats {
@@ -54,6 +62,7 @@ impl Counters {
             lists: l(&self.lists),
             writes: l(&self.writes),
             bytes_out: l(&self.bytes_out),
+            cache_corrupt: l(&self.cache_corrupt),
         }
     }
 }
@@ -68,6 +77,7 @@ impl GatewayStats {
             lists: self.lists / n,
             writes: self.writes / n,
             bytes_out: self.bytes_out / n,
+            cache_corrupt: self.cache_corrupt / n,
         }
     }
 }
@@ -82,6 +92,7 @@ impl std::ops::Sub for GatewayStats {
             lists: self.lists - o.lists,
             writes: self.writes - o.writes,
             bytes_out: self.bytes_out - o.bytes_out,
+            cache_corrupt: self.cache_corrupt - o.cache_corrupt,
         }
     }
 }

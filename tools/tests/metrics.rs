@@ -143,6 +143,7 @@ async fn master_and_worker_metrics_move_with_traffic() {
         "cv_worker_tier_hits_total",
         "cv_worker_tier_misses_total",
         "cv_worker_tier_evictions_total",
+        "cv_worker_tier_corrupt_total",
         "cv_worker_tier_bytes",
         "cv_worker_fills_total",
         "cv_worker_fill_joins_total",
@@ -265,6 +266,7 @@ async fn cvctl_gateway_serves_metrics() {
     let after = tokio::task::spawn_blocking(move || scrape(metrics)).await.unwrap();
     assert_eq!(sum_where(&after, "cv_gateway_requests_total", "kind", "get"), 1.0);
     assert_eq!(sum(&after, "cv_gateway_bytes_out_total"), 14.0);
+    assert_eq!(sum(&after, "cv_gateway_cache_corrupt_total"), 0.0);
     dashboard_matches(&["cv_gateway_"], &[&after]);
 
     drop(proc);

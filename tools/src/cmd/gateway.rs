@@ -73,6 +73,11 @@ fn gatherer(stats: impl Fn() -> cv_gateway::GatewayStats + Send + Sync + 'static
                 kinds.iter().map(|(k, v)| (labels(&[("kind", k)]), *v)),
             );
             out.counter("gateway_bytes_out", "Body bytes of the GETs answered", s.bytes_out);
+            out.counter(
+                "gateway_cache_corrupt",
+                "Cached chunks dropped because they failed their checksum",
+                s.cache_corrupt,
+            );
             out
         })
     })

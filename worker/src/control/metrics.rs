@@ -110,6 +110,11 @@ fn tiers(out: &mut Scrape, all: &[ShardMetrics]) {
     out.counters("worker_tier_hits", "Lookups a tier answered", series(|t| t.hits));
     out.counters("worker_tier_misses", "Lookups a tier could not answer", series(|t| t.misses));
     out.counters("worker_tier_evictions", "Entries a tier evicted to make room", series(|t| t.evictions));
+    out.counters(
+        "worker_tier_corrupt",
+        "Entries a tier dropped because they failed their checksum",
+        series(|t| t.corrupt),
+    );
     let gauge = |f: fn(&TierStats) -> u64| series(f).into_iter().map(|(l, v)| (l, v as i64));
     out.gauges("worker_tier_bytes", "Bytes a tier holds now", gauge(|t| t.bytes_used));
     out.gauges("worker_tier_capacity_bytes", "Bytes a tier may hold", gauge(|t| t.capacity_bytes));

@@ -592,6 +592,7 @@ impl BlockStore {
         let mut disk = st.disk_stats;
         disk.bytes_used = st.used();
         disk.capacity_bytes = st.capacity();
+        disk.corrupt = st.corrupt_blocks;
         StoreStats { memory: st.mem.stats(), disk, corrupt_blocks: st.corrupt_blocks }
     }
 

@@ -103,8 +103,27 @@ impl MemTier {
         }
     }
 
+    /// Drops a resident chunk that failed its checksum, and counts it.
+    pub(crate) fn drop_corrupt(&mut self, key: ChunkKey) {
+        if self.chunks.contains_key(&key) {
+            self.stats.corrupt += 1;
+            self.remove(key);
+        }
+    }
+
     pub(crate) fn stats(&self) -> TierStats {
         self.stats
+    }
+
+    /// Test hook: flips a bit of byte `at` of a resident chunk, as a fault in RAM would
+    /// (the chunk's bytes are shared, so it is replaced by a flipped copy).
+    #[cfg(test)]
+    pub(crate) fn flip(&mut self, key: ChunkKey, at: usize) -> bool {
+        let Some(c) = self.chunks.get_mut(&key) else { return false };
+        let mut v = c.to_vec();
+        v[at] ^= 0x10;
+        *c = Bytes::from(v);
+        true
     }
 }
 

@@ -20,7 +20,8 @@ pub enum Verify {
     /// dropped and the chunk read from disk).
     Here,
     /// The reader, against [`BlockBytes::crc32`]: chunks returned whole are not hashed here.
-    /// Partial chunks are still checked here (their stored crc does not cover the range).
+    /// Partial chunks, from disk or memory, are still checked here (their stored crc does not
+    /// cover the range; a memory-tier chunk failing it is dropped and read from disk).
     ByReader,
 }
 
@@ -50,30 +51,31 @@ impl BlockStore {
         let cs = u64::from(e.chunk_size);
         let (first, last) = ((offset / cs) as u32, ((end - 1) / cs) as u32);
         // Memory-tier chunks are keyed by incarnation: these are `block`'s, whatever happens next.
-        let cached: Vec<Option<bytes::Bytes>> = {
+        // Each is the part of its chunk inside the range, with that part's crc32 (see `from_mem`).
+        let cached: Vec<Option<(bytes::Bytes, u32)>> = {
             let mut st = self.state();
             let mut get = |c: u32| {
                 let chunk = st.mem.get((e.seq, c))?;
-                if verify == Verify::Here && Some(crc32fast::hash(&chunk)) != e.crcs.get(c as usize).copied() {
-                    tracing::warn!(block = block_id, chunk = c, "memory-tier copy failed its checksum; dropped");
-                    st.mem.remove((e.seq, c));
-                    return None;
+                let base = u64::from(c) * cs;
+                let (lo, hi) =
+                    ((offset.max(base) - base) as usize, (end.min(base + chunk.len() as u64) - base) as usize);
+                let stored = e.crcs.get(c as usize).copied();
+                match from_mem(&chunk, lo..hi, stored, verify) {
+                    Some(crc) => Some((chunk.slice(lo..hi), crc)),
+                    None => {
+                        tracing::warn!(block = block_id, chunk = c, "memory-tier copy failed its checksum; dropped");
+                        st.mem.drop_corrupt((e.seq, c));
+                        None
+                    }
                 }
-                Some(chunk)
             };
             (first..=last).map(&mut get).collect()
         };
         let mut c = first;
         while c <= last {
             let i = (c - first) as usize;
-            if let Some(chunk) = &cached[i] {
-                let base = u64::from(c) * cs;
-                let lo = offset.max(base) - base;
-                let hi = end.min(base + chunk.len() as u64) - base;
-                // Admitted only after its check, so the stored crc is the chunk's.
-                let whole = lo == 0 && hi == chunk.len() as u64;
-                let crc = e.crcs.get(c as usize).copied().filter(|_| whole);
-                out.push_mem(chunk.slice(lo as usize..hi as usize), crc);
+            if let Some((piece, crc)) = &cached[i] {
+                out.push_mem(piece.clone(), *crc);
                 c += 1;
                 continue;
             }
@@ -205,5 +207,92 @@ impl BlockStore {
             tracing::warn!(block = block_id, error = %err, "could not log the drop of a corrupt block");
         }
         StoreError::new(ErrorKind::Corrupt, format!("block {block_id} chunk {chunk} failed its checksum; dropped"))
+    }
+}
+
+/// The crc32 of `chunk[range]` (a memory-tier chunk's part a read returns), or `None` if the
+/// chunk no longer matches `stored`, its crc32 when it was written (a bit flipped in RAM since
+/// it was admitted, checked then).
+///
+/// A chunk returned whole under `ByReader` is not hashed: its stored crc goes to the reader,
+/// whose check is the chunk's. Any other is hashed whole here, in one pass: a stored crc covers
+/// the whole chunk, so no fewer bytes can check it. A part is hashed on its own and combined
+/// with the bytes around it, so its crc (the one the reply carries) costs no second pass;
+/// serving 4 KiB of a 64 KiB chunk hashes 64 KiB instead of 4 KiB.
+fn from_mem(chunk: &[u8], range: Range<usize>, stored: Option<u32>, verify: Verify) -> Option<u32> {
+    let stored = stored?;
+    let whole = range.start == 0 && range.end == chunk.len();
+    if whole {
+        return (verify == Verify::ByReader || crc32fast::hash(chunk) == stored).then_some(stored);
+    }
+    let part = crc32fast::hash(&chunk[range.clone()]);
+    let mut all = crc32fast::Hasher::new();
+    all.update(&chunk[..range.start]);
+    all.combine(&crc32fast::Hasher::new_with_initial_len(part, range.len() as u64));
+    all.update(&chunk[range.end..]);
+    (all.finalize() == stored).then_some(part)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Verify;
+    use crate::store::{BlockStore, DataDir, StoreConfig};
+
+    const CHUNK: u64 = 64 << 10;
+
+    fn data() -> Vec<u8> {
+        (0..200_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect()
+    }
+
+    /// A store holding block 1 (`data()`), chunk 0 resident in the memory tier.
+    async fn store_with_resident_chunk(dir: &std::path::Path) -> BlockStore {
+        let mut cfg = StoreConfig::new("blocks", vec![DataDir { path: dir.to_path_buf(), capacity_bytes: 4 << 20 }]);
+        (cfg.block_size, cfg.chunk_size, cfg.memory_tier_bytes, cfg.sync_data) = (256 << 10, 64 << 10, 1 << 20, false);
+        let store = BlockStore::open(cfg).await.unwrap();
+        let d = data();
+        let mut w = store.begin_write(1, d.len() as u64, false).await.unwrap();
+        w.append(&d).await.unwrap();
+        w.commit().await.unwrap();
+        for _ in 0..2 {
+            store.read_block(&store.lookup(1).unwrap(), 0, CHUNK, Verify::ByReader).await.unwrap();
+        }
+        assert_eq!(store.stats().memory.bytes_used, CHUNK, "admitted on second touch");
+        store
+    }
+
+    /// Flips a bit of resident chunk 0 of block 1, at `at`.
+    fn flip(store: &BlockStore, at: usize) {
+        let seq = store.lookup(1).unwrap().entry.seq;
+        assert!(store.state().mem.flip((seq, 0), at), "chunk 0 resident");
+    }
+
+    #[test]
+    fn a_resident_chunk_flipped_in_ram_is_never_served_partially() {
+        let dir = tempfile::tempdir().unwrap();
+        let rt = cv_rt::Runtime::new(cv_rt::RuntimeConfig { ring_entries: 64, ..Default::default() }).unwrap();
+        rt.block_on(async {
+            let store = store_with_resident_chunk(dir.path()).await;
+            let d = data();
+            for (flip_at, (offset, len)) in [(1000, (900u64, 4096u64)), (50_000, (0, 4096)), (10, (60_000, 10_000))] {
+                flip(&store, flip_at);
+                let block = store.lookup(1).unwrap();
+                let got = store.read_block(&block, offset, len, Verify::ByReader).await.unwrap();
+                let want = &d[offset as usize..(offset + len) as usize];
+                assert!(got.to_vec() == want, "a flipped chunk served (flip at {flip_at}, read {offset}+{len})");
+                assert_eq!(got.crc32(), crc32fast::hash(want));
+                assert_eq!(store.stats().memory.bytes_used, 0, "the flipped chunk dropped");
+                // Read from disk again, so admitted again: resident for the next round.
+                for _ in 0..2 {
+                    store.read_block(&block, 0, CHUNK, Verify::ByReader).await.unwrap();
+                }
+            }
+            assert_eq!(store.stats().memory.corrupt, 3, "each caught, counted");
+            // A whole chunk under `Here` is checked too (under `ByReader` the reader checks it).
+            flip(&store, 7);
+            let got = store.read_block(&store.lookup(1).unwrap(), 0, CHUNK, Verify::Here).await.unwrap();
+            assert!(got.to_vec() == d[..CHUNK as usize], "a flipped chunk served whole");
+            assert_eq!(store.stats().memory.corrupt, 4);
+            assert_eq!(store.stats().corrupt_blocks, 0, "the disk copy is good: nothing dropped");
+        });
     }
 }

@@ -9,6 +9,9 @@ pub struct TierStats {
     pub misses: u64,
     /// Entries this tier evicted to make room.
     pub evictions: u64,
+    /// Entries this tier dropped because they failed their checksum: memory-tier chunks whose
+    /// bytes changed in RAM after admission; disk-tier blocks, as `StoreStats::corrupt_blocks`.
+    pub corrupt: u64,
     /// Bytes held now.
     pub bytes_used: u64,
     /// Bytes this tier may hold.

@@ -9,9 +9,9 @@ enum Part {
     /// Bytes of one disk read, with the crc32 they should have (stored chunk crcs combined,
     /// partial edge chunks hashed).
     Disk { bytes: DiskBytes, crc: u32 },
-    /// Bytes of a memory-tier chunk (a slice sharing it), with the stored crc32 when they are
-    /// the whole chunk (else it is computed when asked for).
-    Mem { bytes: Bytes, crc: Option<u32> },
+    /// Bytes of a memory-tier chunk (a slice sharing it), with the crc32 they should have (the
+    /// stored one for a whole chunk, else the part's, hashed as the chunk was checked).
+    Mem { bytes: Bytes, crc: u32 },
 }
 
 impl Part {
@@ -24,9 +24,7 @@ impl Part {
 
     fn crc32(&self) -> u32 {
         match self {
-            Part::Disk { crc, .. } => *crc,
-            Part::Mem { crc: Some(crc), .. } => *crc,
-            Part::Mem { crc: None, .. } => crc32fast::hash(self.bytes()),
+            Part::Disk { crc, .. } | Part::Mem { crc, .. } => *crc,
         }
     }
 }
@@ -51,9 +49,9 @@ impl BlockBytes {
         }
     }
 
-    /// Appends part of a memory-tier chunk; `crc`, if given, must be the crc32 the bytes
-    /// should have (the stored one: a mismatch is caught by whoever checks [`Self::crc32`]).
-    pub(crate) fn push_mem(&mut self, bytes: Bytes, crc: Option<u32>) {
+    /// Appends part of a memory-tier chunk; `crc` must be the crc32 the bytes should have (the
+    /// stored one for a whole chunk: a mismatch is caught by whoever checks [`Self::crc32`]).
+    pub(crate) fn push_mem(&mut self, bytes: Bytes, crc: u32) {
         if !bytes.is_empty() {
             self.len += bytes.len();
             self.parts.push(Part::Mem { bytes, crc });
@@ -84,8 +82,7 @@ impl BlockBytes {
         })
     }
 
-    /// The crc32 the bytes should have: whole chunks contribute their stored checksums (no
-    /// pass over them), partial memory-tier pieces are checksummed now. With
+    /// The crc32 the bytes should have, combined from the pieces' (no pass over the bytes). With
     /// `Verify::ByReader` this is what the reader checks the bytes against.
     pub fn crc32(&self) -> u32 {
         let mut crc = crc32fast::Hasher::new();
