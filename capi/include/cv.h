@@ -58,6 +58,7 @@ extern "C" {
 #define CV_ERR_DATA_LOSS 21         /* the only copy of acknowledged bytes is gone */
 #define CV_ERR_STORE_UNAVAILABLE 22 /* the object store failed or is unreachable (retryable) */
 #define CV_ERR_STALE 23             /* the version read was replaced or removed: open again */
+#define CV_ERR_FILE_INCOMPLETE 24   /* still being written: opens once its writer completes it */
 
 /* Handles. */
 typedef uint64_t cv_client_t;

@@ -5,7 +5,7 @@
 //! which finds the class by its scheme (META-INF/services), and through FileContext
 //! (`CvAbstractFileSystem`): openFile() options, read-ahead, IOStatistics, `fs.cv.*` keys; and
 //! what issue 40 found (`tests/java/Issue40.java`): paths below a file, setTimes and co, append,
-//! the block size, `-df`, FileContexts' native clients.
+//! the block size, `-df`, open of a file being written, FileContexts' native clients.
 
 mod common;
 

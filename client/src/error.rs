@@ -86,6 +86,10 @@ error_kinds! {
     /// blocks are gone, or the object under a cache-mode mount changed): open the file again.
     /// The message names the file and both versions when known.
     Stale = 23, retry: false;
+    /// The file is still being written: it opens once its writer completes it, which may take
+    /// hours, so the SDK does not retry and callers should not wait for it within a call. The
+    /// message names the path.
+    FileIncomplete = 24, retry: false;
 }
 
 /// A client error.
@@ -176,6 +180,7 @@ fn kind_of(code: ErrorCode) -> ErrorKind {
         ErrorCode::Unsupported => ErrorKind::Unsupported,
         ErrorCode::UfsFailed => ErrorKind::StoreUnavailable,
         ErrorCode::DataLoss => ErrorKind::DataLoss,
+        ErrorCode::FileIncomplete => ErrorKind::FileIncomplete,
         ErrorCode::Internal => ErrorKind::Other,
     }
 }

@@ -27,6 +27,12 @@ pub fn errno_of(e: &Error) -> Errno {
         ErrorKind::Corrupt => Errno::EBADMSG,
         // What NFS answers for a handle whose file was replaced or removed.
         ErrorKind::Stale => Errno::ESTALE,
+        // A file whose writer has not completed it. ETXTBSY is the kernel's own answer when a
+        // file cannot be used because a writer has it open (execve(2) of a file open for
+        // writing), no other cv kind maps to it, and no libc or shell loop retries it (they
+        // retry EINTR and EAGAIN): the writer may take hours. EBUSY was the other candidate,
+        // but it is the catch-all of mounts and devices and says less.
+        ErrorKind::FileIncomplete => Errno::ETXTBSY,
         ErrorKind::DataLoss | ErrorKind::Unavailable | ErrorKind::Protocol | ErrorKind::Config | ErrorKind::Other => {
             Errno::EIO
         }
@@ -77,5 +83,6 @@ mod tests {
         assert_eq!(errnos.len(), cases.len(), "{errnos:?}");
         assert_eq!(errno_of(&Error::new(ErrorKind::StoreUnavailable, "x")), Errno::from_i32(libc::EREMOTEIO));
         assert_eq!(errno_of(&Error::new(ErrorKind::Stale, "x")), Errno::ESTALE);
+        assert_eq!(errno_of(&Error::new(ErrorKind::FileIncomplete, "x")), Errno::ETXTBSY);
     }
 }

@@ -19,7 +19,9 @@ pub(crate) fn request_id() -> String {
 fn code_of(kind: ErrorKind, what: &str) -> (S3ErrorCode, String) {
     use ErrorKind::*;
     match kind {
-        NotFound => (S3ErrorCode::NoSuchKey, format!("{what} does not exist")),
+        // An upload in progress is not an object in S3 either: it is one once its writer
+        // completes it (a stat of it, `is_object`, answers the same).
+        NotFound | FileIncomplete => (S3ErrorCode::NoSuchKey, format!("{what} does not exist")),
         NotADirectory | AlreadyExists | IsADirectory => (
             S3ErrorCode::InvalidRequest,
             format!(
@@ -83,6 +85,7 @@ mod tests {
             assert!(s.request_id().is_some());
         }
         assert_eq!(*s3_error(&Error::new(ErrorKind::NotFound, ""), "b/k").code(), S3ErrorCode::NoSuchKey);
+        assert_eq!(*s3_error(&Error::new(ErrorKind::FileIncomplete, ""), "b/k").code(), S3ErrorCode::NoSuchKey);
         assert_eq!(*s3_error(&Error::new(ErrorKind::Unavailable, ""), "b/k").code(), S3ErrorCode::SlowDown);
         assert_eq!(*s3_error(&Error::new(ErrorKind::Stale, ""), "b/k").code(), S3ErrorCode::ServiceUnavailable);
         let full = s3_error(&Error::new(ErrorKind::NoSpace, ""), "b/k");

@@ -60,7 +60,10 @@ pub(crate) async fn check(client: &Client, b: &Buckets, id: &str, bucket: &str, 
     let what = format!("{bucket}/{key}");
     let f = match client.open(&join(&dir(b, id), "target")).await {
         Ok(f) => f,
-        Err(e) if e.kind() == ErrorKind::NotFound => return Err(s3_err(S3ErrorCode::NoSuchUpload, "no such upload")),
+        // A target still being written belongs to an upload whose id was not handed out yet.
+        Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::FileIncomplete) => {
+            return Err(s3_err(S3ErrorCode::NoSuchUpload, "no such upload"));
+        }
         Err(e) => return Err(s3_error(&e, &what)),
     };
     let text = crate::read::read_range(&f, 0..f.len()).await.map_err(|e| s3_error(&e, &what))?;
@@ -190,7 +193,8 @@ pub(crate) async fn uploads(client: &Client, b: &Buckets) -> Result<Vec<Upload>,
                 Some((bucket, key)) => (at, bucket.to_owned(), key.to_owned()),
                 None => (at, String::new(), String::new()),
             },
-            Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::Unavailable) => {
+            // A start that failed midway: its target is gone, or still being written.
+            Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::FileIncomplete) => {
                 (d.mtime_ms, String::new(), String::new())
             }
             Err(e) => return Err(e),
@@ -240,7 +244,10 @@ pub(crate) async fn parts(client: &Client, b: &Buckets, id: &str) -> Result<Vec<
     check_id(id)?;
     let files = match client.list(&dir(b, id)).await {
         Ok(f) => f,
-        Err(e) if e.kind() == ErrorKind::NotFound => return Err(s3_err(S3ErrorCode::NoSuchUpload, "no such upload")),
+        // A target still being written belongs to an upload whose id was not handed out yet.
+        Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::FileIncomplete) => {
+            return Err(s3_err(S3ErrorCode::NoSuchUpload, "no such upload"));
+        }
         Err(e) => return Err(s3_error(&e, id)),
     };
     let mut out: Vec<(i32, FileStatus)> = files

@@ -71,7 +71,10 @@ async fn namespace_operations_and_error_codes() {
     assert_eq!(call_err(&c, &create).await, ErrorCode::AlreadyExists);
     let st = stat(&c, "/a/b/f").await;
     assert_eq!((st.id, st.kind, st.complete, st.mode), (created.file_id, FileKind::File, false, 0o600));
-    assert_eq!(call_err(&c, &Open { path: "/a/b/f".into() }).await, ErrorCode::Unavailable);
+    // Not retryable (its writer may take hours), and the message says why.
+    let e = call_frame(&c, &Open { path: "/a/b/f".into() }, &[]).await.unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::FileIncomplete), "{e}");
+    assert!(e.to_string().contains("/a/b/f: the file is being written"), "{e}");
     // No worker registered: nowhere to put a block, and the client may retry later.
     assert_eq!(
         call_err(&c, &AddBlock { file_id: created.file_id, index: 0, exclude: vec![] }).await,

@@ -312,6 +312,40 @@ async fn an_evicted_tail_is_read_from_the_workers_instead() {
     cluster.shutdown().await.unwrap();
 }
 
+/// Opening a file whose writer has not completed it fails at once with a kind of its own, not
+/// retryable, naming the path (issue 40): it was `Unavailable`, which the SDK retried, so a
+/// caller waited out its deadline for a writer that may take hours. The client here would
+/// retry a retryable error for its whole 8 s deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_being_written_fails_to_open_at_once_not_retryable() {
+    let (_dir, cluster) = start().await;
+    let writer = cluster.client().await.unwrap();
+    let mut w = writer.create("/busy", false).await.unwrap();
+    let data = pattern(BLOCK + 100, 5);
+    w.write(&data).await.unwrap();
+    let mut settings = cluster.client_settings();
+    settings.deadline = cv_net::config::Dur::secs(8);
+    settings.retries = 1_000;
+    settings.backoff = cv_net::config::Dur::millis(50);
+    let reader = cluster.client_with(settings).await.unwrap();
+    assert!(!reader.stat("/busy").await.unwrap().complete, "visible to stat while it is written");
+
+    let t = Instant::now();
+    let err = reader.open("/busy").await.unwrap_err();
+    let took = t.elapsed();
+    assert_eq!((err.kind(), err.retryable()), (ErrorKind::FileIncomplete, false), "{err}");
+    assert!(err.message().contains("/busy") && err.message().contains("being written"), "{err}");
+    assert!(took < Duration::from_millis(1_000), "took {took:?} (deadline 8 s)");
+
+    // Once its writer completes it, it opens.
+    w.close().await.unwrap();
+    let f = reader.open("/busy").await.unwrap();
+    assert!(f.sequential(0).read_to_end().await.unwrap() == data);
+    reader.close();
+    writer.close();
+    cluster.shutdown().await.unwrap();
+}
+
 /// An overwrite is atomic: while the new version is written every open gets the old one
 /// byte-exact (footer included), a writer that gives up leaves it as it was, and a
 /// conditional completion publishes only over the version it expects.

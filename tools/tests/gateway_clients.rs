@@ -210,6 +210,25 @@ async fn a_lost_worker_is_an_error_that_names_the_object_and_no_internals() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_being_written_is_no_such_key_until_it_is_complete() {
+    // An upload in progress is not an object in S3: a GET of a file whose writer has not
+    // closed it is NoSuchKey at once, not a 503 that clients retry (issue 40).
+    let b = bed(GatewayTls::OFF).await;
+    let mut w = b.client.create("/public/busy.bin", false).await.unwrap();
+    w.write(b"not yet").await.unwrap();
+    let t = std::time::Instant::now();
+    let (status, text) = http_get(b.gateway.addr(), "/open-data/busy.bin", "bytes=0-3").await;
+    assert_eq!(status, 404, "{text}");
+    assert!(text.contains("<Code>NoSuchKey</Code>") && text.contains("open-data/busy.bin"), "{text}");
+    assert!(t.elapsed() < std::time::Duration::from_secs(1), "took {:?}", t.elapsed());
+    w.close().await.unwrap();
+    let (status, text) = http_get(b.gateway.addr(), "/open-data/busy.bin", "bytes=0-3").await;
+    assert_eq!(status, 206, "{text}");
+    assert!(text.ends_with("not "), "{text}");
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cvctl_gateway_serves_from_its_config_and_stops_on_sigterm() {
     let b = bed(GatewayTls::OFF).await;
     let mut w = b.client.create("/public/hello.txt", false).await.unwrap();

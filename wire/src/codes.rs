@@ -90,6 +90,11 @@ error_codes! {
     /// This master does not lead the masters' Raft group; the message names the leader's
     /// address when it is known, and the client asks it in the same call.
     NotLeader = 25, retry: true;
+    /// The file is still being written: it can be opened once its writer completes it, which
+    /// may take as long as the writer likes, so a retry within one call's deadline does not
+    /// help. The message names the path. (Added within version 8; an older peer reads it as
+    /// `Internal`, also not retryable.)
+    FileIncomplete = 26, retry: false;
 }
 
 impl ErrorCode {
@@ -131,5 +136,7 @@ mod tests {
         assert!(ErrorCode::Corrupt.retryable());
         assert!(!ErrorCode::NotFound.retryable());
         assert!(!ErrorCode::Malformed.retryable());
+        // A writer may take hours: waiting out a deadline for it helps nobody.
+        assert!(!ErrorCode::FileIncomplete.retryable());
     }
 }

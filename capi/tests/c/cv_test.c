@@ -246,6 +246,15 @@ int main(int argc, char **argv) {
     EXPECT(CV_ERR_NOT_FOUND, cv_stat(c, "/c/missing", &st));
     EXPECT(CV_ERR_IS_A_DIRECTORY, cv_open(c, "/c/sub", &f));
 
+    /* A file whose writer has not closed it: its own status, not retryable (issue 40). */
+    OK(cv_create(c, "/c/busy", 0, &w));
+    OK(cv_write(w, (const uint8_t *)"abc", 3));
+    EXPECT(CV_ERR_FILE_INCOMPLETE, cv_open(c, "/c/busy", &f));
+    CHECK(strstr(cv_last_error_message(), "/c/busy") != NULL, "message: %s", cv_last_error_message());
+    CHECK(cv_last_error_retryable() == 0, "a file being written is not worth a retry");
+    CHECK(strcmp(cv_status_name(CV_ERR_FILE_INCOMPLETE), "CV_ERR_FILE_INCOMPLETE") == 0, "status name");
+    OK(cv_writer_abort(w));
+
     /* A Parquet file: the footer comes with the open. */
     size_t plen = 0;
     uint8_t *local = read_local(argv[2], &plen);

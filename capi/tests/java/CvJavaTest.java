@@ -210,6 +210,14 @@ public final class CvJavaTest {
             check(nf.getMessage().contains("/j/missing") && !((CvError) nf).retryable(), nf.getMessage());
             expect(FileNotFoundException.class, CvErrorKind.NOT_FOUND, () -> fs.getFileStatus("/j/missing"), "stat");
             expect(CvException.class, CvErrorKind.IS_A_DIRECTORY, () -> fs.open("/j/sub"), "open a directory");
+            // A file whose writer has not closed it: its own kind, not retryable (issue 40).
+            try (CvOutputStream busy = fs.create("/j/busy")) {
+                busy.write(1);
+                CvException e = expect(CvException.class, CvErrorKind.FILE_INCOMPLETE, () -> fs.open("/j/busy"),
+                        "open a file being written");
+                check(e.getMessage().contains("/j/busy") && !e.retryable(), e.getMessage());
+                busy.abort();
+            }
             check(!fs.exists("/j/missing") && fs.exists("/j/data"), "exists");
             // Below a file: a FileNotFoundException of its own kind (issue 40), so exists and
             // delete answer false as for a missing path.

@@ -1,3 +1,5 @@
+import io.cv.CvError;
+import io.cv.CvErrorKind;
 import java.io.ByteArrayOutputStream;
 import java.io.File;
 import java.io.FileNotFoundException;
@@ -9,6 +11,7 @@ import java.nio.file.Files;
 import java.util.ArrayList;
 import java.util.List;
 import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FSDataInputStream;
 import org.apache.hadoop.fs.FSDataOutputStream;
 import org.apache.hadoop.fs.FileContext;
 import org.apache.hadoop.fs.FileSystem;
@@ -16,6 +19,7 @@ import org.apache.hadoop.fs.FsShell;
 import org.apache.hadoop.fs.FsStatus;
 import org.apache.hadoop.fs.ParentNotDirectoryException;
 import org.apache.hadoop.fs.Path;
+import org.apache.hadoop.fs.PathIOException;
 import org.apache.hadoop.fs.permission.FsPermission;
 import org.apache.hadoop.util.ToolRunner;
 
@@ -77,6 +81,7 @@ final class Issue40 {
             t.attempt("the default block size", () -> blockSize(fs, file, config));
             t.attempt("getStatus", () -> status(fs));
             t.attempt("append", () -> append(fs, file));
+            t.attempt("open of a file being written", () -> beingWritten(fs));
         }
         t.attempt("hadoop fs -df and -appendToFile", () -> shell(config));
         t.attempt("FileContexts share and release native clients", () -> fileContexts(config));
@@ -117,6 +122,30 @@ final class Issue40 {
         fails(FileNotFoundException.class, () -> fs.setPermission(missing, new FsPermission((short) 0600)),
                 "setPermission of a missing path");
         fails(FileNotFoundException.class, () -> fs.setOwner(missing, "a", "b"), "setOwner of a missing path");
+    }
+
+    /**
+     * A file whose writer has not closed it exists (as in HDFS) but cannot be opened until it is
+     * closed: a PathIOException naming it, not retryable, not a FileNotFoundException.
+     */
+    static void beingWritten(FileSystem fs) throws Exception {
+        Path busy = new Path("/i40/busy");
+        try (FSDataOutputStream out = fs.create(busy, true)) {
+            out.write(new byte[] {1, 2, 3});
+            check(fs.getFileStatus(busy).isFile(), "a file being written is visible");
+            try {
+                fs.open(busy).close();
+                throw new AssertionError("opened a file being written");
+            } catch (PathIOException e) {
+                check(e.getMessage().contains("/i40/busy") && e.getMessage().contains("being written"),
+                        "message: " + e.getMessage());
+                check(e instanceof CvError && ((CvError) e).kind() == CvErrorKind.FILE_INCOMPLETE
+                        && !((CvError) e).retryable(), "kind and retry flag of " + e);
+            }
+        }
+        try (FSDataInputStream in = fs.open(busy)) {
+            check(in.read() == 1, "opens once its writer closed it");
+        }
     }
 
     /** An IOException with a clear message, not an UnsupportedOperationException. */

@@ -25,8 +25,8 @@ pub fn code_of(kind: ErrorKind) -> ErrorCode {
         ErrorKind::Changed => ErrorCode::StaleVersion,
         // The path holds another version than a conditional completion expected: not retryable.
         ErrorKind::ConditionFailed => ErrorCode::StaleVersion,
-        // Readable once its writer completes it: worth a bounded retry.
-        ErrorKind::FileIncomplete => ErrorCode::Unavailable,
+        // Readable once its writer completes it, which may take hours: not worth a retry.
+        ErrorKind::FileIncomplete => ErrorCode::FileIncomplete,
         ErrorKind::UnknownWorker => ErrorCode::NotFound,
         ErrorKind::NotLeader => ErrorCode::NotLeader,
         // The master's own files: the client can do nothing but report it.

@@ -27,7 +27,9 @@ public enum CvErrorKind {
     WORKER_UNREACHABLE(20),
     DATA_LOSS(21),
     STORE_UNAVAILABLE(22),
-    STALE(23);
+    STALE(23),
+    /** The file is still being written; it opens once its writer completes it (not retryable). */
+    FILE_INCOMPLETE(24);
 
     private final int code;
 

@@ -341,7 +341,11 @@ impl State {
         let inode = self.inode(id)?;
         let f = self.file(id)?;
         if f.state != FileState::Complete {
-            return err(ErrorKind::FileIncomplete, path.as_str());
+            // The caller sees this text: say why, so it does not read as an outage.
+            return err(
+                ErrorKind::FileIncomplete,
+                format!("{path}: the file is being written and cannot be opened until its writer completes it"),
+            );
         }
         let ufs = self.data.ufs_files.get(&id).cloned();
         let mut offset = 0;

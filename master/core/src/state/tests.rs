@@ -135,7 +135,12 @@ fn blocks_complete_open() {
     let w = worker(&mut st, 4);
     let b0 = add_block(&mut st, f, w).unwrap();
     let b1 = add_block(&mut st, f, w).unwrap();
-    assert_eq!(kind(st.open_file(&cv("/f"))), ErrorKind::FileIncomplete);
+    let incomplete = st.open_file(&cv("/f")).unwrap_err();
+    assert_eq!(incomplete.kind(), ErrorKind::FileIncomplete);
+    assert!(
+        incomplete.context().starts_with("/f: ") && incomplete.context().contains("being written"),
+        "{incomplete:?}"
+    );
     let bad = Mutation::Complete { file_id: f, length: 10, block_lens: vec![4, 4], mtime: 5 };
     assert_eq!(kind(st.apply(&bad)), ErrorKind::InvalidArgument);
     let bad = Mutation::Complete { file_id: f, length: 4, block_lens: vec![4], mtime: 5 };

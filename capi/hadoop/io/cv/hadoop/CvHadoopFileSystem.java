@@ -199,7 +199,16 @@ public class CvHadoopFileSystem extends FileSystem implements IOStatisticsSource
 
     private FSDataInputStream openWith(Path f, long readahead) throws IOException {
         statistics.incrementReadOps(1);
-        return new FSDataInputStream(new CvHadoopInputStream(cv.open(cvPath(f)), statistics, readahead, io));
+        CvInputStream in;
+        try {
+            in = cv.open(cvPath(f));
+        } catch (CvException e) {
+            if (e.kind() == CvErrorKind.FILE_INCOMPLETE) {
+                throw new CvFileBeingWrittenException(f.toString(), e);
+            }
+            throw e;
+        }
+        return new FSDataInputStream(new CvHadoopInputStream(in, statistics, readahead, io));
     }
 
     /**
