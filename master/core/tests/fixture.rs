@@ -376,7 +376,14 @@ fn replace_records_round_trip_and_an_older_overwrite_replays_as_before() {
         },
         Mutation::CompleteIf { file_id: 31, length: 0, block_lens: vec![], mtime: 8, expect: Expect::Absent },
         Mutation::Abandon { file_id: 31, mtime: 9 },
-        Mutation::Compose { path: "/r/z.bin".into(), sources: vec![20, 30], file_id: 32, version: 13, mode: 0o644, mtime: 10 },
+        Mutation::Compose {
+            path: "/r/z.bin".into(),
+            sources: vec![20, 30],
+            file_id: 32,
+            version: 13,
+            mode: 0o644,
+            mtime: 10,
+        },
     ];
     let mut bytes = encode_header(1).to_vec();
     let all: Vec<Mutation> = mutations_v4().into_iter().chain(new).collect();

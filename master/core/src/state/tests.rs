@@ -657,8 +657,7 @@ fn compose_lists_the_sources_blocks_and_keeps_them_while_any_file_does() {
     assert_eq!(gone, want);
 
     // Under a mount the bytes belong to a store: refused, so the caller copies.
-    st.apply(&Mutation::Mount { path: p("/m"), ufs_url: p("s3://b/m"), mode: MountMode::Fs, options: vec![] })
-        .unwrap();
+    st.apply(&Mutation::Mount { path: p("/m"), ufs_url: p("s3://b/m"), mode: MountMode::Fs, options: vec![] }).unwrap();
     let c = create(&mut st, "/c", false).unwrap();
     complete(&mut st, c, &[]).unwrap();
     let (file_id, version) = (st.next_inode_id(), st.next_version());
