@@ -619,8 +619,9 @@ async fn two_mounts_of_one_prefix_cache_each_object_once() {
     cluster.shutdown().await.unwrap();
 }
 
-/// An `fs://` store has no ETags: cv records an object as its modification time and length.
-/// Rewritten in place with its length kept between two block fills of one open, the second
+/// An `fs://` store has no ETags: cv records an object as its modification time, length and
+/// identity (inode, change time). Rewritten in place with its length and modification time kept
+/// between two block fills of one open, the second
 /// fill fails as `Stale` instead of serving one version made of two objects, and the next
 /// open (well within `cv.ttl`) reads the new version whole.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -637,10 +638,10 @@ async fn an_object_without_etag_rewritten_between_two_fills_is_stale_not_mixed()
     f.read_at(0, &mut head).await.unwrap();
     assert!(head == old[..1000]);
 
-    // Same length, a later modification time (whole seconds apart, as HTTP dates are).
+    // Same length, and its modification time set back to what it was (`cp -p`, `touch -r`).
+    let mtime = std::fs::metadata(&file).unwrap().modified().unwrap();
     std::fs::write(&file, &new).unwrap();
-    let later = std::time::SystemTime::now() + Duration::from_secs(5);
-    std::fs::File::options().write(true).open(&file).unwrap().set_modified(later).unwrap();
+    std::fs::File::options().write(true).open(&file).unwrap().set_modified(mtime).unwrap();
     let mut buf = vec![0u8; 1000];
     let e = f.read_at(BLOCK as u64 + 5, &mut buf).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Stale, "{e}");

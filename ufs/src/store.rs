@@ -28,8 +28,9 @@ impl ObjectMeta {
     /// The length and modification time a version made up by cv (`m<mtime>-l<len>`, for an
     /// object without an ETag) stands for.
     pub fn from_made_up(version: &str) -> Option<ObjectMeta> {
-        let (mtime, len) = version.strip_prefix('m')?.split_once("-l")?;
-        Some(ObjectMeta { len: len.parse().ok()?, version: version.to_owned(), mtime_ms: mtime.parse().ok()? })
+        let (mtime, rest) = version.strip_prefix('m')?.split_once("-l")?;
+        let len = rest.split('-').next()?.parse().ok()?;
+        Some(ObjectMeta { len, version: version.to_owned(), mtime_ms: mtime.parse().ok()? })
     }
 
     /// Whether `other` describes the same content. Two ETags are compared; when either side
@@ -38,6 +39,10 @@ impl ObjectMeta {
     pub fn same_version(&self, other: &ObjectMeta) -> bool {
         if is_etag(&self.version) && is_etag(&other.version) {
             return self.version == other.version;
+        }
+        // Two local files' identities (recorded by this release on): inode and change time.
+        if let (Some(a), Some(b)) = (identity(&self.version), identity(&other.version)) {
+            return a == b && self.len == other.len;
         }
         self.len == other.len && self.mtime_ms / 1000 == other.mtime_ms / 1000
     }
@@ -136,7 +141,26 @@ impl Ufs {
         if m.is_dir() {
             return Err(UfsError::new(UfsErrorKind::NotFound, format!("{key} is a directory")));
         }
-        Ok(meta(&m))
+        Ok(self.identified(key, meta(&m)))
+    }
+
+    /// A local file (fs://) has no ETag, and its modification time can be set back: its
+    /// version also names the file's identity, its inode and its change time (which no one
+    /// sets), so a rewrite in place with its length and modification time kept is a new
+    /// version. Other stores' metadata is returned as it is.
+    fn identified(&self, key: &str, mut m: ObjectMeta) -> ObjectMeta {
+        use std::os::unix::fs::MetadataExt;
+        if self.location.scheme != "fs" || is_etag(&m.version) {
+            return m;
+        }
+        let path = std::path::Path::new(&self.location.root).join(key.trim_start_matches('/'));
+        if let Ok(md) = std::fs::metadata(&path)
+            && md.len() == m.len
+        {
+            let ctime_ns = md.ctime().max(0) as u128 * 1_000_000_000 + md.ctime_nsec().max(0) as u128;
+            m.version = format!("{}-i{}-c{ctime_ns}", m.version, md.ino());
+        }
+        m
     }
 
     /// Bytes `range` of `key`, whole ([`Ufs::read_stream`] gathered). With `version` (an
@@ -334,7 +358,13 @@ fn meta(m: &opendal::Metadata) -> ObjectMeta {
     ObjectMeta { len, version, mtime_ms }
 }
 
-/// Versions cv made up (`m…-l…`) are not ETags the store would know.
+/// The identity part (`-i<inode>-c<ctime ns>`) of a version cv made up for a local file.
+fn identity(v: &str) -> Option<&str> {
+    (!is_etag(v)).then(|| v.find("-i").map(|i| &v[i..])).flatten()
+}
+
+/// Versions cv made up (`m…-l…`, with `-i…-c…` for a local file) are not ETags the store would
+/// know.
 fn is_etag(v: &str) -> bool {
     !(v.starts_with('m') && v.contains("-l"))
 }
@@ -352,6 +382,12 @@ mod tests {
         assert!(m("m1796045180149-l10", 10, 1_796_045_180_149).same_version(&m("\"e\"", 10, 1_796_045_180_000)));
         assert!(!m("m1796045180149-l10", 10, 1_796_045_180_149).same_version(&m("\"e\"", 11, 1_796_045_180_000)));
         assert!(!m("m1796045180149-l10", 10, 1_796_045_180_149).same_version(&m("\"e\"", 10, 1_796_045_181_000)));
+        // Local files: the identity decides, whatever the modification time says.
+        let f = |v: &str| m(v, 10, 1_796_045_180_149);
+        assert!(f("m1796045180149-l10-i7-c5").same_version(&f("m1796045180149-l10-i7-c5")));
+        assert!(!f("m1796045180149-l10-i7-c5").same_version(&f("m1796045180149-l10-i7-c6")));
+        assert!(f("m1796045180149-l10").same_version(&f("m1796045180149-l10-i7-c6")), "recorded before identities");
+        assert_eq!(ObjectMeta::from_made_up("m5-l10-i7-c6").map(|o| (o.mtime_ms, o.len)), Some((5, 10)));
     }
 
     fn rt() -> tokio::runtime::Runtime {
@@ -385,9 +421,9 @@ mod tests {
         });
     }
 
-    /// An object without an ETag (fs://) rewritten with its length kept between the moment
-    /// cv recorded it and a read: the read fails as `Changed` instead of mixing versions; a
-    /// read of the version recorded succeeds.
+    /// An object without an ETag (fs://) rewritten with its length and modification time kept
+    /// between the moment cv recorded it and a read: the read fails as `Changed` instead of
+    /// mixing versions; a read of the new version recorded succeeds.
     #[test]
     fn a_read_of_a_rewritten_object_without_etag_fails_as_changed() {
         let dir = tempfile::tempdir().unwrap();
@@ -398,10 +434,13 @@ mod tests {
             let recorded = ufs.stat("x.bin").await.unwrap();
             assert!(ObjectMeta::from_made_up(&recorded.version).is_some(), "fs:// has no ETag: {recorded:?}");
             assert_eq!(&ufs.read("x.bin", 2..6, Some(&recorded.version)).await.unwrap()[..], b"aaaa");
-            // Same length, a later modification time (whole seconds apart, as HTTP dates are).
+            // Same length, and its modification time set back to what it was: the file's change
+            // time still moved.
+            let mtime = std::fs::metadata(&file).unwrap().modified().unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(20));
             std::fs::write(&file, b"bbbbbbbbbb").unwrap();
-            let later = std::time::SystemTime::now() + std::time::Duration::from_secs(5);
-            std::fs::File::options().write(true).open(&file).unwrap().set_modified(later).unwrap();
+            std::fs::File::options().write(true).open(&file).unwrap().set_modified(mtime).unwrap();
+            assert_eq!(std::fs::metadata(&file).unwrap().modified().unwrap(), mtime);
             let e = ufs.read("x.bin", 2..6, Some(&recorded.version)).await.unwrap_err();
             assert_eq!(e.kind(), UfsErrorKind::Changed, "{e}");
             assert!(e.to_string().contains("changed since cv recorded it"), "{e}");
