@@ -7,6 +7,11 @@ use crate::{UfsError, UfsErrorKind};
 /// Mount options that are cv's own (never passed to OpenDAL), with what each means.
 pub const CV_OPTIONS: &[(&str, &str)] = &[
     ("cv.ttl", "how long the master trusts an object's metadata and listing (e.g. 60s)"),
+    ("cv.revalidate_timeout", "after cv.ttl, how long a revalidation may take before cv serves what it holds (1s)"),
+    (
+        "cv.max_stale",
+        "how long after its last validation what cv holds is served when the store fails or hangs (1h; 0s: never)",
+    ),
     ("cv.op_timeout", "deadline of one attempt of a metadata call (e.g. 4s)"),
     ("cv.io_timeout", "deadline of each data read or write within an attempt (e.g. 4s)"),
     ("cv.retries", "retries after a failed attempt that may pass (0..=10)"),
@@ -54,7 +59,12 @@ impl UfsSettings {
         for (k, v) in options.iter().filter(|(k, _)| is_cv_option(k)) {
             let bad = |why: &str| UfsError::new(UfsErrorKind::Config, format!("mount option {k}={v}: {why}"));
             match k.as_str() {
-                "cv.ttl" => {}
+                "cv.ttl" | "cv.max_stale" => {
+                    parse_duration(v).map_err(|e| bad(&e))?;
+                }
+                "cv.revalidate_timeout" => {
+                    timeout(v).map_err(|e| bad(&e))?;
+                }
                 "cv.op_timeout" => self.op_timeout = timeout(v).map_err(|e| bad(&e))?,
                 "cv.io_timeout" => self.io_timeout = timeout(v).map_err(|e| bad(&e))?,
                 "cv.retries" => {

@@ -85,6 +85,11 @@ async fn gather(s: &MasterService) -> Scrape {
         s.exporter.failures.load(Ordering::Relaxed),
     );
     out.counter(
+        "master_ufs_stale_served",
+        "Opens and listings answered from what cv held because the store failed or was slow to revalidate it",
+        s.ufs.stale_served.load(Ordering::Relaxed),
+    );
+    out.counter(
         "master_tails_refused",
         "Tails sent with a completion that differed from the file's blocks, never kept",
         s.tail_checks.refused.load(Ordering::Relaxed),

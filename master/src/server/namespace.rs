@@ -69,7 +69,7 @@ pub(super) async fn stat(s: &MasterService, q: Req<'_, Stat>) -> Result<Reply, F
     let cv = parsed(raw)?;
     // A child's metadata comes with its directory's listing: one LIST for all siblings.
     if let Some(parent) = cv.parent() {
-        s.ufs.before_list(&s.core, &parent).await?;
+        s.ufs.before_read_list(&s.core, &parent).await?;
     }
     let pending = s.core.begin_stat(&cv)?;
     let path = cv.as_str().to_owned();
@@ -85,7 +85,7 @@ pub(super) async fn list(s: &MasterService, q: Req<'_, List>) -> Result<Reply, F
     }
     let limit = req.limit.min(MAX_LIST_PAGE) as usize;
     let dir = parsed(&req.path)?;
-    s.ufs.before_list(&s.core, &dir).await?;
+    s.ufs.before_read_list(&s.core, &dir).await?;
     let page = s.core.begin_list(&dir, req.start_after.as_deref(), limit)?.wait_async().await?;
     let block_size = s.core.config().block_size;
     let entries = page.entries.iter().map(|e| status(child_path(dir.as_str(), &e.name), &e.stat, block_size)).collect();

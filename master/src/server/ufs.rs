@@ -22,6 +22,10 @@ use std::time::{Duration, Instant};
 
 /// How long fetched metadata is trusted when the mount does not say.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(60);
+/// How long a revalidation may take, when the mount does not say, before cv serves its copy.
+const DEFAULT_REVALIDATE_WITHIN: Duration = Duration::from_secs(1);
+/// How stale a copy may be served when its store fails, when the mount does not say.
+const DEFAULT_MAX_STALE: Duration = Duration::from_secs(3600);
 /// Largest footer read into the tail cache; a bigger one is read from the workers.
 const MAX_TAIL: u64 = 16 << 20;
 
@@ -41,6 +45,9 @@ pub(super) struct UfsLayer {
     pub(super) objects: tokio::sync::Mutex<()>,
     /// Requests to every mount's store, for `/metrics`.
     pub(super) stats: Arc<cv_ufs::UfsStats>,
+    /// Opens and listings answered from what cv held because the store failed or did not
+    /// answer in time to revalidate it.
+    pub(super) stale_served: AtomicU64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -49,12 +56,28 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// The mount's validity period.
 pub(super) fn ttl(m: &Mount) -> Result<Duration, Fail> {
-    match m.options.iter().find(|(k, _)| k == "cv.ttl") {
-        None => Ok(DEFAULT_TTL),
+    duration_option(m, "cv.ttl", DEFAULT_TTL)
+}
+
+/// How long a revalidation of something cv holds may take before cv serves what it holds
+/// (`cv.revalidate_timeout`).
+fn revalidate_within(m: &Mount) -> Result<Duration, Fail> {
+    duration_option(m, "cv.revalidate_timeout", DEFAULT_REVALIDATE_WITHIN)
+}
+
+/// How long after its last validation a copy may still be served when its store fails or
+/// hangs (`cv.max_stale`; 0: never).
+fn max_stale(m: &Mount) -> Result<Duration, Fail> {
+    duration_option(m, "cv.max_stale", DEFAULT_MAX_STALE)
+}
+
+fn duration_option(m: &Mount, key: &str, default: Duration) -> Result<Duration, Fail> {
+    match m.options.iter().find(|(k, _)| k == key) {
+        None => Ok(default),
         Some((_, v)) => v
             .parse::<cv_net::config::Dur>()
             .map(|d| d.0)
-            .map_err(|e| Fail::new(ErrorCode::InvalidArgument, format!("mount option cv.ttl={v}: {e}"))),
+            .map_err(|e| Fail::new(ErrorCode::InvalidArgument, format!("mount option {key}={v}: {e}"))),
     }
 }
 
@@ -137,18 +160,69 @@ impl UfsLayer {
         core.inspect(|st| st.mount_for(path).filter(|m| m.mode == MountMode::Cache).cloned())
     }
 
-    /// Before an open of `path`: its object's metadata and tail are in the namespace.
-    pub(super) async fn before_open(&self, core: &MasterCore, path: &CvPath) -> Result<(), Fail> {
+    /// Before an open of `path`: its object's metadata and tail are in the namespace. A copy
+    /// cv holds, validated within `cv.max_stale`, is served as it is if the store fails or
+    /// does not answer within `cv.revalidate_timeout` (the revalidation goes on in the
+    /// background): a hung store never makes a cached file unreadable. A first open waits
+    /// for the store, and fails within its deadline naming it.
+    pub(super) async fn before_open(self: &Arc<Self>, core: &Arc<MasterCore>, path: &CvPath) -> Result<(), Fail> {
         let Some(m) = Self::cache_mount(core, path) else { return Ok(()) };
         let ttl = ttl(&m)?;
         if self.is_fresh(path.as_str(), ttl) && core.has_tail(path) {
             return Ok(());
         }
-        let guard = self.flight(path.as_str()).await;
-        let r = self.refresh_file(core, &m, path, ttl).await;
-        drop(guard);
-        self.done_flight(path.as_str());
-        r
+        let held = core.has_tail(path) && recorded(core, path).is_some_and(|(_, rec)| rec.is_some());
+        let (me, c, mount, p) = (self.clone(), core.clone(), m.clone(), path.clone());
+        let refresh = async move {
+            let guard = me.flight(p.as_str()).await;
+            let r = me.refresh_file(&c, &mount, &p, ttl).await;
+            drop(guard);
+            me.done_flight(p.as_str());
+            r
+        };
+        if !(held && self.servable(&m, path)?) {
+            return refresh.await;
+        }
+        self.bounded(&m, path, refresh).await
+    }
+
+    /// Whether what cv holds of `path` was validated recently enough to be served when its
+    /// store cannot say.
+    fn servable(&self, m: &Mount, path: &CvPath) -> Result<bool, Fail> {
+        let max = max_stale(m)?;
+        Ok(lock(&self.fresh).get(path.as_str()).is_some_and(|t| t.elapsed() < max))
+    }
+
+    /// Runs `refresh`, a revalidation of what cv holds of `path`, for at most the mount's
+    /// `cv.revalidate_timeout`; past it, or if the store failed, what cv holds is served and
+    /// the revalidation goes on in the background. One under way already is not started again.
+    async fn bounded(
+        &self,
+        m: &Mount,
+        path: &CvPath,
+        refresh: impl std::future::Future<Output = Result<(), Fail>> + Send + 'static,
+    ) -> Result<(), Fail> {
+        if lock(&self.flights).contains_key(path.as_str()) {
+            self.stale_served.fetch_add(1, Ordering::Relaxed);
+            return Ok(());
+        }
+        let within = revalidate_within(m)?;
+        match tokio::time::timeout(within, tokio::spawn(refresh)).await {
+            Ok(Ok(Ok(()))) => Ok(()),
+            // Gone from the store: gone.
+            Ok(Ok(Err(f))) if f.code == ErrorCode::NotFound => Err(f),
+            Ok(Ok(Err(f))) => {
+                self.stale_served.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(%path, error = %f.message, "the store failed to revalidate; serving the copy cv holds");
+                Ok(())
+            }
+            Ok(Err(e)) => Err(Fail::new(ErrorCode::Internal, format!("revalidating {path}: {e}"))),
+            Err(_) => {
+                self.stale_served.fetch_add(1, Ordering::Relaxed);
+                tracing::info!(%path, ?within, "the store did not answer in time; serving the copy cv holds");
+                Ok(())
+            }
+        }
     }
 
     async fn refresh_file(&self, core: &MasterCore, m: &Mount, path: &CvPath, ttl: Duration) -> Result<(), Fail> {
@@ -218,6 +292,23 @@ impl UfsLayer {
             tail = more.to_vec();
         }
         Ok(tail)
+    }
+
+    /// Before a list of `dir` (or a stat of one of its children) that only reads: as
+    /// [`UfsLayer::before_list`], but a listing cv holds, made within `cv.max_stale`, is
+    /// served as it is if the store fails or does not answer within `cv.revalidate_timeout`.
+    pub(super) async fn before_read_list(self: &Arc<Self>, core: &Arc<MasterCore>, dir: &CvPath) -> Result<(), Fail> {
+        let Some(m) = Self::cache_mount(core, dir) else { return Ok(()) };
+        let ttl = ttl(&m)?;
+        if self.is_fresh(dir.as_str(), ttl) {
+            return Ok(());
+        }
+        if !self.servable(&m, dir)? {
+            return self.before_list(core, dir).await;
+        }
+        let (me, c, p) = (self.clone(), core.clone(), dir.clone());
+        let refresh = async move { me.before_list(&c, &p).await };
+        self.bounded(&m, dir, refresh).await
     }
 
     /// Before a list of `dir` (or a stat of one of its children): its
