@@ -217,7 +217,9 @@ fn a_descriptor_of_a_replaced_version_cannot_fill_the_new_versions_pages() {
 /// under it, every other client reads the old version byte-exact.
 #[test]
 fn a_rewrite_killed_midway_leaves_the_previous_version() {
-    let m = mount(&[]);
+    // A killed mount cannot remove its staging directory: it goes with this one.
+    let staging = tempfile::tempdir().unwrap();
+    let m = mount(&["--staging-dir", staging.path().to_str().unwrap()]);
     let old = pattern(3 * BLOCK + 5, 3);
     fs::write(m.path("o"), &old).unwrap();
     let client = m.rt.block_on(m.cluster.as_ref().unwrap().client()).unwrap();

@@ -59,12 +59,8 @@ impl UfsSettings {
         for (k, v) in options.iter().filter(|(k, _)| is_cv_option(k)) {
             let bad = |why: &str| UfsError::new(UfsErrorKind::Config, format!("mount option {k}={v}: {why}"));
             match k.as_str() {
-                "cv.ttl" | "cv.max_stale" => {
-                    parse_duration(v).map_err(|e| bad(&e))?;
-                }
-                "cv.revalidate_timeout" => {
-                    timeout(v).map_err(|e| bad(&e))?;
-                }
+                // The master's, parsed and checked there (they take h, d and w too).
+                "cv.ttl" | "cv.max_stale" | "cv.revalidate_timeout" => {}
                 "cv.op_timeout" => self.op_timeout = timeout(v).map_err(|e| bad(&e))?,
                 "cv.io_timeout" => self.io_timeout = timeout(v).map_err(|e| bad(&e))?,
                 "cv.retries" => {

@@ -108,6 +108,8 @@ impl UfsLayer {
     /// Checks a new mount before it is recorded: its URL parses and its root lists.
     pub(super) async fn validate(&self, m: &Mount) -> Result<(), Fail> {
         ttl(m)?;
+        revalidate_within(m)?;
+        max_stale(m)?;
         let ufs = Ufs::connect(&m.ufs_url, &m.options, &self.settings)?.with_stats(self.stats.clone());
         ufs.check().await.map_err(Fail::from)
     }
