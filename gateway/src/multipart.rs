@@ -11,7 +11,7 @@
 
 use crate::errors::{s3_err, s3_error};
 use crate::objects::{Buckets, etag, join};
-use crate::write::{copy_into, create};
+use crate::write::{copy_into, create, making_parents};
 use cv_client::{Client, ErrorKind, FileKind, FileStatus};
 use s3s::dto::CompletedPart;
 use s3s::{S3Error, S3ErrorCode};
@@ -109,7 +109,7 @@ pub(crate) async fn complete(
     }
     // The target lists the parts' blocks, no byte copied; where the master cannot (a target
     // under a mount, whose bytes go to its store; an older master) the parts are copied.
-    match compose(client, path, &sources).await {
+    match making_parents(client, path, || client.compose(path, &sources)).await {
         Ok(st) => {
             remove(client, b, id).await;
             return Ok(st);
@@ -131,18 +131,6 @@ pub(crate) async fn complete(
     let st = w.close().await.map_err(|e| s3_error(&e, what))?;
     remove(client, b, id).await;
     Ok(st)
-}
-
-/// Composes `path` from `sources`, making its parent directories if missing.
-async fn compose(client: &Client, path: &str, sources: &[String]) -> Result<FileStatus, cv_client::Error> {
-    match client.compose(path, sources).await {
-        Err(e) if e.kind() == ErrorKind::NotFound && client.stat(&sources[0]).await.is_ok() => {
-            let parent = &path[..path.rfind('/').unwrap_or(0).max(1)];
-            client.mkdir(parent, true).await?;
-            client.compose(path, sources).await
-        }
-        r => r,
-    }
 }
 
 /// Removes upload `id`'s directory (best effort after a completion).

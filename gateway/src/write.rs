@@ -9,15 +9,26 @@ use futures::{Stream, StreamExt};
 use s3s::crypto::{Checksum, Md5};
 use s3s::{S3Error, S3ErrorCode, StdError};
 
+/// Runs `make` (something that makes `path`), and once more after making `path`'s parent
+/// directories if it failed for want of them: keys imply their directories.
+pub(crate) async fn making_parents<T, F, Fut>(client: &Client, path: &str, make: F) -> cv_client::Result<T>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = cv_client::Result<T>>,
+{
+    match make().await {
+        Err(e) if e.kind() == ErrorKind::NotFound => {
+            client.mkdir(&path[..path.rfind('/').unwrap_or(0).max(1)], true).await?;
+            make().await
+        }
+        r => r,
+    }
+}
+
 /// Creates `path` (`overwrite`: replacing what is there), making missing parents.
 pub(crate) async fn create(client: &Client, path: &str, overwrite: bool, what: &str) -> Result<Writer, S3Error> {
-    match client.create(path, overwrite).await {
+    match making_parents(client, path, || client.create(path, overwrite)).await {
         Ok(w) => Ok(w),
-        Err(e) if e.kind() == ErrorKind::NotFound => {
-            let parent = &path[..path.rfind('/').unwrap_or(0).max(1)];
-            client.mkdir(parent, true).await.map_err(|e| s3_error(&e, what))?;
-            client.create(path, overwrite).await.map_err(|e| s3_error(&e, what))
-        }
         Err(e) if e.kind() == ErrorKind::AlreadyExists && !overwrite => {
             Err(s3_err(S3ErrorCode::PreconditionFailed, format!("If-None-Match: {what} exists")))
         }

@@ -9,33 +9,12 @@ import os
 import sys
 import time
 
-import boto3
-from botocore.config import Config
-from botocore.exceptions import ClientError
+import s3check
+from s3check import check, error_of
 
 endpoint, ak, sk, bucket, expiry = sys.argv[1:6]
 expiry = float(expiry)
-cfg = Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}, signature_version="s3v4")
-s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=ak, aws_secret_access_key=sk,
-                  region_name="us-east-1", config=cfg)
-passed = 0
-
-
-def check(name, cond, detail=""):
-    global passed
-    if not cond:
-        print(f"FAIL {name} {detail}", flush=True)
-        sys.exit(1)
-    passed += 1
-    print(f"ok   {name}", flush=True)
-
-
-def error_code(fn):
-    try:
-        fn()
-    except ClientError as e:
-        return e.response["Error"]["Code"]
-    return None
+s3 = s3check.client(endpoint, ak, sk)
 
 
 part = os.urandom(5 << 20)
@@ -65,7 +44,7 @@ deadline = time.time() + expiry + 30
 while time.time() < deadline and s3.list_multipart_uploads(Bucket=bucket).get("Uploads"):
     time.sleep(0.2)
 check("an upload left alone past the expiry is removed", not s3.list_multipart_uploads(Bucket=bucket).get("Uploads"))
-code = error_code(lambda: s3.upload_part(Bucket=bucket, Key="mp/abandoned.bin", UploadId=abandoned,
+code, _ = error_of(lambda: s3.upload_part(Bucket=bucket, Key="mp/abandoned.bin", UploadId=abandoned,
                                          PartNumber=2, Body=b"late"))
 check("... and takes no more parts", code == "NoSuchUpload", code)
-print(f"multipart: all {passed} checks held")
+print(f"multipart: all {s3check.passed} checks held")

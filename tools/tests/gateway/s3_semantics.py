@@ -10,39 +10,16 @@ import subprocess
 import sys
 import tempfile
 
-import boto3
-from botocore.config import Config
-from botocore.exceptions import ClientError
-from botocore import UNSIGNED
+import s3check
+from s3check import check, error_of
 
 endpoint, ak, sk, bucket, public = sys.argv[1:6]
 ca = sys.argv[6] if len(sys.argv) > 6 else None
 verify = ca if ca else True
-passed = 0
 
 
 def client(key=ak, secret=sk, signed=True):
-    cfg = Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1},
-                 signature_version="s3v4" if signed else UNSIGNED)
-    return boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=key, aws_secret_access_key=secret,
-                        region_name="us-east-1", config=cfg, verify=verify)
-
-
-def check(name, cond, detail=""):
-    global passed
-    if not cond:
-        print(f"FAIL {name} {detail}", flush=True)
-        sys.exit(1)
-    passed += 1
-    print(f"ok   {name}", flush=True)
-
-
-def error_of(fn):
-    try:
-        fn()
-    except ClientError as e:
-        return e.response["Error"]["Code"], e.response["ResponseMetadata"]["HTTPStatusCode"]
-    return None, 200
+    return s3check.client(endpoint, key, secret, signed, verify)
 
 
 s3 = client()
@@ -264,4 +241,4 @@ with tempfile.TemporaryDirectory() as tmp:
     ls = subprocess.run(aws + ["s3", "ls", f"s3://{bucket}/cli/"], env=env, check=True, capture_output=True, text=True)
     check("aws s3 ls", "cli.bin" in ls.stdout and str(len(blob)) in ls.stdout, ls.stdout)
 
-print(f"s3 semantics: all {passed} checks held")
+print(f"s3 semantics: all {s3check.passed} checks held")
