@@ -23,7 +23,7 @@ const READ_BACK: Duration = Duration::from_secs(2);
 
 /// What reading a tail back found.
 #[derive(Debug, PartialEq, Eq)]
-pub(super) enum Verdict {
+enum Verdict {
     /// The blocks hold these bytes: keep it.
     Same,
     /// The blocks hold other bytes (where): never keep it.
@@ -96,7 +96,7 @@ impl TailChecks {
 
 /// Compares `tail`, the bytes of file `file_id` at `version` from `tail_offset` on, with what
 /// its blocks hold.
-pub(super) async fn check(
+async fn check(
     core: &MasterCore,
     exporter: &Exporter,
     file_id: u64,
