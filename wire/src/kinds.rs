@@ -180,6 +180,8 @@ kinds! {
     RaftVoteOk = 115 => msg::RaftVoteOk,
     RaftSnapshot = 116 => msg::RaftSnapshot,
     RaftSnapshotOk = 117 => msg::RaftSnapshotOk,
+    RaftProbe = 118 => msg::RaftProbe,
+    RaftProbeOk = 119 => msg::RaftProbeOk,
 }
 
 impl Kind {

@@ -5,10 +5,12 @@
 
 mod batch;
 pub mod codec;
+mod fitness;
 pub mod log_store;
 mod machine;
 mod node;
 mod raft_log;
+mod reach;
 mod shared;
 pub mod snapshot;
 mod term_floor;
@@ -18,6 +20,7 @@ use std::sync::Arc;
 
 pub use node::{RaftMaster, RaftOptions, ReadMode};
 pub use openraft;
+pub use reach::Prober;
 pub use term_floor::Refused;
 
 /// One entry's payload (`batch.rs`): the leadership its records were built under, then journal

@@ -105,7 +105,14 @@ impl Node {
         let lid = {
             let g = self.shared.glue();
             match (g.leader_of, g.blank_applied) {
-                (Some(t), Some(lid)) if lid.term == t && g.building != Some(lid) && g.cut_off != Some(t) => lid,
+                (Some(t), Some(lid))
+                    if lid.term == t
+                        && g.building != Some(lid)
+                        && g.cut_off != Some(t)
+                        && self.shared.fitness.may_lead() =>
+                {
+                    lid
+                }
                 _ => return Ok(()),
             }
         };

@@ -18,9 +18,11 @@ use openraft::{BasicNode, Raft, RaftNetworkFactory, ServerState, SnapshotPolicy,
 use tokio::task::JoinHandle;
 
 use crate::TypeConfig;
+use crate::fitness::Unfit;
 use crate::log_store::FileLog;
 use crate::machine::{Applied, Machine, Node, Stored};
 use crate::raft_log::{RaftLog, submit};
+use crate::reach::{Prober, Reach, Verdict, probe_loop};
 pub use crate::shared::ReadMode;
 use crate::shared::{Shared, lock};
 use crate::snapshot;
@@ -50,6 +52,9 @@ pub struct RaftOptions {
     /// started without files asks for the group's term before it takes entries
     /// (`term_floor.rs`). Empty: it asks no one and is not held.
     pub peers: Vec<(u64, String)>,
+    /// How far back the probes between masters are judged (`reach.rs`): a master that reaches
+    /// the others but has not been reached by enough of them for this long stops leading.
+    pub reach_window: Duration,
 }
 
 impl RaftOptions {
@@ -69,6 +74,7 @@ impl RaftOptions {
             snapshot_chunk: 4 << 20,
             catch_up_before_voting: false,
             peers: Vec::new(),
+            reach_window: Duration::from_secs(1),
         }
     }
 
@@ -96,9 +102,8 @@ pub struct RaftMaster {
     raft: Raft<TypeConfig>,
     node: Arc<Node>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
-    /// Started with no Raft files and has not caught up yet: grants no vote, stands for no
-    /// election (`RaftOptions::catch_up_before_voting`).
-    catching_up: std::sync::atomic::AtomicBool,
+    /// Who reached this master and whom it reached (`reach.rs`).
+    reach: Arc<Reach>,
     /// Started with no Raft files: leaders of terms below the group's are refused.
     floor: Arc<TermFloor>,
 }
@@ -157,17 +162,18 @@ impl RaftMaster {
             tokio::spawn(watch_leadership(raft.clone(), node.clone())),
             tokio::spawn(prove_leadership(raft.clone(), node.clone(), opts.heartbeat, opts.election_max)),
         ];
+        let reach = Arc::new(Reach::new(opts.node_id, opts.reach_window));
+        tasks.push(tokio::spawn(keep_fit(raft.clone(), node.clone(), reach.clone(), opts.heartbeat)));
         let catching_up = pristine && opts.catch_up_before_voting;
         let others = opts.peers.iter().filter(|(id, _)| *id != opts.node_id).count();
         let floor = Arc::new(TermFloor::new(opts.node_id, catching_up, others));
         if floor.is_learning() {
             tasks.push(tokio::spawn(term_floor::learn(floor.clone(), network, opts.peers.clone(), opts.election_max)));
         }
-        if catching_up {
-            raft.runtime_config().elect(false);
-        }
+        shared.fitness.set(Unfit::CatchingUp, catching_up);
+        shared.fitness.apply(&raft);
         tracing::info!(node = opts.node_id, seq, pristine, dir = %dir.display(), "raft master started");
-        Ok(Self { core, raft, node, tasks: Mutex::new(tasks), catching_up: catching_up.into(), floor })
+        Ok(Self { core, raft, node, tasks: Mutex::new(tasks), reach, floor })
     }
 
     pub fn core(&self) -> &Arc<MasterCore> {
@@ -195,6 +201,7 @@ impl RaftMaster {
     /// A vote request from a peer: refused while this master catches up after starting with no
     /// files (it may have voted in this term before its disk was lost).
     pub async fn vote(&self, rpc: VoteRequest<u64>) -> std::result::Result<VoteResponse<u64>, Refused> {
+        self.reach.heard_from(rpc.vote.leader_id.node_id);
         if self.is_catching_up() {
             let m = self.raft.metrics().borrow().clone();
             let last_log_id = m.last_applied;
@@ -209,6 +216,7 @@ impl RaftMaster {
         &self,
         rpc: AppendEntriesRequest<TypeConfig>,
     ) -> std::result::Result<AppendEntriesResponse<u64>, Refused> {
+        self.reach.heard_from(rpc.vote.leader_id.node_id);
         if let Some(floor) = self.floor.check(&rpc.vote)? {
             return Ok(AppendEntriesResponse::HigherVote(floor));
         }
@@ -220,6 +228,7 @@ impl RaftMaster {
         &self,
         rpc: InstallSnapshotRequest<TypeConfig>,
     ) -> std::result::Result<InstallSnapshotResponse<u64>, Refused> {
+        self.reach.heard_from(rpc.vote.leader_id.node_id);
         if let Some(floor) = self.floor.check(&rpc.vote)? {
             return Ok(InstallSnapshotResponse { vote: floor });
         }
@@ -233,7 +242,38 @@ impl RaftMaster {
 
     /// Whether this master still catches up before it may vote.
     pub fn is_catching_up(&self) -> bool {
-        self.catching_up.load(std::sync::atomic::Ordering::Acquire)
+        self.node.shared.fitness.is(Unfit::CatchingUp)
+    }
+
+    /// Starts probing the other voters' addresses with `prober` (four probes per
+    /// `reach_window`). Until then, and without it, this master never judges itself
+    /// unreachable: it has reached no one.
+    pub fn start_probing<P: Prober>(&self, prober: P) {
+        let raft = self.raft.clone();
+        let me = self.node_id();
+        let targets = move || {
+            let m = raft.metrics().borrow().clone();
+            let membership = m.membership_config.membership();
+            let voters: std::collections::BTreeSet<u64> = membership.voter_ids().collect();
+            membership
+                .nodes()
+                .filter(|(id, _)| **id != me && voters.contains(id))
+                .map(|(id, n)| (*id, n.addr.clone()))
+                .collect()
+        };
+        let every = self.reach.window() / 4;
+        let task = tokio::spawn(probe_loop(Arc::new(prober), self.reach.clone(), targets, every));
+        lock(&self.tasks).push(task);
+    }
+
+    /// Master `from` probed this one (the handler of its `RaftProbe`).
+    pub fn probed_by(&self, from: u64) {
+        self.reach.heard_from(from);
+    }
+
+    /// Whether this master stepped aside because the other masters cannot reach it.
+    pub fn is_unreachable(&self) -> bool {
+        self.node.shared.fitness.is(Unfit::Unreachable)
     }
 
     /// The last log index applied here.
@@ -251,8 +291,8 @@ impl RaftMaster {
         if let Some(i) = index {
             let _ = self.raft.wait(None).applied_index_at_least(Some(i), "catch up before voting").await;
         }
-        self.catching_up.store(false, std::sync::atomic::Ordering::Release);
-        self.raft.runtime_config().elect(true);
+        self.node.shared.fitness.set(Unfit::CatchingUp, false);
+        self.node.shared.fitness.apply(&self.raft);
         tracing::info!(node = self.node_id(), index, "caught up with the leader: votes again");
     }
 
@@ -379,8 +419,10 @@ async fn watch_leadership(raft: Raft<TypeConfig>, node: Arc<Node>) {
         let m = rx.borrow_and_update().clone();
         let me = node.shared.me;
         let leads = m.state == ServerState::Leader && m.current_leader == Some(me);
+        // A leader unfit to lead names no leader: clients sent back to it would find it again.
         let leader = m
             .current_leader
+            .filter(|id| *id != me || node.shared.fitness.may_lead())
             .and_then(|id| m.membership_config.membership().get_node(&id).map(|n| (id, n.addr.clone())));
         {
             let _t = lock(&node.shared.transition);
@@ -422,7 +464,8 @@ async fn prove_leadership(raft: Raft<TypeConfig>, node: Arc<Node>, every: Durati
                 }
             }
         }
-        if node.shared.glue().leader_of.is_none() {
+        // A master unfit to lead sends nothing that would keep the others following it.
+        if node.shared.glue().leader_of.is_none() || !node.shared.fitness.may_lead() {
             continue;
         }
         let since = Instant::now();
@@ -442,6 +485,54 @@ async fn prove_leadership(raft: Raft<TypeConfig>, node: Arc<Node>, every: Durati
             crate::shared::Shared::deposed(&mut g);
             drop(g);
             tracing::warn!(node = node.shared.me, "leader cut off from a majority: stops taking work");
+        }
+    }
+}
+
+/// Judges, every heartbeat interval, whether this master may lead (`fitness.rs`): the probes
+/// between masters (`reach.rs`), and whether its log is writable. A master that turns unfit
+/// stops taking work, sending heartbeats and standing for election, so the others elect a
+/// leader that can serve; once fit again it does all three again (a leader it still is takes
+/// work back only after a quorum round succeeds, `prove_leadership`).
+async fn keep_fit(raft: Raft<TypeConfig>, node: Arc<Node>, reach: Arc<Reach>, every: Duration) {
+    let mut was_fit = true;
+    loop {
+        tokio::time::sleep(every).await;
+        let voters: std::collections::BTreeSet<u64> =
+            raft.metrics().borrow().membership_config.membership().voter_ids().collect();
+        let verdict = reach.verdict(&voters, Instant::now());
+        let fitness = &node.shared.fitness;
+        if fitness.set(Unfit::Unreachable, verdict != Verdict::Reachable) {
+            match verdict {
+                Verdict::Unreachable { reached, heard, need } => tracing::warn!(
+                    node = node.shared.me,
+                    reached,
+                    heard,
+                    need,
+                    window = ?reach.window(),
+                    "this master reaches the others but too few of them reach it (clients, which dial the same \
+                     address, likely cannot either): it steps aside"
+                ),
+                Verdict::Reachable => tracing::info!(node = node.shared.me, "the other masters reach this one again"),
+            }
+        }
+        let fit = fitness.may_lead();
+        if fit == was_fit {
+            continue;
+        }
+        was_fit = fit;
+        fitness.apply(&raft);
+        if !fit {
+            let _t = lock(&node.shared.transition);
+            let mut g = node.shared.glue();
+            if g.leader_of.is_some() || node.core.is_leading() {
+                node.core.set_leading(false);
+                g.cut_off = g.leader_of;
+                // Clients told "NotLeader" must not be sent back here.
+                g.leader = None;
+                crate::shared::Shared::deposed(&mut g);
+                tracing::warn!(node = node.shared.me, "leader unfit to lead: stops taking work and heartbeats");
+            }
         }
     }
 }

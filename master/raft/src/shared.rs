@@ -66,6 +66,8 @@ pub(crate) struct Shared {
     pub transition: Mutex<()>,
     glue: Mutex<Glue>,
     pub failed: AtomicBool,
+    /// Why this master must not lead now, if it must not.
+    pub fitness: crate::fitness::Fitness,
     pub stats: WriterStats,
     /// Wakes the read-round task (ReadIndex mode) when a read starts waiting.
     pub round_wanted: tokio::sync::Notify,
@@ -93,6 +95,7 @@ impl Shared {
             transition: Mutex::new(()),
             glue: Mutex::new(Glue { committed_seq, ..Glue::default() }),
             failed: AtomicBool::new(false),
+            fitness: Default::default(),
             stats: WriterStats::default(),
             round_wanted: tokio::sync::Notify::new(),
         }

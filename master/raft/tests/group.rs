@@ -374,3 +374,49 @@ async fn a_stale_leader_finds_no_majority_in_a_master_that_lost_its_files() {
         m.shutdown().await;
     }
 }
+
+/// A gray failure: nothing reaches the leader (a firewall drops what arrives at its port), but
+/// its own requests to the others and their replies go through, so they keep following it and
+/// no election would ever start. It steps aside once the probes show it reaches the others
+/// but is reached by none; another leads, and writes through the masters clients can reach
+/// resume; back, it follows and holds everything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_no_one_can_reach_steps_aside() {
+    let g = Group::new(3, 21, 10_000).await;
+    let old = g.leader(T).await;
+    let mut acked = Vec::new();
+    for i in 0..3 {
+        let p = format!("/before{i}");
+        assert!(mkdir(&g, &p, T).await);
+        acked.push(p);
+    }
+    // A window of probes, so each master has been heard.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let cut = std::time::Instant::now();
+    g.router.cut_inbound(old, true);
+    for i in 0..10 {
+        let p = format!("/during{i}");
+        assert!(mkdir(&g, &p, T).await, "no master clients can reach took {p} ({:?} after the cut)", cut.elapsed());
+        acked.push(p);
+    }
+    let served = cut.elapsed();
+    println!("writes served again {served:?} after the leader's inbound cut");
+    assert!(g.masters[&old].is_unreachable(), "the cut leader does not know it is unreachable");
+    assert!(!g.core(old).is_leading(), "the cut leader still takes work");
+    // And it stays aside while cut: it stands for no election it could win by its own requests.
+    let new = g.leader(T).await;
+    assert_ne!(new, old);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(!g.core(old).is_leading(), "the cut master took the lead again");
+    assert_eq!(g.leader(T).await, new, "leadership moved while the cut master stood aside");
+    g.router.cut_inbound(old, false);
+    holds_all(&g, &acked).await;
+    let deadline = std::time::Instant::now() + T;
+    while g.masters[&old].is_unreachable() {
+        assert!(std::time::Instant::now() < deadline, "the master still thinks itself unreachable");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for m in g.masters.values() {
+        m.shutdown().await;
+    }
+}

@@ -17,11 +17,11 @@ use cv_master_raft::openraft::raft::{
 use cv_master_raft::openraft::{
     BasicNode, CommittedLeaderId, RaftNetwork, RaftNetworkFactory, SnapshotMeta, StoredMembership,
 };
-use cv_master_raft::{LogId, RaftMaster, TypeConfig, Vote};
+use cv_master_raft::{LogId, Prober, RaftMaster, TypeConfig, Vote};
 use cv_net::rpc::{Conn, Reply};
 use cv_wire::msg::{
-    ChangeMasters, Done, ListMastersOk, MasterMember, RaftAppend, RaftAppendOk, RaftLogId, RaftSnapshot,
-    RaftSnapshotOk, RaftVote, RaftVoteOk, RaftVoteReq, Role,
+    ChangeMasters, Done, ListMastersOk, MasterMember, RaftAppend, RaftAppendOk, RaftLogId, RaftProbe, RaftProbeOk,
+    RaftSnapshot, RaftSnapshotOk, RaftVote, RaftVoteOk, RaftVoteReq, Role,
 };
 use cv_wire::{ErrorCode, Frame, Limits, Message};
 
@@ -202,6 +202,65 @@ impl RaftNetwork<TypeConfig> for QuicLink {
             last_log_id: ok.last.as_ref().map(from_wire_id),
         })
     }
+}
+
+/// Probes the other masters' addresses (`RaftProbe`) from the client endpoint, as clients and
+/// workers dial them: one connection per peer, kept while it lives (a path cut and restored
+/// carries it again), dialed anew once closed.
+#[derive(Debug, Clone)]
+pub struct QuicProber {
+    endpoint: quinn::Endpoint,
+    node: String,
+    me: u64,
+    conns: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<u64, Conn>>>,
+}
+
+impl QuicProber {
+    pub fn new(endpoint: quinn::Endpoint, node: String, me: u64) -> Self {
+        Self { endpoint, node, me, conns: Default::default() }
+    }
+
+    fn conns(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<u64, Conn>> {
+        self.conns.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Prober for QuicProber {
+    async fn probe(&self, peer: u64, addr: String) -> bool {
+        let Ok(addr) = addr.parse::<SocketAddr>() else { return false };
+        let cached = self.conns().get(&peer).filter(|c| !c.is_closed()).cloned();
+        let conn = match cached {
+            Some(c) => c,
+            None => match Conn::connect(&self.endpoint, addr, Role::Master, &self.node, Limits::DEFAULT).await {
+                Ok(c) => {
+                    self.conns().insert(peer, c.clone());
+                    c
+                }
+                Err(e) => {
+                    tracing::debug!(peer, %addr, error = %e, "probing a master: no connection");
+                    return false;
+                }
+            },
+        };
+        match conn.call(&RaftProbe { from: self.me }, &[]).await.and_then(|f| Ok(f.decode_body::<RaftProbeOk>()?)) {
+            // A master at that address other than the one named is not the one probed.
+            Ok(ok) => ok.this == peer,
+            Err(e) => {
+                tracing::debug!(peer, %addr, error = %e, "probing a master");
+                if e.code().is_none() {
+                    self.conns().remove(&peer);
+                }
+                false
+            }
+        }
+    }
+}
+
+/// Another master's probe: it reached this one.
+pub(super) fn probed(raft: &RaftMaster, frame: &Frame) -> Result<Reply, Fail> {
+    let req: RaftProbe = frame.decode_body()?;
+    raft.probed_by(req.from);
+    Ok(Reply::ok(frame.header().request_id, &RaftProbeOk { this: raft.node_id() }, Vec::new()))
 }
 
 fn raft_fail(e: impl std::fmt::Display) -> Fail {

@@ -116,6 +116,9 @@ impl MasterServer {
         opts.election_min = election;
         opts.election_max = election * 2;
         opts.heartbeat = election / 4;
+        // A leader the others stopped reaching steps aside after four election timeouts (1 s
+        // by default): long enough that a busy machine's late probes are not taken for a cut.
+        opts.reach_window = election * 4;
         // Every master that starts without files catches up before it votes; the one that
         // founds a group ends that at once (`bootstrap`).
         opts.catch_up_before_voting = true;
@@ -133,6 +136,7 @@ impl MasterServer {
                 return Err(e.into());
             }
         };
+        raft.start_probing(super::raft::QuicProber::new(client.clone(), config.node.clone(), config.node_id));
         let exporter = Arc::new(Exporter::new(client.clone(), config.node.clone()));
         let core = raft.core().clone();
         tracing::info!(node_id = config.node_id, peers = config.peers.len(), "master in a raft group");

@@ -152,12 +152,13 @@ impl MasterService {
                 super::raft::change_masters(self.raft_master(frame.kind())?, frame).await
             }
             Kind::ListMasters => super::raft::list_masters(self.raft_master(frame.kind())?, frame),
-            Kind::RaftAppend | Kind::RaftVoteReq | Kind::RaftSnapshot => {
+            Kind::RaftAppend | Kind::RaftVoteReq | Kind::RaftSnapshot | Kind::RaftProbe => {
                 super::raft::master_only(peer.role, frame.kind())?;
                 let master = self.raft_master(frame.kind())?;
                 match frame.kind() {
                     Kind::RaftAppend => super::raft::append(master, frame).await,
                     Kind::RaftVoteReq => super::raft::vote(master, frame).await,
+                    Kind::RaftProbe => super::raft::probed(master, frame),
                     _ => super::raft::snapshot(master, frame).await,
                 }
             }

@@ -216,6 +216,11 @@ impl CvCluster {
         MASTER_HOST + i
     }
 
+    /// The UDP port master `i` serves on (on host [`Self::master_host`]).
+    pub fn master_port(&self, i: usize) -> u16 {
+        self.later.master_addrs.get(i).map_or(MASTER_PORT, |a| a.port())
+    }
+
     /// Starts master `i` again on the same host, address and files (after a kill); with
     /// `wipe`, its files are removed first (a lost disk).
     pub fn restart_master_at(&mut self, i: usize) -> Result<ProcId, RigError> {

@@ -204,6 +204,25 @@ impl Rig {
         net::set_link(self.subnet, index, true)
     }
 
+    /// Why [`drop_inbound_udp`](Self::drop_inbound_udp) cannot run here (no `iptables`), or
+    /// `None` if it can.
+    pub fn firewall_unavailable() -> Option<String> {
+        sys::run("iptables", &["-V"]).err().map(|e| format!("iptables is missing: {e}"))
+    }
+
+    /// A one-way cut on host `index`: every UDP datagram arriving for `port` is dropped (an
+    /// `iptables` rule in its namespace), while what the host sends from other ports, and the
+    /// replies to that, go through. Until [`allow_inbound_udp`](Self::allow_inbound_udp); the
+    /// rule goes with the namespace at teardown.
+    pub fn drop_inbound_udp(&self, index: usize, port: u16) -> Result<(), RigError> {
+        net::inbound_udp(&self.host(index)?.netns, port, true)
+    }
+
+    /// Removes the rule of [`drop_inbound_udp`](Self::drop_inbound_udp).
+    pub fn allow_inbound_udp(&self, index: usize, port: u16) -> Result<(), RigError> {
+        net::inbound_udp(&self.host(index)?.netns, port, false)
+    }
+
     /// A tmpfs of `bytes` for host `index`, mounted at `<host dir>/disk` (returned); unmounted at
     /// teardown. Mount it before starting the processes that use it.
     pub fn small_disk(&self, index: usize, bytes: u64) -> Result<PathBuf, RigError> {

@@ -52,6 +52,15 @@ pub(crate) fn set_link(s: u8, h: usize, up: bool) -> Result<(), RigError> {
     ip(&["link", "set", "dev", &names::veth(s, h), if up { "up" } else { "down" }]).map(drop)
 }
 
+/// Inserts (`cut = true`) or deletes the rule dropping UDP for `port` on namespace `ns`'s
+/// INPUT chain.
+pub(crate) fn inbound_udp(ns: &str, port: u16, cut: bool) -> Result<(), RigError> {
+    let port = port.to_string();
+    let op = if cut { "-I" } else { "-D" };
+    sys::run("ip", &["netns", "exec", ns, "iptables", op, "INPUT", "-p", "udp", "--dport", &port, "-j", "DROP"])
+        .map(drop)
+}
+
 /// Removes host `h`'s namespace (its veth pair goes with it), killing what still runs inside.
 /// Missing pieces are fine: teardown runs after partial setups and after a sweep.
 pub(crate) fn remove_host(s: u8, h: usize) -> Result<(), RigError> {

@@ -85,8 +85,26 @@ pub struct RaftSnapshotOk {
     pub vote: RaftVote,
 }
 
+/// A master's probe of another's client-facing address (master/HA.md, "A leader clients
+/// cannot reach"): `from` counts this master as one that reached the answering one. Masters
+/// only; it grants nothing.
+#[derive(Archive, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+pub struct RaftProbe {
+    pub from: u64,
+}
+
+/// Reply to [`RaftProbe`]: the answering master's id.
+#[derive(Archive, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+pub struct RaftProbeOk {
+    pub this: u64,
+}
+
 super::no_limits!(
     ArchivedRaftAppend,
+    ArchivedRaftProbe,
+    ArchivedRaftProbeOk,
     ArchivedRaftAppendOk,
     ArchivedRaftVoteReq,
     ArchivedRaftVoteOk,

@@ -224,6 +224,8 @@ pub fn visit(v: &mut impl Visit) {
     v.msg(RaftVoteOk { vote: vote(), granted: true, last: None }, &[]);
     v.msg(raft_snapshot(), &[9u8; 16]);
     v.msg(RaftSnapshotOk { vote: vote() }, &[]);
+    v.msg(RaftProbe { from: 2 }, &[]);
+    v.msg(RaftProbeOk { this: 1 }, &[]);
 }
 
 // The parts the samples share, and the samples `frames.rs` also round-trips with other

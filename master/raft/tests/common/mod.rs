@@ -17,7 +17,7 @@ use cv_master_raft::openraft::raft::{
     VoteResponse,
 };
 use cv_master_raft::openraft::{BasicNode, RaftNetwork, RaftNetworkFactory};
-use cv_master_raft::{RaftMaster, RaftOptions, ReadMode, Refused, TypeConfig};
+use cv_master_raft::{Prober, RaftMaster, RaftOptions, ReadMode, Refused, TypeConfig};
 
 #[derive(Default)]
 pub struct Router {
@@ -27,6 +27,9 @@ pub struct Router {
     isolated: Mutex<HashSet<u64>>,
     /// Links cut, both ways (smaller id first).
     cut: Mutex<HashSet<(u64, u64)>>,
+    /// Nodes no request reaches, while their own requests (and the replies) go through: a
+    /// gray failure, as a firewall dropping what arrives at one master's port.
+    inbound_cut: Mutex<HashSet<u64>>,
     /// Messages lost, per thousand (the request or its reply).
     pub loss: AtomicU32,
     rng: Mutex<u64>,
@@ -73,8 +76,26 @@ impl Router {
         }
     }
 
+    /// Cuts (or restores) every request to `id`; its own requests still go through.
+    pub fn cut_inbound(&self, id: u64, cut: bool) {
+        let mut g = self.inbound_cut.lock().unwrap();
+        if cut {
+            g.insert(id);
+        } else {
+            g.remove(&id);
+        }
+    }
+
+    /// Whether a client can reach master `id`: it is neither isolated nor cut inbound.
+    pub fn client_reaches(&self, id: u64) -> bool {
+        !self.isolated.lock().unwrap().contains(&id) && !self.inbound_cut.lock().unwrap().contains(&id)
+    }
+
     /// The target if the link is up and the message is not lost; the delay to apply.
     fn route(&self, from: u64, to: u64) -> Result<(Arc<RaftMaster>, Duration), Down> {
+        if self.inbound_cut.lock().unwrap().contains(&to) {
+            return Err(Down(format!("requests to {to} are dropped")));
+        }
         let iso = self.isolated.lock().unwrap();
         if iso.contains(&from) || iso.contains(&to) || self.cut.lock().unwrap().contains(&(from.min(to), from.max(to)))
         {
@@ -100,6 +121,19 @@ impl Router {
 pub struct Net {
     router: Arc<Router>,
     from: u64,
+}
+
+impl Prober for Net {
+    async fn probe(&self, peer: u64, _addr: String) -> bool {
+        match self.router.route(self.from, peer) {
+            Ok((m, delay)) => {
+                tokio::time::sleep(delay).await;
+                m.probed_by(self.from);
+                !self.router.reply_lost()
+            }
+            Err(_) => false,
+        }
+    }
 }
 
 pub struct Link {
@@ -207,7 +241,8 @@ impl Group {
         opts.peers = self.ids.iter().map(|&p| (p, format!("mem:{p}"))).collect();
         let config = MasterConfig { block_size: 64 * 1024, ..MasterConfig::default() };
         let net = Net { router: self.router.clone(), from: id };
-        let m = Arc::new(RaftMaster::start(opts, config, Arc::new(SystemClock), net).await.unwrap());
+        let m = Arc::new(RaftMaster::start(opts, config, Arc::new(SystemClock), net.clone()).await.unwrap());
+        m.start_probing(net);
         self.router.nodes.lock().unwrap().insert(id, m.clone());
         self.masters.insert(id, m);
     }
@@ -224,8 +259,9 @@ impl Group {
     pub async fn leader(&self, timeout: Duration) -> u64 {
         let end = Instant::now() + timeout;
         loop {
-            let iso = self.router.isolated.lock().unwrap().clone();
-            if let Some((&id, _)) = self.masters.iter().find(|(id, m)| m.is_leading() && !iso.contains(id)) {
+            if let Some((&id, _)) =
+                self.masters.iter().find(|(id, m)| m.is_leading() && self.router.client_reaches(**id))
+            {
                 return id;
             }
             assert!(Instant::now() < end, "no master leads after {timeout:?}");
@@ -268,7 +304,10 @@ pub async fn mkdir(group: &Group, path: &str, timeout: Duration) -> bool {
     let p = CvPath::parse(path).unwrap();
     let end = Instant::now() + timeout;
     while Instant::now() < end {
-        for m in group.masters.values() {
+        for (id, m) in &group.masters {
+            if !group.router.client_reaches(*id) {
+                continue;
+            }
             let r = match m.core().begin_mkdir(&p, true) {
                 Ok(pending) => pending.wait_async().await,
                 Err(e) => Err(e),
