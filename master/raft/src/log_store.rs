@@ -15,6 +15,7 @@ use std::ops::RangeBounds;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use cv_master_core::journal::{FileStorage, Storage};
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
@@ -59,6 +60,52 @@ enum Job {
     Replace(Vec<u8>, flume::Sender<std::io::Result<()>>),
 }
 
+/// A write that failed for want of space: space freed later cures it, so it is held and tried
+/// again instead of stopping the node (master/HA.md, "A full log disk").
+pub(crate) fn is_no_space(e: &std::io::Error) -> bool {
+    matches!(e.kind(), std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded)
+}
+
+/// How long a write held for want of space waits before it is tried again.
+pub(crate) const NO_SPACE_RETRY: Duration = Duration::from_millis(250);
+
+/// Whether this master's Raft files cannot be written for want of space, and where they are.
+#[derive(Debug)]
+pub struct Space {
+    dir: std::path::PathBuf,
+    full: AtomicBool,
+}
+
+impl Space {
+    pub fn is_full(&self) -> bool {
+        self.full.load(Ordering::Acquire)
+    }
+
+    /// Records the outcome of a write of `what`; `true` if it failed for want of space (hold
+    /// it and try again).
+    pub(crate) fn note(&self, what: &str, r: &std::io::Result<()>) -> bool {
+        match r {
+            Err(e) if is_no_space(e) => {
+                if !self.full.swap(true, Ordering::AcqRel) {
+                    tracing::error!(
+                        dir = %self.dir.display(), what, error = %e,
+                        "no space left for the raft files: writes are held until space is freed, and this \
+                         master steps aside"
+                    );
+                }
+                true
+            }
+            Ok(()) => {
+                if self.full.swap(false, Ordering::AcqRel) {
+                    tracing::info!(dir = %self.dir.display(), what, "the raft files can be written again");
+                }
+                false
+            }
+            Err(_) => false,
+        }
+    }
+}
+
 /// The log store; clones share it (the reader openraft asks for is a clone).
 #[derive(Debug, Clone)]
 pub struct FileLog {
@@ -67,6 +114,7 @@ pub struct FileLog {
     /// A write failed and what reached the file could not be cut again: refuse all writes
     /// (openraft stops the node on a storage error; a restart reopens and cuts the tail).
     failed: Arc<AtomicBool>,
+    space: Arc<Space>,
 }
 
 impl std::fmt::Debug for Job {
@@ -84,7 +132,13 @@ fn io_err(e: impl std::error::Error + Send + Sync + 'static) -> StorageError<u64
 }
 
 /// The writer thread: runs queued jobs in order, each run of writes with one write + one sync.
-fn run_writer(mut log: FileStorage, mut file_len: u64, jobs: flume::Receiver<Job>, failed: Arc<AtomicBool>) {
+fn run_writer(
+    mut log: FileStorage,
+    mut file_len: u64,
+    jobs: flume::Receiver<Job>,
+    failed: Arc<AtomicBool>,
+    space: Arc<Space>,
+) {
     let mut next: Option<Job> = None;
     loop {
         let job = match next.take() {
@@ -110,10 +164,19 @@ fn run_writer(mut log: FileStorage, mut file_len: u64, jobs: flume::Receiver<Job
                     }
                 }
                 let all: Vec<u8> = bufs.concat();
-                let r = if failed.load(Ordering::Acquire) {
-                    Err(std::io::Error::other("an earlier raft log write failed"))
-                } else {
-                    log.append(&all).and_then(|()| log.sync())
+                let r = loop {
+                    if failed.load(Ordering::Acquire) {
+                        break Err(std::io::Error::other("an earlier raft log write failed"));
+                    }
+                    // A write refused for want of space is cut back and held (no one is told:
+                    // openraft waits, and the node steps aside); a failed sync is not retried,
+                    // as the page cache's state is unknown after it.
+                    let written = log.append(&all);
+                    if space.note("raft-log", &written) && log.truncate(file_len).is_ok() {
+                        std::thread::sleep(NO_SPACE_RETRY);
+                        continue;
+                    }
+                    break written.and_then(|()| log.sync());
                 };
                 match &r {
                     Ok(()) => file_len += all.len() as u64,
@@ -169,10 +232,11 @@ impl FileLog {
         };
         let (jobs, rx) = flume::unbounded();
         let failed = Arc::new(AtomicBool::new(false));
-        let f = failed.clone();
-        std::thread::Builder::new().name("cv-raft-log".into()).spawn(move || run_writer(log, len, rx, f))?;
+        let space = Arc::new(Space { dir: dir.to_path_buf(), full: AtomicBool::new(false) });
+        let (f, sp) = (failed.clone(), space.clone());
+        std::thread::Builder::new().name("cv-raft-log".into()).spawn(move || run_writer(log, len, rx, f, sp))?;
         let inner = Inner { vote_file, vote, purged, entries, len };
-        Ok(Self { inner: Arc::new(Mutex::new(inner)), jobs, failed })
+        Ok(Self { inner: Arc::new(Mutex::new(inner)), jobs, failed, space })
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -207,6 +271,11 @@ impl FileLog {
         let (tx, rx) = flume::bounded(1);
         self.queue(entries, Done::Wait(tx))?;
         rx.recv().unwrap_or_else(|_| Err(std::io::Error::other("the raft log writer stopped")))
+    }
+
+    /// Whether the Raft files want space, and where they are.
+    pub fn space(&self) -> &Arc<Space> {
+        &self.space
     }
 
     /// The last entry's id (or the last purged one's), as openraft's log state says.
@@ -244,9 +313,16 @@ impl RaftLogStorage<TypeConfig> for FileLog {
     }
 
     async fn save_vote(&mut self, vote: &Vote) -> Result<(), StorageError<u64>> {
-        let mut g = self.lock();
-        g.vote_file.replace(&encode_vote(vote)).map_err(|e| StorageIOError::write_vote(&e))?;
-        g.vote = Some(*vote);
+        // Held while there is no space, as log writes are (the node waits; it is unfit).
+        loop {
+            let r = self.lock().vote_file.replace(&encode_vote(vote));
+            if !self.space.note("raft-vote", &r) {
+                r.map_err(|e| StorageIOError::write_vote(&e))?;
+                break;
+            }
+            tokio::time::sleep(NO_SPACE_RETRY).await;
+        }
+        self.lock().vote = Some(*vote);
         Ok(())
     }
 

@@ -239,8 +239,16 @@ impl RaftSnapshotBuilder<TypeConfig> for Builder {
             let file =
                 snapshot::encode(&meta, seq, state.data()).map_err(|e| Error::new(ErrorKind::CorruptData, e.0))?;
             let stored = Stored { meta: meta.clone(), file: Arc::new(file) };
-            node.persist(stored.clone())
-                .map_err(|e| Error::new(ErrorKind::Io, format!("writing the raft snapshot: {e}")))?;
+            // Held while there is no space, as log writes are: the old snapshot and the log
+            // stay whole meanwhile (the file is replaced atomically).
+            loop {
+                let r = node.persist(stored.clone());
+                if !node.log.space().note("raft-snapshot", &r) {
+                    r.map_err(|e| Error::new(ErrorKind::Io, format!("writing the raft snapshot: {e}")))?;
+                    break;
+                }
+                std::thread::sleep(crate::log_store::NO_SPACE_RETRY);
+            }
             tracing::info!(seq, index = ?upto.map(|l| l.index), bytes = stored.file.len(), "raft snapshot built");
             Ok::<_, Error>(Snapshot { meta, snapshot: Box::new(Cursor::new(stored.file.to_vec())) })
         })

@@ -516,6 +516,7 @@ async fn keep_fit(raft: Raft<TypeConfig>, node: Arc<Node>, reach: Arc<Reach>, ev
                 Verdict::Reachable => tracing::info!(node = node.shared.me, "the other masters reach this one again"),
             }
         }
+        fitness.set(Unfit::JournalFull, node.log.space().is_full());
         let fit = fitness.may_lead();
         if fit == was_fit {
             continue;

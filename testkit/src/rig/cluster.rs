@@ -47,6 +47,9 @@ pub struct ClusterSpec {
     pub block_size: Option<u64>,
     /// Masters: 1, or a Raft group of 3 or 5, one per host.
     pub masters: usize,
+    /// Put each master's journal (or Raft files) on a tmpfs of this many bytes
+    /// ([`CvCluster::master_disk`]; `None`: the rig's temp dir).
+    pub master_disk: Option<u64>,
 }
 
 impl ClusterSpec {
@@ -68,6 +71,7 @@ impl ClusterSpec {
             spare_hosts: 0,
             block_size: None,
             masters: 1,
+            master_disk: None,
         }
     }
 }
@@ -146,7 +150,10 @@ impl CvCluster {
         for (i, &listen) in master_addrs.iter().enumerate() {
             let h = MASTER_HOST + i;
             let mdir = rig.host_dir(h)?;
-            let journal = mdir.join("journal");
+            let journal = match spec.master_disk {
+                Some(bytes) => rig.small_disk(h, bytes)?.join("journal"),
+                None => mdir.join("journal"),
+            };
             let mfile = cv_config::MasterFile {
                 listen,
                 journal: &journal,
@@ -240,9 +247,18 @@ impl CvCluster {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
+    /// The tmpfs master `i`'s journal is on ([`ClusterSpec::master_disk`]), to fill it.
+    pub fn master_disk(&self, i: usize) -> Option<PathBuf> {
+        let host = self.rig.host_dir(MASTER_HOST + i).ok()?;
+        self.later.spec.master_disk.map(|_| host.join("disk"))
+    }
+
     /// Removes master `i`'s journal (or Raft files): its disk was lost. Kill it first.
     pub fn wipe_master(&self, i: usize) -> Result<(), RigError> {
-        let dir = self.rig.host_dir(MASTER_HOST + i)?.join("journal");
+        let dir = match self.master_disk(i) {
+            Some(disk) => disk.join("journal"),
+            None => self.rig.host_dir(MASTER_HOST + i)?.join("journal"),
+        };
         match std::fs::remove_dir_all(&dir) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
