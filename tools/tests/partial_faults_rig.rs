@@ -253,3 +253,56 @@ fn fill(path: &Path) {
     // The last bytes in smaller pieces, so not even a small write fits.
     while f.write_all(&[0u8; 512]).is_ok() {}
 }
+
+/// A full worker, a put refused for want of space, then `rm` of a file: a put right after it
+/// fits in the space freed. Block deletes used to reach the worker only in its next heartbeat
+/// reply, and the space to be reported in the heartbeat after (here every 20 s), so that put
+/// was refused too; now the master sends the deletes at once and the worker reports the space
+/// in an early heartbeat.
+#[test]
+fn space_freed_by_rm_is_there_for_the_next_put() {
+    if let Some(why) = Rig::unavailable() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let spec = ClusterSpec {
+        heartbeat_timeout: Duration::from_secs(60),
+        worker_capacity: 24 << 20,
+        block_size: Some(1 << 20),
+        replicas: 1,
+        ..ClusterSpec::new(env!("CARGO_BIN_EXE_cvctl"), 1)
+    };
+    let c = CvCluster::start(&spec).unwrap();
+    let local = tempfile::tempdir().unwrap();
+    let file = |name: &str, mib: usize| {
+        let f = local.path().join(name);
+        std::fs::write(&f, vec![name.as_bytes()[0]; mib << 20]).unwrap();
+        f
+    };
+    let put = |name: &str, mib: usize| {
+        let f = file(name, mib);
+        c.cvctl(&["fs", "put", f.to_str().unwrap(), &format!("/{name}")]).unwrap()
+    };
+    let mut stored = Vec::new();
+    let refusal = loop {
+        let name = format!("f{}", stored.len());
+        let out = put(&name, 4);
+        if !out.status.success() {
+            break String::from_utf8_lossy(&out.stderr).into_owned();
+        }
+        stored.push(name);
+        assert!(stored.len() < 10, "a 24 MiB worker took {} files of 4 MiB", stored.len());
+    };
+    println!("{} files of 4 MiB stored; then: {}", stored.len(), refusal.trim());
+    assert!(refusal.contains("NoSpace"), "the put was refused for another reason: {refusal}");
+    c.fs(&["rm", &format!("/{}", stored[0])]).unwrap();
+    let out = put("after-rm", 3);
+    assert!(
+        out.status.success(),
+        "a 3 MiB put right after removing a 4 MiB file was refused: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got = c.fs(&["cat", "/after-rm"]).unwrap();
+    assert!(got == vec![b'a'; 3 << 20], "/after-rm reads back wrong");
+    c.shutdown().unwrap();
+}

@@ -90,6 +90,9 @@ impl WorkerServer {
 
         let local = local_serve(&settings);
         let mut starting = Vec::with_capacity(usize::from(n));
+        // Shards ask the control thread for an early heartbeat through it (capacity 1: one
+        // pending request stands for any number).
+        let (report_soon, report_asked) = flume::bounded(1);
         for i in 0..n {
             let port = if settings.base_port == 0 { 0 } else { settings.base_port + i };
             let spec = ShardSpec {
@@ -105,6 +108,7 @@ impl WorkerServer {
                 limits: Limits::DEFAULT,
                 ufs: ufs.as_ref().map(UfsPool::fetcher),
                 local: local.clone(),
+                report_soon: report_soon.clone(),
             };
             match shard::spawn(spec) {
                 Ok(s) => starting.push(s),
@@ -170,6 +174,7 @@ impl WorkerServer {
                 bind: settings.bind,
                 shards: handle.shards.iter().map(|(c, _)| c.clone()).collect(),
                 id_file: settings.data_dirs.first().map(|d| d.path.join("worker-id")),
+                report_soon: report_asked,
             };
             handle.control = Some(control::spawn(spec)?);
         }

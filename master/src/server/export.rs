@@ -270,7 +270,7 @@ impl Exporter {
         Ok(bytes::Bytes::from(frame.into_payload()))
     }
 
-    async fn conn(&self, addr: SocketAddr) -> Result<Conn, Fail> {
+    pub(super) async fn conn(&self, addr: SocketAddr) -> Result<Conn, Fail> {
         let mut conns = self.conns.lock().await;
         if let Some(c) = conns.get(&addr).filter(|c| !c.is_closed()) {
             return Ok(c.clone());

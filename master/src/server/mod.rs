@@ -11,6 +11,7 @@ mod export;
 mod metrics;
 mod mounts;
 mod namespace;
+mod push_deletes;
 mod raft;
 mod rename;
 mod replay;

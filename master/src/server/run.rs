@@ -186,6 +186,7 @@ impl MasterServer {
         let (stop, stopped) = watch::channel(false);
         let tick = tokio::spawn(tick_loop(core.clone(), config.tick_every(), stopped.clone()));
         let tails = tokio::spawn(super::tails::keep(tails_file, core.clone(), ufs.clone(), stopped.clone()));
+        tokio::spawn(service.deletes_now.clone().run(core.clone(), exporter.clone(), stopped.clone()));
         let export = tokio::spawn(exporter.run(core.clone(), ufs, stopped));
         tracing::info!(%addr, "master serving");
         Ok(MasterServer { core, endpoint, addr, serve, tick, export, tails, stop, service, raft })

@@ -44,6 +44,8 @@ pub struct MasterService {
     pub(super) open_latency: cv_master_core::latency::Latency,
     /// The QUIC connections served, for `/metrics`.
     pub(super) quic: Arc<cv_net::conn_stats::ConnStats>,
+    /// Sends queued block deletes at once (`push_deletes.rs`).
+    pub(super) deletes_now: Arc<super::push_deletes::DeletesNow>,
 }
 
 impl MasterService {
@@ -69,6 +71,7 @@ impl MasterService {
             raft,
             open_latency: Default::default(),
             quic: Default::default(),
+            deletes_now: Default::default(),
         }
     }
 
@@ -118,12 +121,19 @@ impl MasterService {
             Kind::Mkdir => namespace::mkdir(self, Req::of(frame)?).await,
             Kind::Create => namespace::create(self, Req::of(frame)?).await,
             Kind::AddBlock => namespace::add_block(self, Req::of(frame)?).await,
-            Kind::Complete => namespace::complete(self, Req::of(frame)?).await,
-            Kind::CompleteIf => namespace::complete_if(self, Req::of(frame)?).await,
-            Kind::Abandon => namespace::abandon(self, Req::of(frame)?).await,
+            // These may queue block deletes: they are sent at once too.
+            Kind::Complete | Kind::CompleteIf | Kind::Abandon | Kind::Rename | Kind::Delete => {
+                let r = match frame.kind() {
+                    Kind::Complete => namespace::complete(self, Req::of(frame)?).await,
+                    Kind::CompleteIf => namespace::complete_if(self, Req::of(frame)?).await,
+                    Kind::Abandon => namespace::abandon(self, Req::of(frame)?).await,
+                    Kind::Rename => rename::rename(self, Req::of(frame)?).await,
+                    _ => namespace::delete(self, Req::of(frame)?).await,
+                };
+                self.deletes_now.kick();
+                r
+            }
             Kind::Compose => namespace::compose(self, Req::of(frame)?).await,
-            Kind::Rename => rename::rename(self, Req::of(frame)?).await,
-            Kind::Delete => namespace::delete(self, Req::of(frame)?).await,
             Kind::Mount => mounts::mount(self, Req::of(frame)?).await,
             Kind::Unmount => mounts::unmount(self, Req::of(frame)?).await,
             Kind::ListMounts => mounts::list(self, Req::of(frame)?).await,

@@ -65,6 +65,8 @@ pub(crate) struct ControlSpec {
     pub(crate) shards: Vec<flume::Sender<ShardCmd>>,
     /// Where the worker's id is kept across restarts (beside its data).
     pub(crate) id_file: Option<std::path::PathBuf>,
+    /// A shard freed space or lacked it: heartbeat now rather than at the next interval.
+    pub(crate) report_soon: flume::Receiver<()>,
 }
 
 /// The running control thread.
@@ -264,6 +266,8 @@ async fn session_with(
             // idle timeout, about a second), not at the next heartbeat.
             tokio::select! {
                 _ = tokio::time::sleep(interval) => {}
+                // A burst of deletes is gathered into one heartbeat.
+                Ok(()) = spec.report_soon.recv_async() => tokio::time::sleep(REPORT_SOON_GATHER).await,
                 e = conn.quinn().closed() => {
                     return Err(NetError::new(NetErrorKind::Connect, format!("master connection closed: {e}")).into());
                 }
@@ -303,6 +307,10 @@ async fn register(spec: &ControlSpec, conn: &Conn, st: &mut State) -> std::resul
     st.heartbeat_ms = ok.heartbeat_ms;
     Ok(())
 }
+
+/// How long an early heartbeat waits for more of the same burst (deletes of one file's blocks
+/// arrive one request per shard).
+const REPORT_SOON_GATHER: Duration = Duration::from_millis(20);
 
 fn heartbeat_interval(spec: &ControlSpec, st: &State) -> Duration {
     match st.heartbeat_ms {

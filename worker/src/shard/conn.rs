@@ -40,6 +40,17 @@ pub(crate) struct ShardCtx {
     pub(crate) local: Option<Arc<crate::local::LocalServe>>,
     /// Connections and requests, for `/metrics`.
     pub(crate) counters: super::counters::ShardCounters,
+    /// Asks the control thread for a heartbeat now: the master places blocks by the space
+    /// its last heartbeat reported, so space freed by a delete, or found lacking by a write,
+    /// must not wait for the next one.
+    pub(crate) report_soon: flume::Sender<()>,
+}
+
+impl ShardCtx {
+    /// Asks for a heartbeat now (one pending request is enough).
+    pub(crate) fn space_changed(&self) {
+        let _ = self.report_soon.try_send(());
+    }
 }
 
 /// Accepts connections until the endpoint closes.

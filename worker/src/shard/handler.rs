@@ -245,8 +245,13 @@ async fn delete_blocks(ctx: &ShardCtx, frame: &Frame) -> Result<Reply, Refusal> 
     for &id in &ids {
         owned(ctx, id)?;
     }
+    let mut freed = false;
     for id in ids {
-        ctx.store.delete(id).await?;
+        freed |= ctx.store.delete(id).await?;
+    }
+    // Blocks deleted twice (sent at once, then in a heartbeat reply) ask for nothing more.
+    if freed {
+        ctx.space_changed();
     }
     Ok(Reply::ok(frame.header().request_id, &Done {}))
 }
@@ -258,6 +263,9 @@ async fn write_block(ctx: &ShardCtx, head: Inbound, recv: &mut RecvStream) -> Re
     let refuse = |recv: &mut RecvStream, r: Refusal| {
         // The rest of the payload is not wanted: give the stream's credit back.
         let _ = recv.stop(VarInt::from_u32(0));
+        if r.code == ErrorCode::NoSpace {
+            ctx.space_changed();
+        }
         r.reply(id)
     };
     let (block_id, pinned) =
@@ -305,6 +313,6 @@ async fn write_block(ctx: &ShardCtx, head: Inbound, recv: &mut RecvStream) -> Re
     }
     match writer.commit().await {
         Ok(stat) => Reply::ok(id, &WriteBlockOk { len: stat.len, crc32: data_crc }),
-        Err(e) => Refusal::from(e).reply(id),
+        Err(e) => refuse(recv, e.into()),
     }
 }

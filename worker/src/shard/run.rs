@@ -40,6 +40,8 @@ pub(crate) struct ShardSpec {
     pub(crate) ufs: Option<Fetcher>,
     /// Short-circuit reads, when served.
     pub(crate) local: Option<Arc<LocalServe>>,
+    /// Asks the control thread for a heartbeat now (space freed or lacking).
+    pub(crate) report_soon: flume::Sender<()>,
 }
 
 pub(crate) fn thread_main(
@@ -103,6 +105,7 @@ async fn shard_main(
             fills: Rc::new(Fills::new(store.clone(), spec.ufs)),
             local: spec.local,
             counters: Default::default(),
+            report_soon: spec.report_soon,
         });
         if let Ok(task) = gate.spawn(accept_loop(ep.clone(), c.clone())) {
             task.detach();
@@ -127,10 +130,17 @@ async fn command_loop(ctx: &ShardCtx, cmds: &flume::Receiver<ShardCmd>) {
                 let _ = reply.send(report(ctx, full));
             }
             ShardCmd::Delete(ids) => {
+                let mut freed = false;
                 for id in ids {
-                    if let Err(e) = ctx.store.delete(id).await {
-                        tracing::warn!(shard = ctx.index, block = id, error = %e, "delete from master failed");
+                    match ctx.store.delete(id).await {
+                        Ok(deleted) => freed |= deleted,
+                        Err(e) => {
+                            tracing::warn!(shard = ctx.index, block = id, error = %e, "delete from master failed")
+                        }
                     }
+                }
+                if freed {
+                    ctx.space_changed();
                 }
             }
             ShardCmd::Unpin(ids) => {
