@@ -161,6 +161,10 @@ impl Client {
         }
         let mut attempts = Attempts::until(&self.inner.settings, "read block", deadline);
         let mut verified: Option<ReadBlock> = None;
+        // The first `Corrupt` answer's message: a later `NotFound` means the worker dropped
+        // its copy.
+        let mut corrupt: Option<String> = None;
+        let block_id = req.block_id;
         loop {
             let req = verified.as_ref().unwrap_or(req);
             let attempt = async {
@@ -174,6 +178,18 @@ impl Client {
                 Err(e) => {
                     if e.kind() == ErrorKind::Corrupt && !req.verify {
                         verified = Some(ReadBlock { verify: true, ..req.clone() });
+                    }
+                    if e.kind() == ErrorKind::Corrupt && corrupt.is_none() {
+                        corrupt = Some(e.message().to_owned());
+                    }
+                    // Found corrupt, then gone: the worker dropped the copy that failed its
+                    // checksum. Say so; "no copy" alone would hide why.
+                    if let (ErrorKind::NotFound, Some(c)) = (e.kind(), &corrupt) {
+                        let why = format!(
+                            "block {} on worker {}: its copy failed its checksum and the worker dropped it ({c})",
+                            block_id, loc.worker_id,
+                        );
+                        return Err(Error::new(ErrorKind::Corrupt, why).final_());
                     }
                     attempts.retry(e).await?
                 }

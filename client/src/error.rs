@@ -129,7 +129,6 @@ impl Error {
         self.kind
     }
 
-    /// Whether the same call may succeed if made again.
     /// The server's error code, for an error the server answered.
     pub(crate) fn code(&self) -> Option<ErrorCode> {
         self.net().and_then(NetError::code)
@@ -144,8 +143,15 @@ impl Error {
         self.source.as_deref().and_then(|s| s.downcast_ref::<NetError>())
     }
 
+    /// Whether the same call may succeed if made again.
     pub fn retryable(&self) -> bool {
         self.retryable
+    }
+
+    /// The same error, final: no retry of the call can help.
+    pub(crate) fn final_(mut self) -> Self {
+        self.retryable = false;
+        self
     }
 
     /// Context for humans.
@@ -178,7 +184,7 @@ fn kind_of(code: ErrorCode) -> ErrorKind {
         ErrorCode::NoSpace => ErrorKind::NoSpace,
         ErrorCode::VersionMismatch | ErrorCode::Malformed | ErrorCode::LimitExceeded => ErrorKind::Protocol,
         ErrorCode::Unsupported => ErrorKind::Unsupported,
-        ErrorCode::UfsFailed => ErrorKind::StoreUnavailable,
+        ErrorCode::UfsFailed | ErrorCode::WriteThroughFailed => ErrorKind::StoreUnavailable,
         ErrorCode::DataLoss => ErrorKind::DataLoss,
         ErrorCode::FileIncomplete => ErrorKind::FileIncomplete,
         ErrorCode::Internal => ErrorKind::Other,

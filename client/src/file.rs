@@ -481,6 +481,8 @@ pub(crate) async fn fetch(file: &FileInner, loc: &BlockLoc, offset: u64, len: u6
     // Until when a block no live worker holds is waited for: a worker the master lost for a
     // moment (stalled, restarting) comes back with its copies.
     let lost_until = Instant::now() + RELOCATE_WITHIN;
+    // Copies tried in this read, and the workers that dropped theirs for failing its checksum.
+    let (mut tried, mut dropped_on) = (0usize, Vec::<u64>::new());
     loop {
         if loc.lost {
             // No copy on a live worker says nothing of whether one exists: unreachable
@@ -509,6 +511,10 @@ pub(crate) async fn fetch(file: &FileInner, loc: &BlockLoc, offset: u64, len: u6
             // Another copy can serve: the next one is read at once. One that is unreachable
             // is not dialed again by later reads of this block.
             Err(e) if !loc.replicas.is_empty() && copy_failed(&e, cv_only) => {
+                tried += 1;
+                if dropped_corrupt(&e) {
+                    dropped_on.push(loc.worker_id);
+                }
                 let next = file.next_copy(&loc);
                 tracing::debug!(block = loc.block_id, from = %loc.addr.socket_addr(), to = %next.addr.socket_addr(), error = %e, "reading another copy");
                 if e.kind() == ErrorKind::WorkerUnreachable {
@@ -516,6 +522,19 @@ pub(crate) async fn fetch(file: &FileInner, loc: &BlockLoc, offset: u64, len: u6
                 }
                 (loc, confirmed) = (next, false);
                 continue;
+            }
+            // The last copy failed its checksum and was dropped, as every other one was:
+            // nothing is left to read it from.
+            Err(e) if dropped_corrupt(&e) && cv_only && dropped_on.len() == tried => {
+                dropped_on.push(loc.worker_id);
+                let why = match dropped_on.len() {
+                    1 => format!("its only copy failed its checksum and was dropped: {}", e.message()),
+                    _ => format!(
+                        "every copy failed its checksum and was dropped (workers {dropped_on:?}): {}",
+                        e.message()
+                    ),
+                };
+                return Err(file.data_loss(&loc, &why));
             }
             // The block is gone: the version read was replaced or removed (its blocks are
             // deleted), the block moved, or its only copy is lost. The master tells which.
@@ -577,6 +596,12 @@ pub(crate) async fn fetch(file: &FileInner, loc: &BlockLoc, offset: u64, len: u6
         }
         loc = now;
     }
+}
+
+/// Whether a read of one copy found it corrupt and its worker dropped it (`Client::read_block`
+/// makes that final): not bytes spoiled on the way, which a later read may get right.
+fn dropped_corrupt(e: &Error) -> bool {
+    e.kind() == ErrorKind::Corrupt && !e.retryable()
 }
 
 /// Whether a read of one copy failed so that another copy may serve: its worker is

@@ -167,6 +167,21 @@ async fn cache_mode_writes_go_to_the_store_before_complete_answers() {
     assert!(w.close().await.is_err());
     s3.set_fault(cv_testkit::Fault::None);
     assert_eq!(client.stat("/w/refused.bin").await.unwrap_err().kind(), ErrorKind::NotFound);
+    // A store that fails (503 to everything, after the master's retries): the write fails at
+    // once naming the store, not retried (the file is not kept), not `NotFound` for an inode.
+    s3.set_fault(cv_testkit::Fault::Status(503));
+    let e = async {
+        let mut w = client.create("/w/down.bin", false).await?;
+        w.write(b"nope").await?;
+        w.close().await
+    }
+    .await
+    .unwrap_err();
+    s3.set_fault(cv_testkit::Fault::None);
+    assert_eq!(e.kind(), ErrorKind::StoreUnavailable, "{e}");
+    assert!(!e.retryable(), "{e}");
+    assert!(e.message().contains("s3://lake/w") && e.message().contains("/w/down.bin"), "{e}");
+    assert_eq!(client.stat("/w/down.bin").await.unwrap_err().kind(), ErrorKind::NotFound);
     // Deleting through cv deletes the object.
     client.delete("/w/new.bin", false).await.unwrap();
     assert!(!store.path().join("lake/w/new.bin").exists());
@@ -544,11 +559,10 @@ async fn a_byte_flipped_on_a_workers_disk_is_never_served() {
     let f = client.open("/plain").await.unwrap();
     let err = f.read_at(192 << 10, &mut buf).await.unwrap_err();
     // The worker dropped the corrupt block: its only copy is gone, which is data loss naming
-    // the file (never `NotFound`), unless the retries ran out while it still answered `Corrupt`.
-    assert!(matches!(err.kind(), ErrorKind::Corrupt | ErrorKind::DataLoss), "{err}");
-    if err.kind() == ErrorKind::DataLoss {
-        assert!(err.message().contains("/plain") && err.message().contains("block"), "{err}");
-    }
+    // the file and saying why (never `NotFound`, nor "the worker holds no copy").
+    assert_eq!(err.kind(), ErrorKind::DataLoss, "{err}");
+    assert!(err.message().contains("/plain") && err.message().contains("block"), "{err}");
+    assert!(err.message().contains("only copy failed its checksum and was dropped"), "{err}");
     cluster.shutdown().await.unwrap();
 }
 

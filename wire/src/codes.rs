@@ -95,6 +95,12 @@ error_codes! {
     /// help. The message names the path. (Added within version 8; an older peer reads it as
     /// `Internal`, also not retryable.)
     FileIncomplete = 26, retry: false;
+    /// The object store behind a cache-mode mount failed a write-through after the master's
+    /// own retries, and the file was not kept: the whole write must be made again. The
+    /// message names the store, the key and what failed. Not retryable: the completion it
+    /// answers cannot succeed again. (Added within version 8; an older peer reads it as
+    /// `Internal`, also not retryable.)
+    WriteThroughFailed = 27, retry: false;
 }
 
 impl ErrorCode {

@@ -184,28 +184,40 @@ async fn finish(s: &MasterService, req: Complete, payload: &[u8], expect: Option
     let under = s.core.inspect(|st| {
         let path = st.path_of(req.file_id)?;
         let cv = CvPath::parse(&path).ok()?;
-        let mode = st.mount_for(&cv)?.mode;
+        let mount = st.mount_for(&cv)?;
+        let (mode, url) = (mount.mode, mount.ufs_url.clone());
         let version = st.stat(&cv).ok()?.version;
-        Some((cv, mode, version))
+        Some((cv, mode, url, version))
     });
     match under {
         // Cache mode: the store is the truth, so the write is done when the store has it.
-        Some((path, MountMode::Cache, version)) => {
+        Some((path, MountMode::Cache, url, version)) => {
             if let Err(f) = s.exporter.export(&s.core, &s.ufs, req.file_id, version, &path).await {
                 // Nothing the store lacks stays visible under a cache-mode mount.
                 match s.core.begin_delete(&path, false) {
                     Ok(p) => drop(p.wait_async().await),
                     Err(e) => tracing::warn!(%path, error = %e, "removing a file the store refused"),
                 }
-                return Err(f);
+                return Err(write_through_failed(&path, &url, f));
             }
             s.ufs.mark_fresh(path.as_str());
         }
         // Fs mode: exported in the background.
-        Some((_, MountMode::Fs, _)) => s.exporter.nudge(),
+        Some((_, MountMode::Fs, _, _)) => s.exporter.nudge(),
         None => {}
     }
     Ok(())
+}
+
+/// The answer to a completion whose write-through failed, the file removed: a failure a
+/// retry could cure (the store down, slow, failing) becomes `WriteThroughFailed`, since
+/// retrying this completion cannot; one that says what is wrong (the store refused access, the
+/// file moved) keeps its code. Both name the store.
+fn write_through_failed(path: &CvPath, url: &str, f: Fail) -> Fail {
+    let message =
+        format!("{path}: the object store {url} did not take the write ({}); the file was not kept", f.message);
+    let code = if f.code.retryable() { ErrorCode::WriteThroughFailed } else { f.code };
+    Fail::new(code, message)
 }
 
 pub(super) async fn delete(s: &MasterService, q: Req<'_, Delete>) -> Result<Reply, Fail> {
