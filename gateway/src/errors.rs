@@ -32,9 +32,11 @@ fn code_of(kind: ErrorKind, what: &str) -> (S3ErrorCode, String) {
         PermissionDenied => (S3ErrorCode::AccessDenied, "the cluster refused the gateway's identity".into()),
         // Shedding load: the client should back off and retry.
         Unavailable => (S3ErrorCode::SlowDown, "the cluster is busy; reduce the request rate".into()),
-        Timeout | WorkerUnreachable | StoreUnavailable => {
+        Timeout | WorkerUnreachable => {
             (S3ErrorCode::ServiceUnavailable, format!("{what}: the cluster did not answer in time"))
         }
+        // A retry of the whole request may succeed once the store does.
+        StoreUnavailable => (S3ErrorCode::ServiceUnavailable, format!("{what}: the object store behind it failed")),
         NoSpace => (S3ErrorCode::Custom("InsufficientStorage".into()), "the cluster is out of space".into()),
         // A retry opens the object afresh.
         Stale => (S3ErrorCode::ServiceUnavailable, format!("{what} was replaced while it was read; retry")),
