@@ -67,7 +67,7 @@ impl MasterCore {
     /// Whether the tail of the complete file at `path` is in the tail cache.
     pub fn has_tail(&self, path: &CvPath) -> bool {
         // A stat, not the block map: this runs before every open under a cache-mode mount.
-        let Ok(st) = lock(&self.inner).state.stat(path) else { return false };
+        let Ok(st) = self.settled().state.stat(path) else { return false };
         st.kind == EntryKind::File && (st.length == 0 || lock(&self.tails).contains(st.id))
     }
 
@@ -117,6 +117,6 @@ impl MasterCore {
 
     /// A read of the state for the object-storage layer (which object backs which file...).
     pub fn inspect<T>(&self, f: impl FnOnce(&State) -> T) -> T {
-        f(&lock(&self.inner).state)
+        f(&self.settled().state)
     }
 }
