@@ -209,15 +209,21 @@ impl MasterCore {
     }
 
     /// Under Raft: this master now leads, and everything committed before its term is
-    /// applied (or it stopped leading). A new leader starts every write lease anew, as a
-    /// restart does, gives every worker a heartbeat timeout from now to reach it, and forgets
-    /// copy orders another leader gave.
+    /// applied (or it stopped leading). A new leader counts every write lease from the
+    /// writer's last progress the state records (create, a block), so a writer that is gone
+    /// is removed within a lease however often leadership moves; that time is by the clock of
+    /// the master then, so [`MasterConfig::clock_skew`] is added, and never past now: a live
+    /// writer is not cut short by a clock ahead, and gets at most a whole lease from now. It
+    /// gives every worker a heartbeat timeout from now to reach it, and forgets copy orders
+    /// another leader gave.
     pub fn set_leading(&self, leading: bool) {
         let g = lock(&self.inner);
         if leading && !self.leading.load(Ordering::Acquire) {
             let now = self.clock.now_ms();
             self.started_ms.store(now, Ordering::Release);
-            *lock(&self.writing) = g.state.writing_files().map(|id| (id, now)).collect();
+            let skew = self.config.clock_skew.as_millis() as u64;
+            *lock(&self.writing) =
+                g.state.writing_since().map(|(id, at)| (id, now.min(at.saturating_add(skew)))).collect();
             *lock(&self.copies) = replicas::Copies::default();
         }
         self.leading.store(leading, Ordering::Release);
