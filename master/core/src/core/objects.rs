@@ -57,10 +57,17 @@ impl MasterCore {
     }
 
     /// Keeps `bytes`, the last bytes of file `file_id` (`length` long) at `version`, in the tail
-    /// cache, trimmed to the footer size of the file's format.
+    /// cache, trimmed to the footer size of the file's format, if that file is complete at
+    /// that version and length. Checked under the state lock: a completion that was undone
+    /// (its journal write ran out of space) leaves no tail behind, which the next file given
+    /// its (file id, version) by the state's counters would be opened with.
     pub fn put_tail(&self, file_id: InodeId, version: u64, length: u64, bytes: &[u8]) {
         let need = footer::tail_len(length, bytes, self.config.default_tail_bytes);
         let keep = (need as usize).min(bytes.len());
+        let g = self.settled();
+        if g.state.complete_file(file_id) != Some((version, length)) {
+            return;
+        }
         lock(&self.tails).insert(file_id, version, length - keep as u64, bytes[bytes.len() - keep..].into());
     }
 
