@@ -114,8 +114,9 @@ pub struct MasterCore {
     probed_ms: std::sync::atomic::AtomicU64,
 }
 
-/// How often a full journal disk is asked again whether it has room, at most.
-const PROBE_EVERY_MS: u64 = 100;
+/// How often a full journal disk is asked again whether it has room, at most: a probe
+/// writes up to a batch's size, which a nearly full disk may take most of before it fails.
+const PROBE_EVERY_MS: u64 = 1_000;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // Nothing panics while holding these locks by design; if a bug did, the data is still the

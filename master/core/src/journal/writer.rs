@@ -249,7 +249,10 @@ impl Writer {
         if self.health.full().is_none() {
             return Ok(());
         }
-        match self.journal.has_room(self.need.max(MIN_PROBE)) {
+        // Room for one more batch like the failed one; a single record larger than a batch
+        // may fail again (and be undone again) rather than each probe writing that much.
+        let want = self.need.min(self.max_batch_bytes as u64).max(MIN_PROBE);
+        match self.journal.has_room(want) {
             Ok(()) => {
                 tracing::info!(journal = %self.journal.describe(), "journal has room again: writes go on");
                 self.health.clear_full();
