@@ -168,3 +168,40 @@ fn other_journal_errors_still_poison_and_say_where() {
     assert_eq!(e.kind(), ErrorKind::Poisoned);
     assert!(e.context().contains("in-memory storage") && e.context().contains("simulated device failure"), "{e}");
 }
+
+/// The journal's side: a batch that does not fit fails `NoSpace` and is cut off; a read that
+/// waited on it may ask again (retryable); appends queued behind it, built on it, fail
+/// unwritten until the durable state is read back; after that, and room, appends go on.
+#[test]
+fn the_journal_cuts_a_batch_that_does_not_fit_and_refuses_what_was_built_on_it() {
+    use cv_master_core::journal::{Journal, encode_record};
+    use cv_master_core::state::Mutation;
+    let mkdir = |i: u64| Mutation::Mkdir { path: format!("/d{i}"), parents: false, mode: 0o755, mtime: i };
+    let record = |seq: u64| encode_record(seq, &mkdir(seq)).unwrap();
+    let (j, s) = (MemStorage::new(), MemStorage::new());
+    let (journal, _) = Journal::open(Box::new(j.clone()), Box::new(s.clone()), 1 << 20).unwrap();
+    journal.append(1, record(1)).wait().unwrap();
+    let before = j.bytes();
+    fill(&j, 5);
+    let failed = journal.append(2, record(2));
+    let read = journal.wait_for(2);
+    let behind = journal.append(3, record(3));
+    assert_eq!(failed.wait().unwrap_err().kind(), ErrorKind::NoSpace);
+    let e = read.wait().unwrap_err();
+    assert!(e.retryable(), "a read of what failed may ask again: {e}");
+    assert_eq!(behind.wait().unwrap_err().kind(), ErrorKind::NoSpace);
+    assert_eq!(j.bytes(), before);
+    assert!(journal.needs_rollback() && journal.no_space().is_some());
+    assert_eq!(journal.append(4, record(4)).wait().unwrap_err().kind(), ErrorKind::NoSpace);
+    assert_eq!(journal.probe_space().unwrap_err().kind(), ErrorKind::NoSpace);
+
+    let rec = journal.durable_state().unwrap();
+    assert_eq!(rec.last_seq, 1);
+    assert!(!journal.needs_rollback());
+    j.set_room(None);
+    journal.probe_space().unwrap();
+    assert!(journal.no_space().is_none());
+    journal.append(2, record(2)).wait().unwrap();
+    assert_eq!(journal.durable_seq(), 2);
+    assert_eq!(journal.stats().no_space.load(std::sync::atomic::Ordering::Relaxed), 1);
+}

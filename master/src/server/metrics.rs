@@ -61,7 +61,7 @@ async fn gather(s: &MasterService) -> Scrape {
     out.counter("master_journal_snapshots", "Snapshots written", j.snapshots.load(Ordering::Relaxed));
     out.counter(
         "master_journal_no_space",
-        "Journal, snapshot or probe writes that ran out of space",
+        "Journal batches, snapshots and journal restarts that ran out of space",
         j.no_space.load(Ordering::Relaxed),
     );
     out.gauge(

@@ -49,7 +49,8 @@ pub struct WriterStats {
     /// How long each batch's write + sync took: the commit latency every appender of the
     /// batch waited for.
     pub commit: Latency,
-    /// Writes that ran out of space (the journal's, a snapshot's, or a probe's).
+    /// Journal batches, snapshots and journal restarts that ran out of space (probes that
+    /// find the disk still full are not counted).
     pub no_space: AtomicU64,
 }
 
