@@ -189,7 +189,7 @@ fn a_full_journal_disk_serves_reads_refuses_writes_and_takes_them_again_when_gro
         &node,
         format!(
             "{}[master]\nlisten = \"127.0.0.1:0\"\njournal_dir = {:?}\nmetrics = \"127.0.0.1:{metrics_port}\"\n\
-             replicas = 1\n\
+             replicas = 1\nheartbeat_timeout = \"3s\"\n\
              [worker]\nhost = \"127.0.0.1\"\nbind = \"127.0.0.1\"\nbase_port = 0\nshards = 1\npin_cores = false\n\
              metrics = \"off\"\nmemory_tier = \"16MiB\"\n[[worker.data_dirs]]\npath = {:?}\ncapacity = \"256MiB\"\n",
             tls("node"),
@@ -228,7 +228,9 @@ fn a_full_journal_disk_serves_reads_refuses_writes_and_takes_them_again_when_gro
     assert!(!why.contains("restart"), "{why}");
     eprintln!("{} records fitted, then: {why}", acked.len());
     fs_fails(&client, &["mkdir", "/never"]);
-    // Reads go on.
+    // Reads go on, also once the worker's heartbeats (every second) have been refused a while.
+    assert_eq!(fs_ok(&client, &["cat", "/a/before.bin"]), bytes);
+    std::thread::sleep(Duration::from_secs(4));
     assert_eq!(fs_ok(&client, &["cat", "/a/before.bin"]), bytes);
     let mut want: Vec<String> = acked.iter().cloned().chain(["/a/before.bin".to_owned()]).collect();
     want.sort();
@@ -251,6 +253,8 @@ fn a_full_journal_disk_serves_reads_refuses_writes_and_takes_them_again_when_gro
         assert!(Instant::now() < deadline, "writes still refused: {}", String::from_utf8_lossy(&out.stderr));
         std::thread::sleep(Duration::from_millis(200));
     }
+    // The worker registers again (its heartbeats were refused, so it kept reconnecting).
+    wait_registered(&client);
     fs_ok(&client, &["put", local.to_str().unwrap(), "/a/after.bin"]);
     assert_eq!(metric(metrics_port, "cv_master_journal_full").as_deref(), Some("0"));
     w.stop();

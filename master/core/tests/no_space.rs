@@ -205,3 +205,22 @@ fn the_journal_cuts_a_batch_that_does_not_fit_and_refuses_what_was_built_on_it()
     assert_eq!(journal.durable_seq(), 2);
     assert_eq!(journal.stats().no_space.load(std::sync::atomic::Ordering::Relaxed), 1);
 }
+
+/// Heartbeats are refused while the journal is full, so a worker is not counted lost for the
+/// silence: once there is room it gets a whole heartbeat timeout, as after a restart.
+#[test]
+fn workers_get_a_heartbeat_timeout_once_the_journal_has_room_again() {
+    let (j, s, clock) = (MemStorage::new(), MemStorage::new(), ManualClock::new(1_000));
+    let cfg = MasterConfig { heartbeat_timeout: Duration::from_secs(10), ..MasterConfig::default() };
+    let core = mem_core(&j, &s, &clock, cfg);
+    let w = core.register_worker(None, "127.0.0.1", vec![7000], 1 << 30).unwrap();
+    fill(&j, 0);
+    clock.advance(Duration::from_secs(30));
+    assert_eq!(core.heartbeat(w, 1 << 30, 0, vec![], vec![]).unwrap_err().kind(), ErrorKind::NoSpace);
+    assert_eq!(core.tick().unwrap_err().kind(), ErrorKind::NoSpace);
+    j.set_room(None);
+    clock.advance(Duration::from_secs(1));
+    assert!(core.tick().unwrap().lost_workers.is_empty(), "lost for heartbeats the full journal refused");
+    clock.advance(Duration::from_secs(11));
+    assert_eq!(core.tick().unwrap().lost_workers, vec![w]);
+}

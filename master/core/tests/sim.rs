@@ -258,7 +258,8 @@ struct Sim {
     cfg: MasterConfig,
     core: Option<MasterCore>,
     model: Model,
-    /// When the master last started (its restart grace period).
+    /// When the master last started, or its journal took writes again after a full disk
+    /// (the grace period for workers' heartbeats).
     started: u64,
     restarts: u32,
     uncertain: u32,
@@ -485,8 +486,12 @@ impl Sim {
             }
             _ => {
                 self.clock.advance(Duration::from_millis(self.rng.gen_range(0..6_000)));
+                let got = self.core().tick().map(|_| ());
+                // A journal that had no room and found some in this tick gave workers a whole
+                // timeout from now (their heartbeats were refused).
+                self.started = self.core().heartbeats_count_from();
                 next.tick(self.clock.now_ms_pub(), self.started);
-                (self.core().tick().map(|_| ()), Ok(()))
+                (got, Ok(()))
             }
         };
         match got {

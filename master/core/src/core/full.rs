@@ -76,7 +76,9 @@ impl MasterCore {
 
     /// A full journal disk is asked again whether it has room (outside the state lock, at
     /// most once a second); `NoSpace` while it has none. Every write asks first;
-    /// the server's tick asks too, so the master notices room while nobody writes.
+    /// the server's tick asks too, so the master notices room while nobody writes. Once
+    /// there is room, every worker gets a heartbeat timeout from then, as after a restart:
+    /// its heartbeats were refused meanwhile.
     pub fn room(&self) -> Result<()> {
         let Some(full) = self.journal.no_space() else { return Ok(()) };
         let now = self.clock.now_ms();
@@ -87,6 +89,7 @@ impl MasterCore {
         match self.journal.probe_space() {
             Ok(()) => {
                 self.probed_ms.store(0, Ordering::Release);
+                self.started_ms.fetch_max(now, Ordering::AcqRel);
                 Ok(())
             }
             Err(e) => {

@@ -99,9 +99,9 @@ pub struct MasterCore {
     config: MasterConfig,
     clock: Arc<dyn Clock>,
     recovery: RecoveryInfo,
-    /// When this core started, or under Raft last began to lead (the injected clock): the
-    /// journal's last heartbeats are from before, so every worker gets a heartbeat timeout
-    /// from here to reach this master.
+    /// When this core started, or under Raft last began to lead, or its journal took writes
+    /// again after a full disk (the injected clock): the journal's last heartbeats are from
+    /// before, so every worker gets a heartbeat timeout from here to reach this master.
     started_ms: std::sync::atomic::AtomicU64,
     /// When each file being written was last touched by its writer (create, add-block,
     /// complete), for the write lease. Not journaled: after a restart every such file's lease
@@ -268,6 +268,12 @@ impl MasterCore {
     /// A copy of the durable part of the state (tests, debugging).
     pub fn state_data(&self) -> StateData {
         self.settled().state.data().clone()
+    }
+
+    /// Since when a worker's silence counts (the injected clock): this core's start, under
+    /// Raft its leadership, or its journal taking writes again after a full disk.
+    pub fn heartbeats_count_from(&self) -> u64 {
+        self.started_ms.load(Ordering::Acquire)
     }
 
     /// The last sequence number applied in memory.
