@@ -199,3 +199,70 @@ fn a_new_leader_with_a_clock_ahead_does_not_cut_a_live_writer_short() {
     clock.advance(Duration::from_secs(1));
     assert_eq!(c.expire_writers().unwrap(), vec!["/f".to_string()]);
 }
+
+/// During a rolling upgrade the last leader of the earlier release journals blocks without
+/// their time: a follower that applies one counts it as progress seen then, so when it leads
+/// it does not cut short a writer whose file was created more than a lease ago.
+#[test]
+fn blocks_without_their_time_from_an_earlier_leader_count_as_progress_when_applied() {
+    use cv_master_core::state::Mutation;
+    let (log, clock) = (CaptureLog::default(), ManualClock::new(1_000_000));
+    let c = core_at(&log, &clock);
+    let created = clock.now_ms();
+    let records = [
+        Mutation::RegisterWorker {
+            worker_id: 1,
+            host: "127.0.0.1".into(),
+            shard_ports: vec![9001],
+            capacity: 1 << 30,
+            now: created,
+            zone: String::new(),
+        },
+        Mutation::Create {
+            path: "/big".into(),
+            overwrite: false,
+            file_id: 2,
+            version: 1,
+            mode: 0o644,
+            mtime: created,
+            request_id: 0,
+        },
+    ];
+    for (i, m) in records.iter().enumerate() {
+        c.apply_committed(i as u64 + 1, m).unwrap();
+    }
+    // A long write: its latest block, 20 s after the create, in the earlier release's record.
+    clock.advance(Duration::from_secs(20));
+    let block =
+        Mutation::AddBlock { file_id: 2, block_id: cv_wire::block_id(1, 0), worker: 1, shard: 0, replicas: vec![] };
+    c.apply_committed(3, &block).unwrap();
+    clock.advance(Duration::from_secs(1));
+    c.set_leading(true);
+    clock.advance(Duration::from_secs(5));
+    assert!(c.expire_writers().unwrap().is_empty(), "a writer that added a block 6 s ago was cut short");
+    clock.advance(Duration::from_secs(5));
+    assert_eq!(c.expire_writers().unwrap(), vec!["/big".to_string()]);
+}
+
+/// A master that restarts (a killed leader coming back) and later leads does not give a gone
+/// writer's file a lease from its own start: leadership moving through restarted masters
+/// would otherwise keep such a file for ever.
+#[test]
+fn a_restarted_master_that_leads_counts_leases_from_the_writers_progress() {
+    let (log, clock) = (CaptureLog::default(), ManualClock::new(1_000_000));
+    let c = core_at(&log, &clock);
+    c.set_leading(true);
+    c.register_worker(None, "127.0.0.1", vec![9001], 1 << 30).unwrap();
+    let f = c.create("/dead", false, 0o644).unwrap();
+    c.add_block(f.file_id).unwrap();
+    // Another master, started 8 s later from this state, leads 1 s after that.
+    clock.advance(Duration::from_secs(8));
+    let state = cv_master_core::state::State::from_data(c.state_data());
+    let cfg = c.config().clone();
+    let other =
+        MasterCore::replicated(cfg, state, c.last_seq(), Box::new(log.clone()), Arc::new(clock.clone())).unwrap();
+    clock.advance(Duration::from_secs(1));
+    other.set_leading(true);
+    clock.advance(Duration::from_secs(5));
+    assert_eq!(other.expire_writers().unwrap(), vec!["/dead".to_string()], "14 s after its last progress");
+}

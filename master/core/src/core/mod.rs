@@ -185,7 +185,14 @@ impl MasterCore {
     ) -> Self {
         let inner = Inner { state, last_seq, since_snapshot: 0, ring: Ring::default(), ring_epoch: u64::MAX };
         let started_ms = clock.now_ms();
-        let writing = Mutex::new(inner.state.writing_files().map(|id| (id, started_ms)).collect());
+        // A restarted master gives every file being written a whole lease (no master could be
+        // reached meanwhile); under Raft the leases are counted once it leads (`set_leading`),
+        // from the writers' progress, not from this master's start.
+        let writing = match leading {
+            true => inner.state.writing_files().map(|id| (id, started_ms)).collect(),
+            false => HashMap::new(),
+        };
+        let writing = Mutex::new(writing);
         Self {
             inner: Mutex::new(inner),
             tails: Mutex::new(TailCache::new(config.tail_budget_bytes)),
@@ -220,8 +227,18 @@ impl MasterCore {
             let now = self.clock.now_ms();
             self.started_ms.store(now, Ordering::Release);
             let skew = self.config.clock_skew.as_millis() as u64;
-            *lock(&self.writing) =
-                g.state.writing_since().map(|(id, at)| (id, now.min(at.saturating_add(skew)))).collect();
+            let mut writing = lock(&self.writing);
+            // Progress this master saw itself (as leader before, or blocks of an earlier
+            // release's leader applied as a follower) counts too.
+            let seen = std::mem::take(&mut *writing);
+            *writing = g
+                .state
+                .writing_since()
+                .map(|(id, at)| {
+                    let from = at.saturating_add(skew).max(seen.get(&id).copied().unwrap_or(0));
+                    (id, now.min(from))
+                })
+                .collect();
             *lock(&self.copies) = replicas::Copies::default();
         }
         self.leading.store(leading, Ordering::Release);
@@ -237,6 +254,12 @@ impl MasterCore {
             Error::new(ErrorKind::CorruptData, format!("committed seq {seq} ({}) does not apply: {e}", m.name()))
         })?;
         g.last_seq = seq;
+        // A block journaled without its time (by a leader of an earlier release, during a
+        // rolling upgrade) is progress seen now: counted from the create alone, a lease could
+        // cut that writer short when this master leads.
+        if let Mutation::AddBlock { file_id, .. } | Mutation::ReplaceBlock { file_id, .. } = m {
+            lock(&self.writing).insert(*file_id, self.clock.now_ms());
+        }
         Ok(())
     }
 
