@@ -30,6 +30,10 @@ pub struct MasterConfig {
     /// complete it for this long is removed by `expire_writers` (the writer died, or lost the
     /// master for good): no half-written entry stays behind for ever.
     pub write_lease: Duration,
+    /// The most two masters' clocks may differ (`cvctl doctor` fails beyond 3 s). A new
+    /// leader counts a write lease from the writer's last progress recorded in the state, by
+    /// the old leader's clock, plus this: a live writer is never cut short by a clock ahead.
+    pub clock_skew: Duration,
     /// Copies of every block whose only copy is in cv (files outside mounts, fs-mode files not
     /// yet exported), each on another worker: in zones, then hosts, as far apart as the
     /// cluster allows. Fewer when fewer workers can take them; the re-replication makes up
@@ -53,6 +57,7 @@ impl Default for MasterConfig {
             group_commit_max_bytes: 4 << 20,
             read_waits_for_durability: true,
             write_lease: Duration::from_secs(300),
+            clock_skew: Duration::from_secs(3),
             replicas: 2,
             replica_grace: Duration::from_secs(60),
         }

@@ -38,6 +38,9 @@ pub enum ErrorKind {
     NotLeader,
     /// An earlier journal failure left the master unable to promise durability; restart it.
     Poisoned,
+    /// The journal's disk is full: the write was not made durable (for sure) and nothing of it
+    /// stays. Reads are still served; writes are taken again once there is room.
+    NoSpace,
 }
 
 impl ErrorKind {
@@ -73,6 +76,12 @@ impl Error {
 
     pub(crate) fn io(op: &str, e: &std::io::Error) -> Self {
         Self::new(ErrorKind::Io, format!("{op}: {e}"))
+    }
+
+    /// Whether an I/O error means the disk (or the quota) is full: nothing else about the
+    /// device is wrong, and freeing space lets writes go on.
+    pub(crate) fn is_no_space(e: &std::io::Error) -> bool {
+        matches!(e.kind(), std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded)
     }
 
     pub(crate) fn corrupt(context: impl Into<String>) -> Self {

@@ -410,3 +410,58 @@ fn replace_records_round_trip_and_an_older_overwrite_replays_as_before() {
     assert_eq!(shown.id, 3, "an older journal's overwrite replaced the file at once");
     assert!(!st.data().inodes.contains_key(&2));
 }
+
+/// The timed block records decode beside the v4 records and stamp the file's mtime (its
+/// writer's progress); an `AddBlock` written before them leaves it as it was.
+#[test]
+fn timed_block_records_round_trip_and_stamp_the_writers_progress() {
+    let block = |seq| cv_wire::block_id(seq, 0);
+    let new = vec![
+        Mutation::RegisterWorker {
+            worker_id: 1,
+            host: "127.0.0.1".into(),
+            shard_ports: vec![7000],
+            capacity: 1 << 30,
+            now: 1,
+            zone: String::new(),
+        },
+        Mutation::Create {
+            path: "/w.bin".into(),
+            overwrite: false,
+            file_id: 40,
+            version: 40,
+            mode: 0o644,
+            mtime: 100,
+            request_id: 0,
+        },
+        Mutation::AddBlock { file_id: 40, block_id: block(1), worker: 1, shard: 0, replicas: vec![] },
+        Mutation::AddBlockTimed { file_id: 40, block_id: block(2), worker: 1, shard: 0, replicas: vec![], mtime: 200 },
+        Mutation::ReplaceBlockTimed {
+            file_id: 40,
+            index: 0,
+            block_id: block(3),
+            worker: 1,
+            shard: 0,
+            replicas: vec![],
+            mtime: 300,
+        },
+    ];
+    let mut bytes = encode_header(1).to_vec();
+    let all: Vec<Mutation> = mutations_v4().into_iter().chain(new.clone()).collect();
+    for (i, m) in all.iter().enumerate() {
+        bytes.extend(encode_record(i as u64 + 1, m).unwrap());
+    }
+    let got: Vec<Mutation> = scan(&bytes).unwrap().records.into_iter().map(|(_, m)| m).collect();
+    assert_eq!(got, all);
+
+    let mut st = State::new();
+    let since = |st: &State| st.writing_since().find(|(id, _)| *id == 40).map(|(_, at)| at);
+    for m in &new[..3] {
+        st.apply(m).unwrap();
+    }
+    assert_eq!(since(&st), Some(100), "an AddBlock from before leaves the create's time");
+    st.apply(&new[3]).unwrap();
+    assert_eq!(since(&st), Some(200));
+    st.apply(&new[4]).unwrap();
+    assert_eq!(since(&st), Some(300));
+}

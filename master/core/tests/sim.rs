@@ -1,7 +1,8 @@
 //! Seeded simulation: random operations against MasterCore on crashable in-memory storage, with
-//! crashes at random points (including mid-write, with torn unsynced bytes) and restarts. After
-//! every restart the namespace must equal a simple model, and every acknowledged mutation must
-//! have survived. CV_SIM_SEEDS (default 50) and CV_SIM_OPS (default 300) scale it; CV_SIM_SEED
+//! crashes at random points (including mid-write, with torn unsynced bytes) and restarts, and
+//! disks that fill up (a write that does not fit fails `NoSpace` and must leave nothing behind,
+//! live or after a restart) and get room again. After every restart the namespace must equal a
+//! simple model, and every acknowledged mutation must have survived. CV_SIM_SEEDS (default 50) and CV_SIM_OPS (default 300) scale it; CV_SIM_SEED
 //! runs one seed.
 
 mod common;
@@ -257,10 +258,13 @@ struct Sim {
     cfg: MasterConfig,
     core: Option<MasterCore>,
     model: Model,
-    /// When the master last started (its restart grace period).
+    /// When the master last started, or its journal took writes again after a full disk
+    /// (the grace period for workers' heartbeats).
     started: u64,
     restarts: u32,
     uncertain: u32,
+    /// Mutations refused for lack of room.
+    full: u32,
 }
 
 fn path(rng: &mut SmallRng) -> String {
@@ -296,6 +300,7 @@ impl Sim {
             started: 0,
             restarts: 0,
             uncertain: 0,
+            full: 0,
         };
         sim.start();
         sim
@@ -347,6 +352,12 @@ impl Sim {
             // Arm a failure a few storage operations ahead: the next op(s) may die mid-write.
             let k = self.rng.gen_range(0..4);
             if self.rng.gen_bool(0.8) { self.j.fail_after(k) } else { self.s.fail_after(k) }
+        }
+        if self.rng.gen_ratio(1, 20) {
+            // A disk fills up (a little room left: writes may tear) or gets room again.
+            let disk = if self.rng.gen_bool(0.8) { &self.j } else { &self.s };
+            let room = self.rng.gen_bool(0.6).then(|| disk.bytes().len() as u64 + self.rng.gen_range(0..300));
+            disk.set_room(room);
         }
         let mut next = self.model.clone();
         let (got, want): (Result<(), cv_master_core::Error>, R) = match self.rng.gen_range(0..100) {
@@ -402,8 +413,13 @@ impl Sim {
                 let want = match next.file_by_id(id) {
                     None => Err(ErrorKind::NotFound),
                     // Completing it again with the same content is a retry: done. (Random
-                    // lengths match an earlier completion only for a file without blocks.)
-                    Some(Node::File { complete: true, blocks: 0, len: 0, .. }) if n == 0 && !wrong => Ok(()),
+                    // lengths match an earlier completion for a file of at most one block;
+                    // of more, all of them match about never.)
+                    Some(Node::File { complete: true, blocks, len: was, .. })
+                        if *blocks <= 1 && *was == len && !wrong =>
+                    {
+                        Ok(())
+                    }
                     Some(Node::File { complete: true, .. }) => Err(ErrorKind::FileNotWritable),
                     Some(_) if wrong => Err(ErrorKind::InvalidArgument),
                     Some(_) => next.publish(id, Node::File { id, blocks: n, len, complete: true }),
@@ -470,14 +486,23 @@ impl Sim {
             }
             _ => {
                 self.clock.advance(Duration::from_millis(self.rng.gen_range(0..6_000)));
+                let got = self.core().tick().map(|_| ());
+                // A journal that had no room and found some in this tick gave workers a whole
+                // timeout from now (their heartbeats were refused).
+                self.started = self.core().heartbeats_count_from();
                 next.tick(self.clock.now_ms_pub(), self.started);
-                (self.core().tick().map(|_| ()), Ok(()))
+                (got, Ok(()))
             }
         };
         match got {
             Ok(()) => {
                 assert_eq!(want, Ok(()), "master succeeded where the model fails");
                 self.model = next;
+            }
+            Err(e) if e.kind() == ErrorKind::NoSpace => {
+                // Failed for sure: nothing of it stays, and the master goes on serving.
+                self.full += 1;
+                self.check();
             }
             Err(e) if matches!(e.kind(), ErrorKind::Io | ErrorKind::Poisoned) => {
                 // Not acknowledged: it may or may not have reached the disk.
@@ -518,7 +543,7 @@ impl NowPub for ManualClock {
     }
 }
 
-fn run(seed: u64, ops: u64) -> (u32, u32) {
+fn run(seed: u64, ops: u64) -> (u32, u32, u32) {
     let _guard = common::SeedGuard { prefix: "CV_SIM", seed };
     let mut sim = Sim::new(seed);
     for i in 0..ops {
@@ -531,19 +556,20 @@ fn run(seed: u64, ops: u64) -> (u32, u32) {
         }
     }
     sim.crash_restart(None);
-    (sim.restarts, sim.uncertain)
+    (sim.restarts, sim.uncertain, sim.full)
 }
 
 #[test]
 fn simulation_with_crashes() {
     let (seeds, ops) = common::plan("CV_SIM", 50, 300);
-    let (mut restarts, mut uncertain) = (0, 0);
+    let (mut restarts, mut uncertain, mut full) = (0, 0, 0);
     for seed in seeds {
-        let (r, u) = run(seed, ops);
+        let (r, u, f) = run(seed, ops);
         restarts += r;
         uncertain += u;
+        full += f;
     }
-    // The run must actually have exercised crashes, including mid-write ones.
-    assert!(restarts > 0 && uncertain > 0, "restarts {restarts}, uncertain {uncertain}");
-    eprintln!("simulation: {restarts} restarts, {uncertain} unacknowledged mutations");
+    // The run must actually have exercised crashes, including mid-write ones, and full disks.
+    assert!(restarts > 0 && uncertain > 0 && full > 0, "restarts {restarts}, uncertain {uncertain}, full {full}");
+    eprintln!("simulation: {restarts} restarts, {uncertain} unacknowledged mutations, {full} refused for lack of room");
 }

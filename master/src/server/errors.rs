@@ -34,6 +34,9 @@ pub fn code_of(kind: ErrorKind) -> ErrorCode {
         // A disk hiccup, or a journal that needs a restart: another master (or this one,
         // restarted) may answer later.
         ErrorKind::Io | ErrorKind::Poisoned => ErrorCode::Unavailable,
+        // The journal's disk is full: this write did not happen; later ones may, once an
+        // operator makes room (the message names the journal).
+        ErrorKind::NoSpace => ErrorCode::NoSpace,
     }
 }
 

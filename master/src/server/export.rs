@@ -102,6 +102,15 @@ impl Exporter {
                 }
                 continue;
             }
+            // A full journal records no export (nor object delete): an upload now would be
+            // made again, whole, once there is room.
+            if core.journal_full().is_some() {
+                tokio::select! {
+                    _ = tokio::time::sleep(SCAN_EVERY) => {}
+                    _ = stop.changed() => return,
+                }
+                continue;
+            }
             let epoch = core.inspect(|st| st.exports_epoch());
             if !scanned.as_ref().is_some_and(|(e, c, _)| *e == epoch && *c == cache_too) {
                 scanned = Some(core.inspect(|st| (st.exports_epoch(), cache_too, st.pending_exports(cache_too))));

@@ -59,6 +59,16 @@ async fn gather(s: &MasterService) -> Scrape {
     out.counter("master_journal_records", "Records journaled", j.records.load(Ordering::Relaxed));
     out.counter("master_journal_bytes", "Bytes journaled", j.bytes.load(Ordering::Relaxed));
     out.counter("master_journal_snapshots", "Snapshots written", j.snapshots.load(Ordering::Relaxed));
+    out.counter(
+        "master_journal_no_space",
+        "Journal batches, snapshots and journal restarts that ran out of space",
+        j.no_space.load(Ordering::Relaxed),
+    );
+    out.gauge(
+        "master_journal_full",
+        "1 while the journal's disk is full: writes are refused (NoSpace), reads go on",
+        i64::from(core.journal_full().is_some()),
+    );
     out.histogram(
         "master_journal_commit_seconds",
         "Latency of one journal group commit (write + sync)",

@@ -264,6 +264,14 @@ async fn tick_loop(core: Arc<MasterCore>, every: Duration, mut stopped: watch::R
         if !core.is_leading() {
             continue;
         }
+        // A full journal takes none of the tick's writes (it said so once, when it filled):
+        // the tick only asks whether there is room again.
+        if core.journal_full().is_some() {
+            let c = core.clone();
+            if !matches!(tokio::task::spawn_blocking(move || c.room()).await, Ok(Ok(()))) {
+                continue;
+            }
+        }
         if let Some(r) = blocking(&core, "lost-worker tick", |c| c.tick()).await
             && !r.lost_workers.is_empty()
         {

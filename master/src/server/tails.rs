@@ -79,9 +79,16 @@ pub(super) fn save(file: &Path, core: &MasterCore, ufs: &UfsLayer) -> std::io::R
             .map(|(path, age)| TailRecord::Fresh { path, checked_at_ms: now.saturating_sub(age.as_millis() as u64) }),
     );
     let tmp = file.with_extension("tmp");
-    let mut w = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
-    tail_file::write(&mut w, &records)?;
-    w.into_inner().map_err(std::io::IntoInnerError::into_error)?.sync_data()?;
+    let written = std::fs::File::create(&tmp).and_then(|f| {
+        let mut w = std::io::BufWriter::new(f);
+        tail_file::write(&mut w, &records)?;
+        w.into_inner().map_err(std::io::IntoInnerError::into_error)?.sync_data()
+    });
+    if let Err(e) = written {
+        // A half-written file would keep the space from the journal beside it (a full disk).
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
     std::fs::rename(&tmp, file)?;
     if let Some(dir) = file.parent() {
         std::fs::File::open(dir)?.sync_all()?;

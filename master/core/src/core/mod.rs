@@ -7,6 +7,7 @@
 //! The `begin_*` forms, the server's, take paths their caller parsed once ([`CvPath`]) and
 //! return a [`Pending`]; the blocking forms, for tests and embedded use, parse a string.
 
+mod full;
 mod mounts;
 mod namespace;
 mod objects;
@@ -98,9 +99,9 @@ pub struct MasterCore {
     config: MasterConfig,
     clock: Arc<dyn Clock>,
     recovery: RecoveryInfo,
-    /// When this core started, or under Raft last began to lead (the injected clock): the
-    /// journal's last heartbeats are from before, so every worker gets a heartbeat timeout
-    /// from here to reach this master.
+    /// When this core started, or under Raft last began to lead, or its journal took writes
+    /// again after a full disk (the injected clock): the journal's last heartbeats are from
+    /// before, so every worker gets a heartbeat timeout from here to reach this master.
     started_ms: std::sync::atomic::AtomicU64,
     /// When each file being written was last touched by its writer (create, add-block,
     /// complete), for the write lease. Not journaled: after a restart every such file's lease
@@ -109,6 +110,9 @@ pub struct MasterCore {
     /// Copies ordered by re-replication and not yet made (`replicas.rs`). Taken inside the
     /// state lock by a pass, alone by heartbeats: never the other way round.
     copies: Mutex<replicas::Copies>,
+    /// When a probe last found the journal's disk still full (the injected clock; 0: never):
+    /// writes within [`full::PROBE_EVERY_MS`] of it are refused without asking the disk.
+    probed_ms: std::sync::atomic::AtomicU64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -181,7 +185,14 @@ impl MasterCore {
     ) -> Self {
         let inner = Inner { state, last_seq, since_snapshot: 0, ring: Ring::default(), ring_epoch: u64::MAX };
         let started_ms = clock.now_ms();
-        let writing = Mutex::new(inner.state.writing_files().map(|id| (id, started_ms)).collect());
+        // A restarted master gives every file being written a whole lease (no master could be
+        // reached meanwhile); under Raft the leases are counted once it leads (`set_leading`),
+        // from the writers' progress, not from this master's start.
+        let writing = match leading {
+            true => inner.state.writing_files().map(|id| (id, started_ms)).collect(),
+            false => HashMap::new(),
+        };
+        let writing = Mutex::new(writing);
         Self {
             inner: Mutex::new(inner),
             tails: Mutex::new(TailCache::new(config.tail_budget_bytes)),
@@ -193,6 +204,7 @@ impl MasterCore {
             started_ms: std::sync::atomic::AtomicU64::new(started_ms),
             writing,
             copies: Mutex::new(replicas::Copies::default()),
+            probed_ms: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -202,15 +214,31 @@ impl MasterCore {
     }
 
     /// Under Raft: this master now leads, and everything committed before its term is
-    /// applied (or it stopped leading). A new leader starts every write lease anew, as a
-    /// restart does, gives every worker a heartbeat timeout from now to reach it, and forgets
-    /// copy orders another leader gave.
+    /// applied (or it stopped leading). A new leader counts every write lease from the
+    /// writer's last progress the state records (create, a block), so a writer that is gone
+    /// is removed within a lease however often leadership moves; that time is by the clock of
+    /// the master then, so [`MasterConfig::clock_skew`] is added, and never past now: a live
+    /// writer is not cut short by a clock ahead, and gets at most a whole lease from now. It
+    /// gives every worker a heartbeat timeout from now to reach it, and forgets copy orders
+    /// another leader gave.
     pub fn set_leading(&self, leading: bool) {
         let g = lock(&self.inner);
         if leading && !self.leading.load(Ordering::Acquire) {
             let now = self.clock.now_ms();
             self.started_ms.store(now, Ordering::Release);
-            *lock(&self.writing) = g.state.writing_files().map(|id| (id, now)).collect();
+            let skew = self.config.clock_skew.as_millis() as u64;
+            let mut writing = lock(&self.writing);
+            // Progress this master saw itself (as leader before, or blocks of an earlier
+            // release's leader applied as a follower) counts too.
+            let seen = std::mem::take(&mut *writing);
+            *writing = g
+                .state
+                .writing_since()
+                .map(|(id, at)| {
+                    let from = at.saturating_add(skew).max(seen.get(&id).copied().unwrap_or(0));
+                    (id, now.min(from))
+                })
+                .collect();
             *lock(&self.copies) = replicas::Copies::default();
         }
         self.leading.store(leading, Ordering::Release);
@@ -226,6 +254,12 @@ impl MasterCore {
             Error::new(ErrorKind::CorruptData, format!("committed seq {seq} ({}) does not apply: {e}", m.name()))
         })?;
         g.last_seq = seq;
+        // A block journaled without its time (by a leader of an earlier release, during a
+        // rolling upgrade) is progress seen now: counted from the create alone, a lease could
+        // cut that writer short when this master leads.
+        if let Mutation::AddBlock { file_id, .. } | Mutation::ReplaceBlock { file_id, .. } = m {
+            lock(&self.writing).insert(*file_id, self.clock.now_ms());
+        }
         Ok(())
     }
 
@@ -256,20 +290,31 @@ impl MasterCore {
 
     /// A copy of the durable part of the state (tests, debugging).
     pub fn state_data(&self) -> StateData {
-        lock(&self.inner).state.data().clone()
+        self.settled().state.data().clone()
+    }
+
+    /// Since when a worker's silence counts (the injected clock): this core's start, under
+    /// Raft its leadership, or its journal taking writes again after a full disk.
+    pub fn heartbeats_count_from(&self) -> u64 {
+        self.started_ms.load(Ordering::Acquire)
     }
 
     /// The last sequence number applied in memory.
     pub fn last_seq(&self) -> u64 {
-        lock(&self.inner).last_seq
+        self.settled().last_seq
     }
 
-    fn healthy(&self) -> Result<()> {
+    /// Whether it serves at all (under the state lock): it leads, its journal is not poisoned,
+    /// and its state holds nothing the journal failed to make durable.
+    fn healthy(&self, g: &mut Inner) -> Result<()> {
         if !self.leading.load(Ordering::Acquire) {
             return Err(Error::new(ErrorKind::NotLeader, "this master does not lead"));
         }
         if self.journal.is_failed() {
-            return Err(Error::new(ErrorKind::Poisoned, "journal failed; restart the master"));
+            return Err(self.journal.failure());
+        }
+        if self.journal.needs_rollback() {
+            self.roll_back(g)?;
         }
         Ok(())
     }
@@ -277,8 +322,13 @@ impl MasterCore {
     /// Builds a mutation from the current state (ids, time, placement), applies it, queues
     /// it to the journal in sequence order, and returns what it did plus its durability ticket.
     fn submit(&self, build: impl FnOnce(&mut Inner, u64) -> Result<Mutation>) -> Result<(Applied, Ticket)> {
+        self.room()?;
         let mut g = lock(&self.inner);
-        self.healthy()?;
+        self.healthy(&mut g)?;
+        if let Some(full) = self.journal.no_space() {
+            // Found full by a write that failed since: nothing is applied until there is room.
+            return Err(full);
+        }
         let m = build(&mut g, self.clock.now_ms())?;
         let seq = g.last_seq + 1;
         let bytes = encode_record(seq, &m)?;
@@ -307,7 +357,7 @@ impl MasterCore {
     pub fn snapshot_now(&self) -> Result<u64> {
         let ticket = {
             let mut g = lock(&self.inner);
-            self.healthy()?;
+            self.healthy(&mut g)?;
             let bytes = encode_snapshot(g.last_seq, g.state.data())?;
             g.since_snapshot = 0;
             self.journal.snapshot(g.last_seq, bytes)
@@ -317,8 +367,8 @@ impl MasterCore {
 
     /// A read of the state, valid once everything it could have observed is durable.
     fn read<T>(&self, f: impl FnOnce(&State) -> Result<T>) -> Result<Pending<T>> {
-        let g = lock(&self.inner);
-        self.healthy()?;
+        let mut g = lock(&self.inner);
+        self.healthy(&mut g)?;
         let value = f(&g.state)?;
         Ok(Pending { value, ticket: self.read_ticket(g.last_seq) })
     }
@@ -331,7 +381,7 @@ impl MasterCore {
     /// [`Self::read`] with the placement ring over the live shards beside the state.
     fn read_placed<T>(&self, f: impl FnOnce(&State, &Ring) -> Result<T>) -> Result<Pending<T>> {
         let mut g = lock(&self.inner);
-        self.healthy()?;
+        self.healthy(&mut g)?;
         g.ring(self.config.vnodes_per_shard);
         let value = f(&g.state, &g.ring)?;
         Ok(Pending { value, ticket: self.read_ticket(g.last_seq) })

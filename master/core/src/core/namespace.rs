@@ -168,7 +168,7 @@ impl MasterCore {
         let want = self.config.replicas.max(1);
         let block_size = self.config.block_size;
         let mut placed = None;
-        let (applied, t) = self.submit(|g, _| {
+        let (applied, t) = self.submit(|g, now| {
             // The id carries its shard (cv_wire::block_shard) so a worker can route
             // and refuse by id alone; placement hashes the sequence part.
             let seq = cv_wire::first_free_seq(g.state.next_block_id());
@@ -196,9 +196,12 @@ impl MasterCore {
             // The addresses are read under the same lock as the placement; the index comes
             // with what the mutation applied.
             placed = Some(NewBlock::new(&g.state, block_id, 0, worker, shard, &replicas));
+            // Stamped with the time: the writer's progress, which a new leader counts its
+            // write lease from.
+            let mtime = now;
             Ok(match replace {
-                Some(index) => Mutation::ReplaceBlock { file_id, index, block_id, worker, shard, replicas },
-                None => Mutation::AddBlock { file_id, block_id, worker, shard, replicas },
+                Some(index) => Mutation::ReplaceBlockTimed { file_id, index, block_id, worker, shard, replicas, mtime },
+                None => Mutation::AddBlockTimed { file_id, block_id, worker, shard, replicas, mtime },
             })
         })?;
         let (Applied::BlockAdded { block_id, index }, Some(mut block)) = (applied, placed) else {

@@ -57,17 +57,24 @@ impl MasterCore {
     }
 
     /// Keeps `bytes`, the last bytes of file `file_id` (`length` long) at `version`, in the tail
-    /// cache, trimmed to the footer size of the file's format.
+    /// cache, trimmed to the footer size of the file's format, if that file is complete at
+    /// that version and length. Checked under the state lock: a completion that was undone
+    /// (its journal write ran out of space) leaves no tail behind, which the next file given
+    /// its (file id, version) by the state's counters would be opened with.
     pub fn put_tail(&self, file_id: InodeId, version: u64, length: u64, bytes: &[u8]) {
         let need = footer::tail_len(length, bytes, self.config.default_tail_bytes);
         let keep = (need as usize).min(bytes.len());
+        let g = self.settled();
+        if g.state.complete_file(file_id) != Some((version, length)) {
+            return;
+        }
         lock(&self.tails).insert(file_id, version, length - keep as u64, bytes[bytes.len() - keep..].into());
     }
 
     /// Whether the tail of the complete file at `path` is in the tail cache.
     pub fn has_tail(&self, path: &CvPath) -> bool {
         // A stat, not the block map: this runs before every open under a cache-mode mount.
-        let Ok(st) = lock(&self.inner).state.stat(path) else { return false };
+        let Ok(st) = self.settled().state.stat(path) else { return false };
         st.kind == EntryKind::File && (st.length == 0 || lock(&self.tails).contains(st.id))
     }
 
@@ -117,6 +124,6 @@ impl MasterCore {
 
     /// A read of the state for the object-storage layer (which object backs which file...).
     pub fn inspect<T>(&self, f: impl FnOnce(&State) -> T) -> T {
-        f(&lock(&self.inner).state)
+        f(&self.settled().state)
     }
 }

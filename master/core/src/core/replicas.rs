@@ -64,7 +64,7 @@ impl MasterCore {
     /// How many copies a cv-only block should have now: the `replicas` setting, or fewer when
     /// fewer workers count.
     pub fn replica_target(&self) -> usize {
-        let st = &lock(&self.inner).state;
+        let st = &self.settled().state;
         target(st, self.config.replicas)
     }
 

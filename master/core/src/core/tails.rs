@@ -26,7 +26,7 @@ impl MasterCore {
     /// version saved (a file replaced since has a new version, and its old tail is dropped);
     /// other records are ignored. Returns how many tails were taken.
     pub fn restore_tails(&self, records: Vec<TailRecord>) -> usize {
-        let inner = lock(&self.inner);
+        let inner = self.settled();
         let mut tails = lock(&self.tails);
         let mut taken = 0;
         for r in records {

@@ -3,7 +3,8 @@
 
 use std::fmt::Debug;
 
-use super::{Journal, Ticket, WriterStats};
+use super::{Journal, Recovered, Ticket, WriterStats};
+use crate::error::{Error, ErrorKind, Result};
 
 /// The core's durability seam. Records arrive framed ([`super::encode_record`]), in sequence
 /// order (the core holds its state lock while appending), and each ticket resolves once its
@@ -20,6 +21,31 @@ pub trait Log: Send + Sync + Debug {
     fn stats(&self) -> &WriterStats;
     /// Flushes what is queued and stops.
     fn shutdown(&self);
+
+    // A log whose disk can fill up and be freed again, without a restart (the local journal):
+    // the defaults are those of a log that never says so.
+
+    /// Why [`Log::is_failed`]: where and what failed.
+    fn failure(&self) -> Error {
+        Error::new(ErrorKind::Poisoned, "journal failed; restart the master")
+    }
+    /// While its disk is full: the `NoSpace` error writes are refused with (reads go on).
+    fn no_space(&self) -> Option<Error> {
+        None
+    }
+    /// Asks the disk again whether writes fit (blocking); `Ok` once they are taken again.
+    fn probe_space(&self) -> Result<()> {
+        Ok(())
+    }
+    /// Records appended past what is durable failed for sure: the core must go back to the
+    /// durable state ([`Log::durable_state`]) before it appends again.
+    fn needs_rollback(&self) -> bool {
+        false
+    }
+    /// The durable state and its last sequence number, read back as recovery does.
+    fn durable_state(&self) -> Result<Recovered> {
+        Err(Error::new(ErrorKind::Unsupported, "this log cannot read back its durable state"))
+    }
 }
 
 impl Log for Journal {
@@ -45,5 +71,25 @@ impl Log for Journal {
 
     fn shutdown(&self) {
         Journal::shutdown(self)
+    }
+
+    fn failure(&self) -> Error {
+        Journal::failure(self).unwrap_or_else(|| Error::new(ErrorKind::Poisoned, "journal failed; restart the master"))
+    }
+
+    fn no_space(&self) -> Option<Error> {
+        Journal::no_space(self)
+    }
+
+    fn probe_space(&self) -> Result<()> {
+        Journal::probe_space(self)
+    }
+
+    fn needs_rollback(&self) -> bool {
+        Journal::needs_rollback(self)
+    }
+
+    fn durable_state(&self) -> Result<Recovered> {
+        Journal::durable_state(self)
     }
 }

@@ -13,6 +13,18 @@ struct Inner {
     /// Operations (append/sync/truncate/replace) left before the device "dies".
     ops_left: Option<u64>,
     dead: bool,
+    /// Most bytes it holds (a disk that fills up); `None`: no limit.
+    room: Option<u64>,
+}
+
+impl Inner {
+    fn len(&self) -> u64 {
+        (self.synced.len() + self.unsynced.len()) as u64
+    }
+}
+
+fn full() -> io::Error {
+    io::Error::new(io::ErrorKind::StorageFull, "simulated full disk")
 }
 
 /// Cloning shares the same bytes, so a test keeps a handle across "restarts".
@@ -35,6 +47,13 @@ impl MemStorage {
     /// After `ops` more storage operations, every operation fails (the machine "died").
     pub fn fail_after(&self, ops: u64) {
         self.lock().ops_left = Some(ops);
+    }
+
+    /// Holds at most `bytes` from now on (`None`: no limit): an append past it writes what
+    /// fits and fails with `StorageFull`, as a full disk does; `replace` needs room for the
+    /// whole new content.
+    pub fn set_room(&self, bytes: Option<u64>) {
+        self.lock().room = bytes;
     }
 
     /// Whether the device died (see [`MemStorage::fail_after`]).
@@ -91,8 +110,10 @@ impl MemStorage {
 
 impl Storage for MemStorage {
     fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
-        self.op()?.unsynced.extend_from_slice(bytes);
-        Ok(())
+        let mut g = self.op()?;
+        let fits = g.room.map_or(bytes.len(), |room| room.saturating_sub(g.len()).min(bytes.len() as u64) as usize);
+        g.unsynced.extend_from_slice(&bytes[..fits]);
+        if fits < bytes.len() { Err(full()) } else { Ok(()) }
     }
 
     fn sync(&mut self) -> io::Result<()> {
@@ -117,8 +138,16 @@ impl Storage for MemStorage {
 
     fn replace(&mut self, bytes: &[u8]) -> io::Result<()> {
         let mut g = self.op()?;
+        if g.room.is_some_and(|room| bytes.len() as u64 > room) {
+            return Err(full());
+        }
         g.synced = bytes.to_vec();
         g.unsynced.clear();
         Ok(())
+    }
+
+    fn has_room(&mut self, bytes: u64) -> io::Result<()> {
+        let g = self.op()?;
+        if g.room.is_some_and(|room| g.len() + bytes > room) { Err(full()) } else { Ok(()) }
     }
 }

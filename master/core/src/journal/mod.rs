@@ -2,6 +2,7 @@
 //! snapshots bound recovery; recovery = snapshot + replay of the journal after it.
 
 mod format;
+mod health;
 mod log;
 mod mem;
 mod snapshot;
@@ -20,12 +21,13 @@ pub use storage::{FileStorage, Storage};
 pub use ticket::Ticket;
 pub use writer::WriterStats;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::state::State;
+use health::Health;
 use writer::{Cmd, Writer};
 
 /// What recovery found.
@@ -40,6 +42,8 @@ pub struct Recovered {
     pub replayed: u64,
     /// Bytes of torn or corrupt tail cut off the journal.
     pub cut_bytes: u64,
+    /// Length of the journal after recovery: what is durable of it.
+    pub journal_len: u64,
 }
 
 /// A running journal: one writer thread, many appenders.
@@ -47,7 +51,7 @@ pub struct Recovered {
 pub struct Journal {
     tx: flume::Sender<Cmd>,
     durable: Arc<AtomicU64>,
-    failed: Arc<AtomicBool>,
+    health: Arc<Health>,
     stats: Arc<WriterStats>,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
@@ -68,22 +72,24 @@ impl Journal {
         let rec = recover(journal.as_mut(), snapshot.as_mut())?;
         let (tx, rx) = flume::unbounded();
         let durable = Arc::new(AtomicU64::new(rec.last_seq));
-        let failed = Arc::new(AtomicBool::new(false));
+        let health = Arc::new(Health::default());
         let stats = Arc::new(WriterStats::default());
         let writer = Writer {
             journal,
             snapshot,
             rx,
             durable: durable.clone(),
-            failed: failed.clone(),
+            health: health.clone(),
             stats: stats.clone(),
             max_batch_bytes,
+            durable_len: rec.journal_len,
+            need: 0,
         };
         let thread = std::thread::Builder::new()
             .name("cv-journal".into())
             .spawn(move || writer.run())
             .map_err(|e| Error::io("spawn journal writer", &e))?;
-        let j = Self { tx, durable, failed, stats, thread: Mutex::new(Some(thread)) };
+        let j = Self { tx, durable, health, stats, thread: Mutex::new(Some(thread)) };
         Ok((j, rec))
     }
 
@@ -122,7 +128,40 @@ impl Journal {
 
     /// A write failed: nothing more is accepted.
     pub fn is_failed(&self) -> bool {
-        self.failed.load(Ordering::Acquire)
+        self.health.is_poisoned()
+    }
+
+    /// Why nothing more is accepted ([`Self::is_failed`]): where and what failed.
+    pub fn failure(&self) -> Option<Error> {
+        self.health.poisoned()
+    }
+
+    /// While the disk is full: the `NoSpace` error to refuse writes with.
+    pub fn no_space(&self) -> Option<Error> {
+        self.health.full()
+    }
+
+    /// Asks the disk again whether the write that ran out of space fits now (blocking); `Ok`
+    /// once it does, and appends are written again.
+    pub fn probe_space(&self) -> Result<()> {
+        let (done, rx) = flume::bounded(1);
+        let _ = self.tx.send(Cmd::Probe { done });
+        rx.recv().unwrap_or_else(|_| Err(Error::new(ErrorKind::Poisoned, "journal writer stopped")))
+    }
+
+    /// Records appended past [`Self::durable_seq`] failed: the appender must go back to the
+    /// durable state ([`Self::durable_state`]) before it appends again, and until then every
+    /// append fails.
+    pub fn needs_rollback(&self) -> bool {
+        self.health.is_stale()
+    }
+
+    /// The durable state, read back from the storages as recovery does (blocking); appends
+    /// are taken again after it.
+    pub fn durable_state(&self) -> Result<Recovered> {
+        let (done, rx) = flume::bounded(1);
+        let _ = self.tx.send(Cmd::Recover { done });
+        rx.recv().unwrap_or_else(|_| Err(Error::new(ErrorKind::Poisoned, "journal writer stopped")))
     }
 
     pub fn stats(&self) -> &WriterStats {
@@ -161,7 +200,8 @@ pub fn recover(journal: &mut dyn Storage, snapshot: &mut dyn Storage) -> Result<
     };
     if bytes.is_empty() {
         restart(journal)?;
-        return Ok(Recovered { state, last_seq: snapshot_seq, snapshot_seq, replayed: 0, cut_bytes: 0 });
+        let journal_len = HEADER_LEN as u64;
+        return Ok(Recovered { state, last_seq: snapshot_seq, snapshot_seq, replayed: 0, cut_bytes: 0, journal_len });
     }
     let scan = scan(&bytes)?;
     if scan.first_seq > snapshot_seq + 1 {
@@ -183,11 +223,16 @@ pub fn recover(journal: &mut dyn Storage, snapshot: &mut dyn Storage) -> Result<
         replayed += 1;
     }
     let journal_last = (scan.first_seq + scan.records.len() as u64).saturating_sub(1);
-    if journal_last < snapshot_seq {
+    let journal_len = if journal_last < snapshot_seq {
         // Crash between writing a snapshot and restarting the journal: start it afresh.
         restart(journal)?;
+        HEADER_LEN
     } else if scan.cut > 0 {
         journal.truncate(scan.valid_len as u64).map_err(|e| Error::io("journal truncate", &e))?;
-    }
-    Ok(Recovered { state, last_seq, snapshot_seq, replayed, cut_bytes: scan.cut as u64 })
+        scan.valid_len
+    } else {
+        bytes.len()
+    };
+    let journal_len = journal_len as u64;
+    Ok(Recovered { state, last_seq, snapshot_seq, replayed, cut_bytes: scan.cut as u64, journal_len })
 }

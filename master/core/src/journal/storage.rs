@@ -15,8 +15,17 @@ pub trait Storage: Send + std::fmt::Debug {
     /// Cuts the content to `len` bytes, durably.
     fn truncate(&mut self, len: u64) -> io::Result<()>;
     /// Replaces the whole content atomically and durably: after a crash either the old or
-    /// the new content is there, never a mix.
+    /// the new content is there, never a mix. On an error the old content is still there.
     fn replace(&mut self, bytes: &[u8]) -> io::Result<()>;
+    /// Fails with `StorageFull` unless `bytes` more could be appended now (a full disk asks
+    /// this before it takes records again, instead of applying them and going back).
+    fn has_room(&mut self, _bytes: u64) -> io::Result<()> {
+        Ok(())
+    }
+    /// Where the bytes are, for messages an operator acts on.
+    fn describe(&self) -> String {
+        "in-memory storage".into()
+    }
 }
 
 /// A real file: `write` + `fdatasync`; `replace` = temp file, fsync, rename, fsync the directory.
@@ -81,18 +90,51 @@ impl Storage for FileStorage {
     }
 
     fn replace(&mut self, bytes: &[u8]) -> io::Result<()> {
-        let mut tmp_name = self.path.file_name().unwrap_or_default().to_os_string();
-        tmp_name.push(".tmp");
-        let tmp = self.path.with_file_name(tmp_name);
-        {
-            let mut f = File::create(&tmp)?;
+        let tmp = self.sibling(".tmp");
+        let written = File::create(&tmp).and_then(|mut f| {
             f.write_all(bytes)?;
-            f.sync_all()?;
+            f.sync_all()
+        });
+        if let Err(e) = written {
+            // A half-written temp file would hold on to the space a full disk lacks.
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
         }
         std::fs::rename(&tmp, &self.path)?;
         self.sync_dir()?;
         // The old handle points at the replaced inode.
         self.file = None;
         Ok(())
+    }
+
+    /// Writes `bytes` to a scratch file beside the journal and removes it: the file systems the
+    /// master runs on (ext4, xfs, tmpfs) allocate at `write`, so that is where a full disk says so.
+    fn has_room(&mut self, bytes: u64) -> io::Result<()> {
+        let probe = self.sibling(".room");
+        let chunk = vec![0u8; 64 << 10];
+        let written = File::create(&probe).and_then(|mut f| {
+            let mut left = bytes;
+            while left > 0 {
+                let n = left.min(chunk.len() as u64) as usize;
+                f.write_all(&chunk[..n])?;
+                left -= n as u64;
+            }
+            Ok(())
+        });
+        let removed = std::fs::remove_file(&probe);
+        written.and(removed)
+    }
+
+    fn describe(&self) -> String {
+        self.path.display().to_string()
+    }
+}
+
+impl FileStorage {
+    /// `<path><suffix>`, in the same directory.
+    fn sibling(&self, suffix: &str) -> PathBuf {
+        let mut name = self.path.file_name().unwrap_or_default().to_os_string();
+        name.push(suffix);
+        self.path.with_file_name(name)
     }
 }

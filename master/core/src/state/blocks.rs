@@ -266,10 +266,23 @@ impl State {
 
     /// Every file being written (its writer has not completed it).
     pub fn writing_files(&self) -> impl Iterator<Item = InodeId> + '_ {
+        self.writing_since().map(|(id, _)| id)
+    }
+
+    /// Every file being written with its mtime: when its writer created it or last got a
+    /// block for it (`AddBlockTimed`, `ReplaceBlockTimed`), by the clock of the master then.
+    pub fn writing_since(&self) -> impl Iterator<Item = (InodeId, u64)> + '_ {
         self.data.inodes.values().filter_map(|i| match &i.body {
-            InodeBody::File(f) if f.state == FileState::Writing => Some(i.id),
+            InodeBody::File(f) if f.state == FileState::Writing => Some((i.id, i.mtime)),
             _ => None,
         })
+    }
+
+    /// The writer of file `id` (just given a block) made progress at `mtime`.
+    pub(super) fn progressed(&mut self, id: InodeId, mtime: u64) {
+        if let Some(inode) = self.data.inodes.get_mut(&id) {
+            inode.mtime = mtime;
+        }
     }
 
     /// The path of file `id` if it is being written.

@@ -161,6 +161,16 @@ impl State {
             Mutation::ReplaceBlock { file_id, index, block_id, worker, shard, replicas } => {
                 self.replace_block(*file_id, *index, *block_id, *worker, *shard, replicas)
             }
+            Mutation::AddBlockTimed { file_id, block_id, worker, shard, replicas, mtime } => {
+                let applied = self.add_block(*file_id, *block_id, *worker, *shard, replicas)?;
+                self.progressed(*file_id, *mtime);
+                Ok(applied)
+            }
+            Mutation::ReplaceBlockTimed { file_id, index, block_id, worker, shard, replicas, mtime } => {
+                let applied = self.replace_block(*file_id, *index, *block_id, *worker, *shard, replicas)?;
+                self.progressed(*file_id, *mtime);
+                Ok(applied)
+            }
             Mutation::UfsFileShared { path, object, length, mtime, shares } => {
                 self.ufs_file_shared(&parse(path)?, object, *length, *mtime, *shares)
             }

@@ -223,6 +223,27 @@ pub enum Mutation {
         mode: u32,
         mtime: u64,
     },
+    /// As `AddBlock`, and the file's mtime becomes `mtime`: its writer's last progress, from
+    /// which every master, a new leader too, counts the write lease (added at the end of format
+    /// 4; records written before hold `AddBlock`, which leaves the mtime as it is).
+    AddBlockTimed {
+        file_id: InodeId,
+        block_id: BlockId,
+        worker: WorkerId,
+        shard: u16,
+        replicas: Vec<WorkerId>,
+        mtime: u64,
+    },
+    /// As `ReplaceBlock`, and the file's mtime becomes `mtime`, as `AddBlockTimed`.
+    ReplaceBlockTimed {
+        file_id: InodeId,
+        index: u32,
+        block_id: BlockId,
+        worker: WorkerId,
+        shard: u16,
+        replicas: Vec<WorkerId>,
+        mtime: u64,
+    },
 }
 
 impl Mutation {
@@ -231,7 +252,7 @@ impl Mutation {
         match self {
             Mutation::Mkdir { .. } => "mkdir",
             Mutation::Create { .. } => "create",
-            Mutation::AddBlock { .. } => "add_block",
+            Mutation::AddBlock { .. } | Mutation::AddBlockTimed { .. } => "add_block",
             Mutation::Complete { .. } => "complete",
             Mutation::Rename { .. } => "rename",
             Mutation::Delete { .. } => "delete",
@@ -250,7 +271,7 @@ impl Mutation {
             Mutation::CopiesAdded { .. } => "copies_added",
             Mutation::CopiesDropped { .. } => "copies_dropped",
             Mutation::CopiesMissing { .. } => "copies_missing",
-            Mutation::ReplaceBlock { .. } => "replace_block",
+            Mutation::ReplaceBlock { .. } | Mutation::ReplaceBlockTimed { .. } => "replace_block",
             Mutation::Drain { .. } => "drain",
             Mutation::UfsFileShared { .. } => "ufs_file_shared",
             Mutation::Replace { .. } => "replace",
@@ -292,6 +313,8 @@ impl Mutation {
             | Mutation::CopiesDropped { .. }
             | Mutation::CopiesMissing { .. }
             | Mutation::ReplaceBlock { .. }
+            | Mutation::AddBlockTimed { .. }
+            | Mutation::ReplaceBlockTimed { .. }
             | Mutation::Drain { .. }
             | Mutation::Abandon { .. } => false,
         }
