@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A connection failure; one the TLS handshake refused (a certificate not issued by the
 /// cluster's CA, on either side) is `Tls`, which no retry mends, the rest `Connect`.
-fn conn_err(what: &str, e: impl std::error::Error + Send + Sync + 'static) -> NetError {
+pub(crate) fn conn_err(what: &str, e: impl std::error::Error + Send + Sync + 'static) -> NetError {
     if refused_by_tls(&e) {
         let msg = format!("{what}: the TLS handshake was refused (a certificate of another CA, or of the wrong kind)");
         return NetError::new(NetErrorKind::Tls, msg).with_source(e);
@@ -259,6 +259,17 @@ impl Conn {
         limits: Limits,
     ) -> Result<Conn, NetError> {
         let connecting = endpoint.connect(addr, SERVER_NAME).map_err(|e| conn_err("connect", e))?;
+        Conn::finish(connecting, addr, role, node, limits).await
+    }
+
+    /// Completes a handshake under way to `addr` and the hello exchange.
+    pub(crate) async fn finish(
+        connecting: quinn::Connecting,
+        addr: SocketAddr,
+        role: Role,
+        node: &str,
+        limits: Limits,
+    ) -> Result<Conn, NetError> {
         let inner = connecting.await.map_err(|e| conn_err(&format!("handshake with {addr}"), e))?;
         let next_id = Arc::new(AtomicU64::new(random_request_id()));
         let mut conn = Conn { inner, limits, next_id, peer_role: Role::Client };

@@ -3,7 +3,7 @@
 
 use crate::config::CvConfig;
 use clap::Args;
-use cv_client::{Client, ClientSettings};
+use cv_client::{Client, ClientSettings, LeaderHint};
 use cv_net::tls::Identity;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -17,6 +17,11 @@ pub struct ClientArgs {
     /// Master address, overriding `client.master` from the file.
     #[arg(long)]
     pub master: Option<SocketAddr>,
+    /// Where to keep the leader hint (which of several masters led when cvctl last looked, so
+    /// the next command dials it first and no other): a directory, or `off`. Default:
+    /// `$XDG_CACHE_HOME/cv`, else `~/.cache/cv`.
+    #[arg(long, env = "CV_LEADER_HINT", value_name = "DIR|off")]
+    pub leader_hint: Option<String>,
 }
 
 impl ClientArgs {
@@ -29,7 +34,18 @@ impl ClientArgs {
         }
         settings.validate("client")?;
         let identity = Identity::load(&cfg.common.tls)?;
-        Ok(Client::connect(settings, &identity, &cfg.common.transport).await?)
+        let hint = self.hint(&settings);
+        Ok(Client::connect_hinted(settings, &identity, &cfg.common.transport, hint).await?)
+    }
+
+    /// The leader hint of `settings`' masters, unless turned off or there is nowhere to keep it.
+    fn hint(&self, settings: &ClientSettings) -> Option<LeaderHint> {
+        let dir = match self.leader_hint.as_deref() {
+            Some("off") => return None,
+            Some(dir) => PathBuf::from(dir),
+            None => default_hint_dir()?,
+        };
+        Some(LeaderHint::in_dir(&dir, settings))
     }
 
     /// Connects, runs `f` with the client and shuts the client down whatever `f` returned,
@@ -58,6 +74,11 @@ pub async fn admin_call<M: cv_wire::Message>(
     let cfg = CvConfig::load(&args.config)?;
     let mut list = vec![args.master.unwrap_or(cfg.common.client.master)];
     list.extend(cfg.common.client.masters.iter().filter(|a| !list.contains(a)).copied().collect::<Vec<_>>());
+    // The hinted leader first: its answer needs no redirect.
+    if let Some(led) = args.hint(&cfg.common.client).and_then(|h| h.read()).filter(|a| list.contains(a)) {
+        list.retain(|a| *a != led);
+        list.insert(0, led);
+    }
     let identity = Identity::load(&cfg.common.tls)?;
     let ep = client_endpoint(&identity, &cfg.common.transport)?;
     let dial = cfg.common.transport.idle_timeout.get();
@@ -94,6 +115,15 @@ pub async fn admin_call<M: cv_wire::Message>(
         });
     }
     Err(format!("no master of {list:?} took the call; last: {last}").into())
+}
+
+/// The user's cache directory for cv: `$XDG_CACHE_HOME/cv`, else `$HOME/.cache/cv`.
+fn default_hint_dir() -> Option<PathBuf> {
+    let nonempty = |v: std::ffi::OsString| (!v.is_empty()).then(|| PathBuf::from(v));
+    match std::env::var_os("XDG_CACHE_HOME").and_then(nonempty) {
+        Some(cache) => Some(cache.join("cv")),
+        None => Some(std::env::var_os("HOME").and_then(nonempty)?.join(".cache").join("cv")),
+    }
 }
 
 /// A small runtime for one command.
