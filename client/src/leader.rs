@@ -107,9 +107,10 @@ impl Client {
         }
     }
 
-    /// Dials `addr` (one attempt: others are asked meanwhile) and asks whether it leads.
+    /// Dials `addr` (until `until`: a crowd may slow its answer; the caller stops asking once
+    /// another answered) and asks whether it leads.
     async fn ask_leader(&self, addr: SocketAddr, until: Instant) -> Answer {
-        let dialing = Dialing { peer: &"master", persist: Persist::Once, deadline: until };
+        let dialing = Dialing { peer: &"master", persist: Persist::UntilDeadline, deadline: until };
         let asked = async {
             let conn = self.master_conn(addr, dialing).await?;
             conn.call(&Stat { path: "/".into() }, &[]).await.map_err(Error::from)
