@@ -172,22 +172,12 @@ impl Pool {
     }
 
     /// Closes every connection and waits, at most `limit`, until each one that was made has
-    /// sent its peer the close. Not the endpoint's `wait_idle`: that also waits out the
-    /// draining of handshakes that never finished (a dial of a dead master, ~3 s), which
-    /// told nobody anything.
+    /// sent its peer the close (`rpc::close_and_tell`: not for dials never answered).
     pub(crate) async fn close_and_tell(&self, limit: Duration) {
         let made: Vec<Conn> = {
             let slots = self.slots.lock().expect("pool lock");
-            slots.values().filter_map(|s| s.get()).filter(|c| !c.is_closed()).cloned().collect()
+            slots.values().filter_map(|s| s.get()).cloned().collect()
         };
-        // quinn counts no sent CONNECTION_CLOSE, but after the close nothing else is sent: a
-        // datagram more than before is the close going out.
-        let sent = |c: &Conn| c.quinn().stats().udp_tx.datagrams;
-        let before: Vec<u64> = made.iter().map(sent).collect();
-        self.close();
-        let end = Instant::now() + limit;
-        while made.iter().zip(&before).any(|(c, b)| sent(c) <= *b) && Instant::now() < end {
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
+        cv_net::rpc::close_and_tell(&made, || self.close(), limit).await;
     }
 }

@@ -7,6 +7,7 @@ use cv_client::{Client, ClientSettings, LeaderHint};
 use cv_net::tls::Identity;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// Flags shared by every command that talks to a cluster.
 #[derive(Args, Debug, Clone)]
@@ -69,7 +70,8 @@ pub async fn admin_call<M: cv_wire::Message>(
     msg: &M,
     within: std::time::Duration,
 ) -> Result<cv_wire::Frame, Box<dyn std::error::Error + Send + Sync>> {
-    use cv_net::rpc::{Conn, client_endpoint};
+    use cv_net::dial::{Dial, Persist};
+    use cv_net::rpc::client_endpoint;
     use cv_wire::msg::Role;
     let cfg = CvConfig::load(&args.config)?;
     let mut list = vec![args.master.unwrap_or(cfg.common.client.master)];
@@ -85,12 +87,23 @@ pub async fn admin_call<M: cv_wire::Message>(
     let (mut at, mut target) = (0, list[0]);
     let mut last = String::from("no master tried");
     for _ in 0..list.len() * 3 {
-        let connect = Conn::connect(&ep, target, Role::Admin, "cvctl", cv_wire::Limits::DEFAULT);
-        let next = match tokio::time::timeout(dial, connect).await {
-            Ok(Ok(conn)) => match tokio::time::timeout(within, conn.call(msg, &[])).await {
+        // One attempt per master (the next may lead); one that answered gets `within`.
+        let connect = Dial {
+            endpoint: &ep,
+            addr: target,
+            peer: &"master",
+            role: Role::Admin,
+            node: "cvctl",
+            limits: cv_wire::Limits::DEFAULT,
+            answer_within: dial,
+            deadline: tokio::time::Instant::now() + within,
+            persist: Persist::Once,
+        };
+        let next = match connect.connect().await {
+            Ok(conn) => match tokio::time::timeout(within, conn.call(msg, &[])).await {
                 Ok(Ok(f)) => {
-                    conn.quinn().close(0u32.into(), b"done");
-                    ep.wait_idle().await;
+                    let close = || conn.quinn().close(0u32.into(), b"done");
+                    cv_net::rpc::close_and_tell(std::slice::from_ref(&conn), close, Duration::from_secs(1)).await;
                     return Ok(f);
                 }
                 Ok(Err(e)) if e.code() == Some(cv_wire::ErrorCode::NotLeader) => {
@@ -100,12 +113,8 @@ pub async fn admin_call<M: cv_wire::Message>(
                 Ok(Err(e)) => return Err(format!("master at {target}: {e}").into()),
                 Err(_) => return Err(format!("master at {target} did not answer within {within:?}").into()),
             },
-            Ok(Err(e)) => {
-                last = format!("master at {target}: {e}");
-                None
-            }
-            Err(_) => {
-                last = format!("master at {target}: no handshake within {dial:?}");
+            Err(e) => {
+                last = e.to_string();
                 None
             }
         };

@@ -19,7 +19,15 @@ async fn group_with_a_dead_master(dir: &std::path::Path) -> (LocalCluster, UdpSo
     let mut cluster = LocalCluster::start(&opts).await.unwrap();
     let dead = cluster.master_addrs()[0];
     cluster.stop_master(0).await;
-    let hole = UdpSocket::bind(dead).expect("the stopped master's port");
+    // Its endpoint lets the port go once its connections have drained.
+    let end = Instant::now() + Duration::from_secs(10);
+    let hole = loop {
+        match UdpSocket::bind(dead) {
+            Ok(s) => break s,
+            Err(e) => assert!(Instant::now() < end, "the stopped master's port {dead}: {e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
     let end = Instant::now() + Duration::from_secs(20);
     let leader = loop {
         if let Some(i) = cluster.leader().filter(|i| *i != 0) {
