@@ -319,14 +319,15 @@ impl Client {
                     })
                 };
                 tokio::pin!(call);
-                let mut wait = HEDGE;
+                let (mut wait, asked) = (HEDGE, tokio::time::Instant::now());
                 loop {
                     tokio::select! {
                         r = &mut call => return r,
                         _ = tokio::time::sleep(wait) => {
                             if let Some(leader) = self.leads_instead(addr).await {
                                 masters.moved(&addr, Some(leader));
-                                let msg = format!("master at {addr} did not answer within {wait:?}; master at {leader} leads");
+                                let waited = asked.elapsed().as_millis();
+                                let msg = format!("master at {addr} did not answer in {waited} ms; master at {leader} leads");
                                 return Err(Error::new(ErrorKind::Unavailable, msg));
                             }
                             wait = REPROBE;
