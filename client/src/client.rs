@@ -66,7 +66,8 @@ impl Client {
         let pool = Pool::new(endpoint, settings.node.clone(), transport.idle_timeout.get());
         let call_ids = AtomicU64::new(cv_net::rpc::random_request_id());
         let masters = MasterList::new(settings.master, &settings.masters);
-        let hint = hint.map(|h| {
+        // One master needs no hint.
+        let hint = hint.filter(|_| masters.len() > 1).map(|h| {
             let named = h.read();
             (h, named)
         });
@@ -558,8 +559,7 @@ impl Client {
     fn record_leader(&self) {
         let Some((hint, named)) = &self.inner.hint else { return };
         let now = self.inner.masters.current();
-        if self.inner.masters.len() > 1
-            && *named != Some(now)
+        if *named != Some(now)
             && let Err(e) = hint.write(now)
         {
             tracing::debug!(path = %hint.path().display(), error = %e, "leader hint not written");
