@@ -424,7 +424,9 @@ mod tests {
         assert!(all == expected(0, 2 * BLOCK));
         let requests = server.requests.load(Ordering::SeqCst);
         assert_eq!(requests, 1 + 1 + 1 + 1 + 2 + 2 + 2, "one request per block piece");
-        let conn = client.inner.pool.get(server.addr).await.unwrap();
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+        let dialing = crate::pool::Dialing { peer: &"master", persist: cv_net::dial::Persist::Once, deadline };
+        let conn = client.inner.pool.get(server.addr, dialing).await.unwrap();
         let stats = conn.quinn().stats();
         assert_eq!(stats.frame_tx.stop_sending, 0, "a read stopped its reply stream: {:?}", stats.frame_tx);
     }

@@ -4,9 +4,10 @@ use crate::block::Dst;
 use crate::config::ClientSettings;
 use crate::error::{Error, ErrorKind, Result};
 use crate::file::File;
-use crate::pool::Pool;
+use crate::pool::{Dialing, Pool};
 use crate::retry::{Attempts, with_retries};
 use crate::writer::Writer;
+use cv_net::dial::Persist;
 use cv_net::masters::MasterList;
 use cv_net::quic::TransportSettings;
 use cv_net::tls::Identity;
@@ -15,6 +16,7 @@ use cv_wire::{ErrorCode, Frame, Message};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 /// A connected client. Cheap to clone; clones share connections.
 #[derive(Clone, Debug)]
@@ -33,45 +35,84 @@ pub(crate) struct Inner {
     call_ids: AtomicU64,
     /// Short-circuit reads of blocks on this host's workers.
     local: crate::local::Local,
+    /// The leader hint file, and the master it named when the client started.
+    hint: Option<(crate::LeaderHint, Option<SocketAddr>)>,
 }
 
 impl Client {
-    /// Creates a client that presents `identity`; connections are made on
-    /// first use, the master's right away so that errors show early.
+    /// Creates a client that presents `identity`; connections are made on first use, the
+    /// master's right away so that errors show early. With several masters, all are dialed at
+    /// once and calls go to the first that answers as the leader (a master that is down costs
+    /// nothing while another leads).
     pub async fn connect(
         settings: ClientSettings,
         identity: &Identity,
         transport: &TransportSettings,
     ) -> Result<Client> {
+        Self::connect_hinted(settings, identity, transport, None).await
+    }
+
+    /// [`Client::connect`] that dials the master `hint` names first (alone, for a moment:
+    /// when it leads, no other master is dialed) and records the master calls went to in it
+    /// at [`Client::shutdown`]. For short-lived processes; a wrong or stale hint costs at most
+    /// one redirect or one short wait.
+    pub async fn connect_hinted(
+        settings: ClientSettings,
+        identity: &Identity,
+        transport: &TransportSettings,
+        hint: Option<crate::LeaderHint>,
+    ) -> Result<Client> {
         let endpoint = cv_net::rpc::client_endpoint(identity, transport)?;
         let pool = Pool::new(endpoint, settings.node.clone(), transport.idle_timeout.get());
         let call_ids = AtomicU64::new(cv_net::rpc::random_request_id());
         let masters = MasterList::new(settings.master, &settings.masters);
-        let client = Client { inner: Arc::new(Inner { settings, pool, masters, call_ids, local: Default::default() }) };
-        // Dials the masters so that errors show early: all at once, the first to answer becomes
-        // the current one (the first call finds the leader), so one that is down costs nothing.
-        let inner = &client.inner;
-        with_retries(&inner.settings, "connect to master", || async {
-            let mut dials = tokio::task::JoinSet::new();
-            for &addr in inner.masters.list() {
-                let c = client.clone();
-                dials.spawn(async move { c.master_conn(addr).await.map(|_| addr) });
-            }
-            let mut last = None;
-            while let Some(done) = dials.join_next().await {
-                match done {
-                    Ok(Ok(addr)) => {
-                        inner.masters.set(addr);
-                        return Ok(());
-                    }
-                    Ok(Err(e)) => last = Some(e),
-                    Err(e) => last = Some(Error::new(ErrorKind::Other, format!("dial task: {e}"))),
-                }
-            }
-            Err(last.unwrap_or_else(|| Error::new(ErrorKind::Config, "no master configured")))
-        })
-        .await?;
+        // One master needs no hint.
+        let hint = hint.filter(|_| masters.len() > 1).map(|h| {
+            let named = h.read();
+            (h, named)
+        });
+        let inner = Inner { settings, pool, masters, call_ids, local: Default::default(), hint };
+        let client = Client { inner: Arc::new(inner) };
+        client.first_master().await?;
         Ok(client)
+    }
+
+    /// Finds the master to call first, within one call deadline: the only one, the hinted
+    /// one if it leads, else the first of all (asked at once) that answers as the leader, or
+    /// names it; one that answers at all during an election.
+    async fn first_master(&self) -> Result<()> {
+        let inner = &self.inner;
+        let deadline = tokio::time::Instant::now() + inner.settings.deadline.get();
+        let masters = &inner.masters;
+        if masters.len() == 1 {
+            let dialing = Dialing { peer: &"master", persist: Persist::UntilDeadline, deadline };
+            return self.master_conn(masters.current(), dialing).await.map(|_| ());
+        }
+        if let Some(hinted) = inner.hint.as_ref().and_then(|(_, named)| *named) {
+            let hedge = (tokio::time::Instant::now() + HEDGE).min(deadline);
+            let found = self.find_leader(&[hinted], &|_| false, hedge, Duration::ZERO).await;
+            if let Some(best) = found.best() {
+                masters.set(best);
+                return Ok(());
+            }
+        }
+        let mut pause = ELECTION_PAUSE;
+        loop {
+            let down = |a: SocketAddr| self.down_master(a);
+            let found = self.find_leader(masters.list(), &down, deadline, HEDGE).await;
+            if let Some(best) = found.best() {
+                masters.set(best);
+                return Ok(());
+            }
+            let last = found.failed.unwrap_or_else(|| Error::new(ErrorKind::Unavailable, "no master answered"));
+            if tokio::time::Instant::now() + pause >= deadline {
+                let tried: Vec<String> = masters.list().iter().map(|a| a.to_string()).collect();
+                let msg = format!("connect: no master of [{}] answered; last: {last}", tried.join(", "));
+                return Err(Error::new(last.kind(), msg));
+            }
+            tokio::time::sleep(pause).await;
+            pause = pause.saturating_mul(2).min(HEDGE);
+        }
     }
 
     /// The settings in force.
@@ -79,15 +120,22 @@ impl Client {
         &self.inner.settings
     }
 
-    /// The connection to the master at `addr`; an address where something else answers (a
-    /// worker's shard) is a configuration error, not retried.
-    async fn master_conn(&self, addr: SocketAddr) -> Result<cv_net::rpc::Conn> {
-        let conn = self.inner.pool.get(addr).await?;
+    /// The connection to the master at `addr`, dialed as `dialing` says; an address where
+    /// something else answers (a worker's shard) is a configuration error, not retried.
+    pub(crate) async fn master_conn(&self, addr: SocketAddr, dialing: Dialing<'_>) -> Result<cv_net::rpc::Conn> {
+        let conn = self.inner.pool.get(addr, dialing).await?;
         if conn.peer_role() != Role::Master {
             let role = conn.peer_role();
             return Err(Error::new(ErrorKind::Config, format!("{addr} answered as {role:?}, not as a master")));
         }
         Ok(conn)
+    }
+
+    /// Whether the master at `addr` is to be passed over while another may serve: its
+    /// connection just closed, or it could not be reached a moment ago.
+    pub(crate) fn down_master(&self, addr: SocketAddr) -> bool {
+        let pool = &self.inner.pool;
+        pool.closed(addr) || pool.down_since(addr).is_some_and(|d| d < crate::pool::DOWN_FOR)
     }
 
     /// Sends `msg` to `addr` with deadline and retries; the reply frame (not an error frame)
@@ -113,8 +161,17 @@ impl Client {
         payload: &[&[u8]],
     ) -> Result<Frame> {
         let id = self.inner.call_ids.fetch_add(1, Ordering::Relaxed);
+        let deadline = tokio::time::Instant::now() + self.inner.settings.deadline.get();
+        // The only master is dialed until the deadline; a worker once per attempt.
+        let (peer, persist): (&(dyn std::fmt::Display + Sync), _) =
+            if master { (&"master", Persist::UntilDeadline) } else { (&"worker", Persist::Once) };
+        let dialing = Dialing { peer, persist, deadline };
         with_retries(&self.inner.settings, what, || async {
-            let conn = if master { self.master_conn(addr).await? } else { self.inner.pool.get(addr).await? };
+            let conn = if master {
+                self.master_conn(addr, dialing).await?
+            } else {
+                self.inner.pool.get(addr, dialing).await?
+            };
             match conn.call_as(id, msg, payload).await {
                 Ok(f) => Ok(f),
                 Err(e) => {
@@ -168,7 +225,7 @@ impl Client {
         loop {
             let req = verified.as_ref().unwrap_or(req);
             let attempt = async {
-                let conn = worker.conn(self).await?;
+                let conn = worker.conn(self, deadline).await?;
                 let res = crate::block::read_block(&conn, req, dst.reborrow()).await;
                 worker.outcome(self, &conn, res)
             };
@@ -222,7 +279,7 @@ impl Client {
         let mut attempts = Attempts::until(&self.inner.settings, what, deadline);
         loop {
             let attempt = async {
-                let conn = worker.conn(self).await?;
+                let conn = worker.conn(self, deadline).await?;
                 let res = conn.call_as(id, msg, payload).await.map_err(Error::from);
                 worker.outcome(self, &conn, res)
             };
@@ -235,10 +292,11 @@ impl Client {
     }
 
     /// One call to the master that leads, with the retries of [`Client::call`] (one request
-    /// id for all of them). With several masters, one that answers `NotLeader` or cannot be
-    /// reached sends the call on to the leader it names, or to the next master, within the
-    /// same attempt; a whole round of masters without a leader (an election under way) pauses
-    /// briefly, until the deadline.
+    /// id for all of them). With several masters, one that answers `NotLeader` sends the call
+    /// on to the leader it names; one that names none, or cannot be reached, has the others
+    /// asked at once who leads (`leader.rs`), within the same attempt; a call unanswered for
+    /// a moment asks them too (a leader killed under it looks alive until the idle timeout).
+    /// A round without a leader (an election under way) pauses briefly, until the deadline.
     pub(crate) async fn master<M: Message>(&self, what: &str, msg: &M, payload: &[&[u8]]) -> Result<Frame> {
         let masters = &self.inner.masters;
         if masters.len() == 1 {
@@ -246,48 +304,50 @@ impl Client {
         }
         let id = self.inner.call_ids.fetch_add(1, Ordering::Relaxed);
         let mut attempts = Attempts::new(&self.inner.settings, what);
-        let mut hops = 0usize;
+        let deadline = attempts.deadline();
         let mut last: Option<Error> = None;
         let pool = &self.inner.pool;
-        // A master whose connection just closed, or that could not be reached a moment ago,
-        // is passed over (and not followed when another names it leader: that one's view is
-        // stale until its election timeout) while some master is not down.
-        let down = |a: SocketAddr| pool.closed(a) || pool.down_since(a).is_some_and(|d| d < crate::pool::DOWN_FOR);
+        let down = |a: SocketAddr| self.down_master(a);
         loop {
             let addr = masters.current();
+            // A master whose connection just closed, or that could not be reached a moment
+            // ago, is passed over while some master is not down.
             if down(addr) && !masters.list().iter().all(|a| down(*a)) {
                 if pool.closed(addr) {
                     pool.mark_down(addr);
                 }
-                masters.moved(&addr, None);
-                hops += 1;
-                if hops.is_multiple_of(masters.len()) {
+                if !self.relocate(addr, deadline).await {
                     tokio::time::sleep(ELECTION_PAUSE).await;
+                }
+                if attempts.expired() {
+                    return Err(Error::timeout(what, self.inner.settings.deadline.get()).with_request(id));
                 }
                 continue;
             }
             let attempt = async {
-                let conn = self.master_conn(addr).await?;
-                let call = conn.call_as(id, msg, payload);
+                let dialing = Dialing { peer: &"master", persist: Persist::UntilDeadline, deadline };
+                let call = async {
+                    let conn = self.master_conn(addr, dialing).await?;
+                    conn.call_as(id, msg, payload).await.map_err(|e| {
+                        if conn.is_closed() {
+                            pool.forget(addr);
+                        }
+                        Error::from(e)
+                    })
+                };
                 tokio::pin!(call);
+                let (mut wait, asked) = (HEDGE, tokio::time::Instant::now());
                 loop {
                     tokio::select! {
-                        r = &mut call => {
-                            return r.map_err(|e| {
-                                if conn.is_closed() {
-                                    pool.forget(addr);
-                                }
-                                Error::from(e)
-                            });
-                        }
-                        // A leader killed under the call looks alive until the connection's
-                        // idle timeout; ask the others meanwhile who leads.
-                        _ = tokio::time::sleep(HEDGE) => {
-                            if let Some(leader) = self.leads_instead(addr, &down).await {
+                        r = &mut call => return r,
+                        _ = tokio::time::sleep(wait) => {
+                            if let Some(leader) = self.leads_instead(addr).await {
                                 masters.moved(&addr, Some(leader));
-                                let msg = format!("master at {addr} did not answer within {HEDGE:?}; master at {leader} leads");
+                                let waited = asked.elapsed().as_millis();
+                                let msg = format!("master at {addr} did not answer in {waited} ms; master at {leader} leads");
                                 return Err(Error::new(ErrorKind::Unavailable, msg));
                             }
+                            wait = REPROBE;
                         }
                     }
                 }
@@ -307,45 +367,44 @@ impl Client {
                     .with_request(id));
                 }
                 Err(e) if elsewhere(&e) => {
-                    let leader = e.redirect().and_then(|r| r.parse().ok()).filter(|l| !down(*l));
+                    let leader = e.redirect().and_then(|r| r.parse().ok()).filter(|l| *l != addr && !down(*l));
                     if e.code().is_none() {
                         pool.mark_down(addr);
                     }
-                    masters.moved(&addr, leader);
-                    hops += 1;
-                    if leader.is_none() && hops.is_multiple_of(masters.len()) {
-                        tokio::time::sleep(ELECTION_PAUSE).await;
-                    }
                     last = Some(e);
+                    match leader {
+                        Some(l) => {
+                            masters.moved(&addr, Some(l));
+                        }
+                        None if !self.relocate(addr, deadline).await => tokio::time::sleep(ELECTION_PAUSE).await,
+                        None => {}
+                    }
                 }
                 Err(e) => attempts.retry(e.with_request(id)).await?,
             }
         }
     }
 
-    /// Which other master leads, as the others say (each asked with a `Stat` of `/`, answered by
-    /// the leader and refused with the leader's address by a follower), if not `slow`.
-    async fn leads_instead(&self, slow: SocketAddr, down: &impl Fn(SocketAddr) -> bool) -> Option<SocketAddr> {
-        for &other in self.inner.masters.list() {
-            if other == slow || down(other) {
-                continue;
-            }
-            let ask = async {
-                let conn = self.inner.pool.get(other).await?;
-                conn.call(&Stat { path: "/".into() }, &[]).await.map_err(Error::from)
-            };
-            match tokio::time::timeout(HEDGE, ask).await {
-                Ok(Ok(_)) => return Some(other),
-                Ok(Err(e)) => {
-                    let named = e.redirect().and_then(|r| r.parse::<SocketAddr>().ok());
-                    if let Some(l) = named.filter(|l| *l != slow && !down(*l)) {
-                        return Some(l);
-                    }
-                }
-                Err(_) => {}
-            }
-        }
-        None
+    /// `failed` did not serve a call and named no leader: the other masters (but those down)
+    /// are asked at once who leads, and calls go there, or to one that answers, else to the
+    /// next master. Returns whether a leader was found or named.
+    async fn relocate(&self, failed: SocketAddr, deadline: tokio::time::Instant) -> bool {
+        let masters = &self.inner.masters;
+        let skip = |a: SocketAddr| a == failed || self.down_master(a);
+        let others: Vec<SocketAddr> = masters.list().iter().copied().filter(|a| !skip(*a)).collect();
+        let found = self.find_leader(&others, &skip, deadline, HEDGE).await;
+        masters.moved(&failed, found.best());
+        found.leader.or(found.named).is_some()
+    }
+
+    /// Which other master leads, as the others say when asked at once (within [`HEDGE`]), if
+    /// not `slow`.
+    async fn leads_instead(&self, slow: SocketAddr) -> Option<SocketAddr> {
+        let skip = |a: SocketAddr| a == slow || self.down_master(a);
+        let others: Vec<SocketAddr> = self.inner.masters.list().iter().copied().filter(|a| !skip(*a)).collect();
+        let until = tokio::time::Instant::now() + HEDGE;
+        let found = self.find_leader(&others, &skip, until, HEDGE).await;
+        found.leader.or(found.named)
     }
 
     /// The master calls go to now (under Raft, the leader as last heard).
@@ -507,8 +566,20 @@ impl Client {
     /// connections open on the master and the shards until their idle timeout, each
     /// counting against the shards' connection cap.
     pub async fn shutdown(&self) {
-        self.inner.pool.close();
-        self.inner.pool.wait_idle(std::time::Duration::from_secs(1)).await;
+        self.record_leader();
+        self.inner.pool.close_and_tell(std::time::Duration::from_secs(1)).await;
+    }
+
+    /// Writes the master calls go to now into the leader hint, if there is one and it named
+    /// another (a failure to write is only logged: the hint is an optimisation).
+    fn record_leader(&self) {
+        let Some((hint, named)) = &self.inner.hint else { return };
+        let now = self.inner.masters.current();
+        if *named != Some(now)
+            && let Err(e) = hint.write(now)
+        {
+            tracing::debug!(path = %hint.path().display(), error = %e, "leader hint not written");
+        }
     }
 }
 
@@ -522,6 +593,13 @@ pub(crate) struct WorkerAt {
     pub(crate) worker_id: u64,
     pub(crate) shard: u16,
     pub(crate) addr: SocketAddr,
+}
+
+/// How dial errors name a shard.
+impl std::fmt::Display for WorkerAt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "worker {} shard {}", self.worker_id, self.shard)
+    }
 }
 
 impl WorkerAt {
@@ -541,13 +619,16 @@ impl WorkerAt {
         }
     }
 
-    /// The connection to the shard; a dial that fails marks it down and is `WorkerUnreachable`.
-    async fn conn(&self, c: &Client) -> Result<cv_net::rpc::Conn> {
-        match c.inner.pool.get(self.addr).await {
+    /// The connection to the shard, dialed once (a shard that answers is waited for until
+    /// `deadline`, one that does not is passed over); a dial that fails marks it down and is
+    /// `WorkerUnreachable`.
+    async fn conn(&self, c: &Client, deadline: tokio::time::Instant) -> Result<cv_net::rpc::Conn> {
+        let dialing = Dialing { peer: self, persist: Persist::Once, deadline };
+        match c.inner.pool.get(self.addr, dialing).await {
             Ok(conn) => Ok(conn),
             Err(e) if matches!(e.kind(), ErrorKind::Unavailable | ErrorKind::Timeout) => {
                 c.inner.pool.mark_down(self.addr);
-                Err(self.unreachable(&format_args!("cannot connect: {}", e.message())))
+                Err(Error::new(ErrorKind::WorkerUnreachable, e.message().to_string()))
             }
             Err(e) => Err(e),
         }
@@ -575,6 +656,10 @@ const HEDGE: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// Between rounds of masters none of which leads: about a heartbeat, shorter than an election.
 const ELECTION_PAUSE: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// After the first [`HEDGE`], how often a call still unanswered asks the others again: a new
+/// leader is usually elected within a few of these, and is then found within one.
+const REPROBE: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Whether a master's failure sends the call to another master: it does not lead, or it
 /// cannot be reached.

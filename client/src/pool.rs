@@ -1,6 +1,7 @@
 //! One connection per endpoint, made on first use, replaced when it closes.
 
 use crate::error::Result;
+use cv_net::dial::{Dial, Persist};
 use cv_net::rpc::Conn;
 use cv_wire::Limits;
 use cv_wire::msg::Role;
@@ -25,15 +26,22 @@ pub(crate) const DOWN_FOR: Duration = Duration::from_millis(1500);
 /// a dead address.
 pub(crate) const SUSPECT_FOR: Duration = Duration::from_secs(30);
 
+/// How a caller wants a connection made: whom it dials (for errors) and for how long.
+#[derive(Clone, Copy)]
+pub(crate) struct Dialing<'a> {
+    /// `master`, `worker 3 shard 1`.
+    pub(crate) peer: &'a (dyn std::fmt::Display + Sync),
+    pub(crate) persist: Persist,
+    pub(crate) deadline: tokio::time::Instant,
+}
+
 /// Connections keyed by address.
 #[derive(Debug)]
 pub(crate) struct Pool {
     endpoint: quinn::Endpoint,
     node: String,
-    /// Deadline of one connection attempt (handshake and hello): the transport's idle timeout.
-    /// QUIC stretches a handshake's own idle timer to three probe timeouts, which back off
-    /// while a dead address stays silent (1 s, 2 s, 4 s…), so without this a dial of a dead
-    /// worker can outlast the caller's whole deadline.
+    /// How long a dial's first attempt waits for the server's first answer: the transport's
+    /// idle timeout (see `cv_net::dial`).
     connect_timeout: Duration,
     slots: Mutex<HashMap<SocketAddr, Slot>>,
     /// Worker addresses found unreachable, and when.
@@ -54,31 +62,43 @@ impl Pool {
         self.endpoint.open_connections()
     }
 
-    /// The live connection to `addr`, connecting (once, however many callers
-    /// ask at the same time) if there is none.
-    pub(crate) async fn get(&self, addr: SocketAddr) -> Result<Conn> {
+    /// The live connection to `addr`, connecting (once, however many callers ask at the same
+    /// time) if there is none, as `how` says.
+    pub(crate) async fn get(&self, addr: SocketAddr, how: Dialing<'_>) -> Result<Conn> {
         let asked = Instant::now();
         loop {
             let slot = {
                 let mut slots = self.slots.lock().expect("pool lock");
                 slots.entry(addr).or_default().clone()
             };
-            // Callers waiting on one slot dial one after another when a dial fails, so a dead
-            // address would cost each of them the whole connect timeout in turn: a dial that
-            // fails marks the address down, and the callers that were waiting on it fail at once.
             let connect = || async {
-                if let Some(since) = self.down_since(addr).filter(|s| *s < asked.elapsed()) {
-                    let msg = format!("{addr}: a dial failed {} ms ago while this one waited", since.as_millis());
+                // Callers waiting on one slot dial one after another when a dial fails, so a
+                // dead address would cost each of them a whole attempt in turn: a dial that
+                // fails marks the address down, and callers that would give up after one
+                // attempt anyway, and were waiting on it, fail at once. Callers that persist
+                // dial again within their own deadline.
+                if how.persist == Persist::Once
+                    && let Some(since) = self.down_since(addr).filter(|s| *s < asked.elapsed())
+                {
+                    let msg = format!(
+                        "connecting to {} at {addr}: a dial failed {} ms ago while this one waited",
+                        how.peer,
+                        since.as_millis()
+                    );
                     return Err(cv_net::NetError::new(cv_net::NetErrorKind::Timeout, msg));
                 }
-                let dial = Conn::connect(&self.endpoint, addr, Role::Client, &self.node, LIMITS);
-                let result = match tokio::time::timeout(self.connect_timeout, dial).await {
-                    Ok(r) => r,
-                    Err(_) => Err(cv_net::NetError::new(
-                        cv_net::NetErrorKind::Timeout,
-                        format!("connecting to {addr}: no handshake within {:?}", self.connect_timeout),
-                    )),
+                let dial = Dial {
+                    endpoint: &self.endpoint,
+                    addr,
+                    peer: how.peer,
+                    role: Role::Client,
+                    node: &self.node,
+                    limits: LIMITS,
+                    answer_within: self.connect_timeout,
+                    deadline: how.deadline,
+                    persist: how.persist,
                 };
+                let result = dial.connect().await;
                 if result.is_err() {
                     self.mark(addr);
                 }
@@ -151,8 +171,13 @@ impl Pool {
         self.endpoint.close(0u32.into(), b"client closed");
     }
 
-    /// Waits, at most `limit`, until every connection has told its peer it is closed.
-    pub(crate) async fn wait_idle(&self, limit: Duration) {
-        let _ = tokio::time::timeout(limit, self.endpoint.wait_idle()).await;
+    /// Closes every connection and waits, at most `limit`, until each one that was made has
+    /// sent its peer the close (`rpc::close_and_tell`: not for dials never answered).
+    pub(crate) async fn close_and_tell(&self, limit: Duration) {
+        let made: Vec<Conn> = {
+            let slots = self.slots.lock().expect("pool lock");
+            slots.values().filter_map(|s| s.get()).cloned().collect()
+        };
+        cv_net::rpc::close_and_tell(&made, || self.close(), limit).await;
     }
 }

@@ -37,6 +37,11 @@ impl<'a> Attempts<'a> {
         }
     }
 
+    /// When the call's deadline is.
+    pub(crate) fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
     /// Whether the call's deadline has passed.
     pub(crate) fn expired(&self) -> bool {
         Instant::now() >= self.deadline

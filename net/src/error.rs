@@ -58,6 +58,17 @@ impl NetError {
         self
     }
 
+    /// The same error with `message` as its context (the cause stays).
+    pub fn with_message(mut self, message: impl Into<String>) -> Self {
+        self.message = message.into();
+        self
+    }
+
+    /// Overrides whether a retry can help (a failure of a kind that usually can, here cannot).
+    pub fn set_retryable(&mut self, retryable: bool) {
+        self.retryable = retryable;
+    }
+
     /// The kind.
     pub fn kind(&self) -> NetErrorKind {
         self.kind

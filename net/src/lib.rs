@@ -2,7 +2,8 @@
 //! mutual-TLS identities under a cluster CA ([`tls`]), QUIC transport settings
 //! ([`quic`]), typed configuration values ([`config`]), per-request timeline marks
 //! ([`timeline`]), totals over QUIC connections ([`quic_stats`]), and — behind the
-//! `tokio` feature — request/response helpers over quinn streams ([`rpc`]); behind `metrics`,
+//! `tokio` feature — request/response helpers over quinn streams ([`rpc`]) and dialing within
+//! a deadline ([`dial`]); behind `metrics`,
 //! the Prometheus `/metrics` endpoint every process serves ([`metrics`]).
 //!
 //! No async runtime is needed for anything but [`rpc`].
@@ -10,6 +11,8 @@
 pub mod config;
 #[cfg(feature = "tokio")]
 pub mod conn_stats;
+#[cfg(feature = "tokio")]
+pub mod dial;
 mod error;
 pub mod local;
 pub mod masters;

@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A connection failure; one the TLS handshake refused (a certificate not issued by the
 /// cluster's CA, on either side) is `Tls`, which no retry mends, the rest `Connect`.
-fn conn_err(what: &str, e: impl std::error::Error + Send + Sync + 'static) -> NetError {
+pub(crate) fn conn_err(what: &str, e: impl std::error::Error + Send + Sync + 'static) -> NetError {
     if refused_by_tls(&e) {
         let msg = format!("{what}: the TLS handshake was refused (a certificate of another CA, or of the wrong kind)");
         return NetError::new(NetErrorKind::Tls, msg).with_source(e);
@@ -259,6 +259,17 @@ impl Conn {
         limits: Limits,
     ) -> Result<Conn, NetError> {
         let connecting = endpoint.connect(addr, SERVER_NAME).map_err(|e| conn_err("connect", e))?;
+        Conn::finish(connecting, addr, role, node, limits).await
+    }
+
+    /// Completes a handshake under way to `addr` and the hello exchange.
+    pub(crate) async fn finish(
+        connecting: quinn::Connecting,
+        addr: SocketAddr,
+        role: Role,
+        node: &str,
+        limits: Limits,
+    ) -> Result<Conn, NetError> {
         let inner = connecting.await.map_err(|e| conn_err(&format!("handshake with {addr}"), e))?;
         let next_id = Arc::new(AtomicU64::new(random_request_id()));
         let mut conn = Conn { inner, limits, next_id, peer_role: Role::Client };
@@ -306,6 +317,22 @@ impl Conn {
     /// Whether the connection has been closed (idle, peer gone, error).
     pub fn is_closed(&self) -> bool {
         self.inner.close_reason().is_some()
+    }
+}
+
+/// Runs `close` (which closes `conns`, or their endpoint) and waits, at most `limit`, until
+/// each of them has sent its peer the close, so a process that exits next leaves nothing open
+/// there. Not the endpoint's `wait_idle`: that also waits out the draining of handshakes that
+/// were never answered (a dial of a dead server, ~3 s), which told nobody anything.
+pub async fn close_and_tell(conns: &[Conn], close: impl FnOnce(), limit: std::time::Duration) {
+    // quinn counts no CONNECTION_CLOSE sent, but after the close nothing else is sent: one
+    // datagram more than before is the close going out.
+    let sent = |c: &Conn| c.inner.stats().udp_tx.datagrams;
+    let open: Vec<(&Conn, u64)> = conns.iter().filter(|c| !c.is_closed()).map(|c| (c, sent(c))).collect();
+    close();
+    let end = tokio::time::Instant::now() + limit;
+    while open.iter().any(|(c, before)| sent(c) <= *before) && tokio::time::Instant::now() < end {
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
     }
 }
 

@@ -3,10 +3,11 @@
 
 use crate::config::CvConfig;
 use clap::Args;
-use cv_client::{Client, ClientSettings};
+use cv_client::{Client, ClientSettings, LeaderHint};
 use cv_net::tls::Identity;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// Flags shared by every command that talks to a cluster.
 #[derive(Args, Debug, Clone)]
@@ -17,6 +18,11 @@ pub struct ClientArgs {
     /// Master address, overriding `client.master` from the file.
     #[arg(long)]
     pub master: Option<SocketAddr>,
+    /// Where to keep the leader hint (which of several masters led when cvctl last looked, so
+    /// the next command dials it first and no other): a directory, or `off`. Default:
+    /// `$XDG_CACHE_HOME/cv`, else `~/.cache/cv`.
+    #[arg(long, env = "CV_LEADER_HINT", value_name = "DIR|off")]
+    pub leader_hint: Option<String>,
 }
 
 impl ClientArgs {
@@ -29,7 +35,18 @@ impl ClientArgs {
         }
         settings.validate("client")?;
         let identity = Identity::load(&cfg.common.tls)?;
-        Ok(Client::connect(settings, &identity, &cfg.common.transport).await?)
+        let hint = self.hint(&settings);
+        Ok(Client::connect_hinted(settings, &identity, &cfg.common.transport, hint).await?)
+    }
+
+    /// The leader hint of `settings`' masters, unless turned off or there is nowhere to keep it.
+    fn hint(&self, settings: &ClientSettings) -> Option<LeaderHint> {
+        let dir = match self.leader_hint.as_deref() {
+            Some("off") => return None,
+            Some(dir) => PathBuf::from(dir),
+            None => default_hint_dir()?,
+        };
+        Some(LeaderHint::in_dir(&dir, settings))
     }
 
     /// Connects, runs `f` with the client and shuts the client down whatever `f` returned,
@@ -53,23 +70,40 @@ pub async fn admin_call<M: cv_wire::Message>(
     msg: &M,
     within: std::time::Duration,
 ) -> Result<cv_wire::Frame, Box<dyn std::error::Error + Send + Sync>> {
-    use cv_net::rpc::{Conn, client_endpoint};
+    use cv_net::dial::{Dial, Persist};
+    use cv_net::rpc::client_endpoint;
     use cv_wire::msg::Role;
     let cfg = CvConfig::load(&args.config)?;
     let mut list = vec![args.master.unwrap_or(cfg.common.client.master)];
     list.extend(cfg.common.client.masters.iter().filter(|a| !list.contains(a)).copied().collect::<Vec<_>>());
+    // The hinted leader first: its answer needs no redirect.
+    if let Some(led) = args.hint(&cfg.common.client).and_then(|h| h.read()).filter(|a| list.contains(a)) {
+        list.retain(|a| *a != led);
+        list.insert(0, led);
+    }
     let identity = Identity::load(&cfg.common.tls)?;
     let ep = client_endpoint(&identity, &cfg.common.transport)?;
     let dial = cfg.common.transport.idle_timeout.get();
     let (mut at, mut target) = (0, list[0]);
     let mut last = String::from("no master tried");
     for _ in 0..list.len() * 3 {
-        let connect = Conn::connect(&ep, target, Role::Admin, "cvctl", cv_wire::Limits::DEFAULT);
-        let next = match tokio::time::timeout(dial, connect).await {
-            Ok(Ok(conn)) => match tokio::time::timeout(within, conn.call(msg, &[])).await {
+        // One attempt per master (the next may lead); one that answered gets `within`.
+        let connect = Dial {
+            endpoint: &ep,
+            addr: target,
+            peer: &"master",
+            role: Role::Admin,
+            node: "cvctl",
+            limits: cv_wire::Limits::DEFAULT,
+            answer_within: dial,
+            deadline: tokio::time::Instant::now() + within,
+            persist: Persist::Once,
+        };
+        let next = match connect.connect().await {
+            Ok(conn) => match tokio::time::timeout(within, conn.call(msg, &[])).await {
                 Ok(Ok(f)) => {
-                    conn.quinn().close(0u32.into(), b"done");
-                    ep.wait_idle().await;
+                    let close = || conn.quinn().close(0u32.into(), b"done");
+                    cv_net::rpc::close_and_tell(std::slice::from_ref(&conn), close, Duration::from_secs(1)).await;
                     return Ok(f);
                 }
                 Ok(Err(e)) if e.code() == Some(cv_wire::ErrorCode::NotLeader) => {
@@ -79,12 +113,8 @@ pub async fn admin_call<M: cv_wire::Message>(
                 Ok(Err(e)) => return Err(format!("master at {target}: {e}").into()),
                 Err(_) => return Err(format!("master at {target} did not answer within {within:?}").into()),
             },
-            Ok(Err(e)) => {
-                last = format!("master at {target}: {e}");
-                None
-            }
-            Err(_) => {
-                last = format!("master at {target}: no handshake within {dial:?}");
+            Err(e) => {
+                last = e.to_string();
                 None
             }
         };
@@ -94,6 +124,15 @@ pub async fn admin_call<M: cv_wire::Message>(
         });
     }
     Err(format!("no master of {list:?} took the call; last: {last}").into())
+}
+
+/// The user's cache directory for cv: `$XDG_CACHE_HOME/cv`, else `$HOME/.cache/cv`.
+fn default_hint_dir() -> Option<PathBuf> {
+    let nonempty = |v: std::ffi::OsString| (!v.is_empty()).then(|| PathBuf::from(v));
+    match std::env::var_os("XDG_CACHE_HOME").and_then(nonempty) {
+        Some(cache) => Some(cache.join("cv")),
+        None => Some(std::env::var_os("HOME").and_then(nonempty)?.join(".cache").join("cv")),
+    }
 }
 
 /// A small runtime for one command.

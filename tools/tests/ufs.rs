@@ -230,7 +230,7 @@ fn cvctl_up(dir: &Path) -> Up {
 }
 
 async fn connect(dir: &Path) -> Client {
-    let args = cv_tools::connect::ClientArgs { config: dir.join("client.toml"), master: None };
+    let args = cv_tools::connect::ClientArgs { config: dir.join("client.toml"), master: None, leader_hint: None };
     args.connect().await.unwrap()
 }
 

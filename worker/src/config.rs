@@ -119,6 +119,10 @@ pub struct WorkerSettings {
     /// How long a short-circuit reader's lease on a block's extent lasts: an evicted or
     /// deleted block's space is reused that much later at most.
     pub local_lease: Dur,
+    /// QUIC connections (handshaking or established) each shard holds at once; more are
+    /// refused at their first packet. Every client process holds one per shard it reads
+    /// from, so a crowd of short-lived ones (a thousand `cvctl` calls at once) must fit.
+    pub max_connections: u32,
 }
 
 impl Default for WorkerSettings {
@@ -149,6 +153,7 @@ impl Default for WorkerSettings {
             local_reads: true,
             local_socket: PathBuf::new(),
             local_lease: Dur::secs(5),
+            max_connections: 4096,
         }
     }
 }
@@ -241,6 +246,9 @@ impl WorkerSettings {
         if lease < std::time::Duration::from_millis(100) || lease > std::time::Duration::from_secs(60) {
             return Err(ConfigError::new(f("local_lease"), "must be between 100ms and 60s"));
         }
+        if self.max_connections == 0 || self.max_connections > 1 << 16 {
+            return Err(ConfigError::new(f("max_connections"), "must be between 1 and 65536"));
+        }
         if self.local_socket.as_os_str().len() > MAX_SOCKET_PATH {
             return Err(ConfigError::new(f("local_socket"), format!("must be at most {MAX_SOCKET_PATH} bytes")));
         }
@@ -315,6 +323,7 @@ mod tests {
             field(WorkerSettings { master_call_timeout: Dur::millis(0), ..valid() }),
             "worker.master_call_timeout"
         );
+        assert_eq!(field(WorkerSettings { max_connections: 0, ..valid() }), "worker.max_connections");
         let mut s = valid();
         s.data_dirs.push(s.data_dirs[0].clone());
         assert_eq!(field(s), "worker.data_dirs[1].path");

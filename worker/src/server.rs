@@ -61,6 +61,7 @@ impl WorkerServer {
         let endpoint = EndpointOptions {
             socket_buffer_bytes: usize::try_from(transport.socket_buffer.bytes()).unwrap_or(usize::MAX),
             max_udp_payload: transport.udp_payload(),
+            max_connections: settings.max_connections as usize,
             ..EndpointOptions::default()
         };
 

@@ -106,7 +106,7 @@ async fn cluster_or_master(
     opts: impl FnOnce() -> ClusterOptions,
 ) -> Result<(Option<LocalCluster>, Client), Box<dyn std::error::Error + Send + Sync>> {
     if let Some(m) = target.master {
-        let args = ClientArgs { config: target.config.clone(), master: Some(m) };
+        let args = ClientArgs { config: target.config.clone(), master: Some(m), leader_hint: Some("off".into()) };
         return Ok((None, args.connect().await?));
     }
     let opts = opts();

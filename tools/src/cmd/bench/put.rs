@@ -42,7 +42,7 @@ impl PutArgs {
                 Some(_) => None,
                 None => Some(LocalCluster::start(&ClusterOptions::ephemeral(tmp.path())).await?),
             };
-            let client_of = |path: &PathBuf| ClientArgs { config: path.clone(), master: None };
+            let client_of = |path: &PathBuf| ClientArgs { config: path.clone(), master: None, leader_hint: None };
             let mut targets = Vec::new();
             if let Some(b) = &self.baseline_config {
                 targets.push(Target { label: "baseline".into(), client: client_of(b).connect().await? });
