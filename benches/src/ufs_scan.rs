@@ -390,47 +390,6 @@ async fn get_p50(op: &opendal::Operator, key: &str, range: std::ops::Range<u64>,
     Ok(v[v.len() / 2])
 }
 
-/// Waits until every live worker has sent `n` heartbeats after now, plus a
-/// grace for its shards to apply the commands: the blocks a `free` dropped
-/// travel to the worker in a heartbeat reply, and the worker hands them to
-/// its shards without waiting. (Whether they were dropped is then proven by
-/// the request log: a cold read must fetch every block it reads.)
-pub async fn wait_for_heartbeats(client: &Client, n: u32) -> Result<Duration, BenchError> {
-    let start = Instant::now();
-    let mut last: HashMap<u64, Instant> = HashMap::new();
-    let mut seen: HashMap<u64, u32> = HashMap::new();
-    loop {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        let report = client.report().await?;
-        let now = Instant::now();
-        let mut live = 0;
-        let mut done = 0;
-        for w in report.workers.iter().filter(|w| w.live) {
-            live += 1;
-            let Some(at) = now.checked_sub(Duration::from_millis(w.last_heartbeat_age_ms)) else { continue };
-            // The same heartbeat seen twice gives instants a few ms apart.
-            // `at` is known to a few ms (the age is whole ms): a heartbeat just before
-            // `start` must not count.
-            let new = at > start + Duration::from_millis(5)
-                && last.get(&w.worker_id).is_none_or(|l| at > *l + Duration::from_millis(50));
-            if new {
-                last.insert(w.worker_id, at);
-                *seen.entry(w.worker_id).or_default() += 1;
-            }
-            if seen.get(&w.worker_id).copied().unwrap_or(0) >= n {
-                done += 1;
-            }
-        }
-        if live > 0 && done == live {
-            tokio::time::sleep(Duration::from_millis(250)).await;
-            return Ok(start.elapsed());
-        }
-        if start.elapsed() > Duration::from_secs(60) {
-            return Err("no worker heartbeats within 60 s after free".into());
-        }
-    }
-}
-
 /// Checks a cold read against the request log; returns (blocks needed, blocks
 /// fetched, had HEAD). A block counts as fetched when a ranged GET inside its
 /// extent reached the store (a shard fetches the reader's range first, then
@@ -569,7 +528,7 @@ async fn run_one(
         if round > 0 {
             client.sync_mount(&mount).await?;
             client.free(&mount).await?;
-            let waited = wait_for_heartbeats(client, 1).await?;
+            let waited = cv_client::wait_for_heartbeats(client, 1).await?;
             eprintln!("  round {round}: mount synced, blocks freed (dropped after {} ms)", waited.as_millis());
         }
         // Cold and direct paired file by file, alternating which goes first:

@@ -5,14 +5,12 @@
 //! `fields` with `message`, and the span), for journald, Loki or any collector
 //! that should not parse prose.
 
-use cv_benches::read_bench::timeline::Timeline;
-use std::sync::OnceLock;
-use tracing_subscriber::EnvFilter;
-use tracing_subscriber::Layer;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Layer, Registry};
 
-static TIMELINE: OnceLock<Timeline> = OnceLock::new();
+/// A layer a command adds beside the log lines (`bench read --timeline`'s collector).
+pub type ExtraLayer = Box<dyn Layer<Registry> + Send + Sync>;
 
 /// How log lines are written.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -24,10 +22,10 @@ pub enum LogFormat {
     Json,
 }
 
-/// Installs the global subscriber once; later calls do nothing. With `timeline`, it also
-/// collects request marks for [`timeline`] (only then: the marks on the read path stay a
-/// level check for every other command).
-pub fn init(default: &str, timeline: bool, format: LogFormat) {
+/// Installs the global subscriber once; later calls do nothing. `extra` is a command's own
+/// layer, installed only when the command asks (so, e.g., the request marks on the read path
+/// stay a level check for every other command).
+pub fn init(default: &str, extra: Option<ExtraLayer>, format: LogFormat) {
     let filter = std::env::var("CV_LOG")
         .or_else(|_| std::env::var("RUST_LOG"))
         .ok()
@@ -40,11 +38,5 @@ pub fn init(default: &str, timeline: bool, format: LogFormat) {
         // Without ANSI colours: escape codes inside JSON strings are noise to a collector.
         LogFormat::Json => fmt.json().with_ansi(false).with_filter(filter).boxed(),
     };
-    let marks = timeline.then(|| TIMELINE.get_or_init(Timeline::new).layer());
-    let _ = tracing_subscriber::registry().with(fmt).with(marks).try_init();
-}
-
-/// The collector installed by [`init`], if it was asked for.
-pub fn timeline() -> Option<Timeline> {
-    TIMELINE.get().cloned()
+    let _ = tracing_subscriber::registry().with(extra).with(fmt).try_init();
 }

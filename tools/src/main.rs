@@ -17,7 +17,7 @@ struct Cli {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    cv_tools::logging::init("warn", cli.command.wants_timeline(), cli.log_format);
+    cv_tools::logging::init("warn", cli.command.log_layer(), cli.log_format);
     match cli.command.run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -20,9 +20,14 @@ pub struct EndpointOptions {
     /// How long the driver backs off when the socket's send buffer is full.
     pub send_backoff: Duration,
     /// Largest UDP payload the endpoint accepts (announced to peers); what it sends is set
-    /// by the transport config's MTU discovery. `cv_net::quic::TransportSettings::udp_payload`.
+    /// by the transport config's MTU discovery. Servers set the cluster's (cv-net's
+    /// `TransportSettings::udp_payload`, jumbo frames by default); the default here is what
+    /// any Ethernet path carries, so cv-rt needs nothing of cv-net.
     pub max_udp_payload: u16,
 }
+
+/// A 1500-byte Ethernet frame less the IPv6 and UDP headers.
+const ETHERNET_UDP_PAYLOAD: u16 = 1452;
 
 impl Default for EndpointOptions {
     fn default() -> Self {
@@ -34,7 +39,7 @@ impl Default for EndpointOptions {
             // 44 at Ethernet's 1452): a 64 KiB reply leaves in two sends.
             max_gso_segments: 64,
             send_backoff: Duration::from_micros(50),
-            max_udp_payload: cv_net::quic::TransportSettings::default().udp_payload(),
+            max_udp_payload: ETHERNET_UDP_PAYLOAD,
         }
     }
 }

@@ -35,7 +35,7 @@ impl FreeArgs {
                 .with_client(async move |client| {
                     let ok = client.free(&path).await?;
                     let waited = match wait {
-                        true => Some(cv_benches::ufs_scan::wait_for_heartbeats(client, 2).await?),
+                        true => Some(cv_client::wait_for_heartbeats(client, 2).await?),
                         false => None,
                     };
                     Ok::<_, Box<dyn std::error::Error + Send + Sync>>((ok, waited))

@@ -55,10 +55,13 @@ pub enum Command {
 pub type CmdResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
 
 impl Command {
-    /// Whether the subcommand collects request timelines (`bench read --timeline`), which the
-    /// global subscriber must be installed for.
-    pub fn wants_timeline(&self) -> bool {
-        matches!(self, Command::Bench(b) if b.wants_timeline())
+    /// The subcommand's own layer for the global subscriber, if it has one (`bench read
+    /// --timeline` collects request marks through it).
+    pub fn log_layer(&self) -> Option<crate::logging::ExtraLayer> {
+        match self {
+            Command::Bench(b) => b.log_layer(),
+            _ => None,
+        }
     }
 
     /// Runs the subcommand.

@@ -190,9 +190,9 @@ pub enum Bench {
 }
 
 impl Bench {
-    /// Whether this is `bench read --timeline`.
-    pub fn wants_timeline(&self) -> bool {
-        matches!(self, Bench::Read(a) if a.timeline)
+    /// `bench read --timeline`'s collector of request marks, the only bench with a layer.
+    pub fn log_layer(&self) -> Option<crate::logging::ExtraLayer> {
+        matches!(self, Bench::Read(a) if a.timeline).then(read::timeline_layer)
     }
 
     /// Runs the benchmark.

@@ -7,10 +7,20 @@ use crate::cluster::{ClusterOptions, LocalCluster};
 use crate::cmd::CmdResult;
 use crate::connect::runtime;
 use clap::Args;
+use cv_benches::read_bench::timeline::Timeline;
 use cv_benches::read_bench::{self, ReadBenchOptions, ReadReport, Series, Source, Verdict, Workload, series};
 use cv_client::ClientSettings;
 use cv_net::config::{ByteSize, Dur};
 use std::path::PathBuf;
+use std::sync::OnceLock;
+
+/// The collector `--timeline` installs with the global subscriber, before the command runs.
+static TIMELINE: OnceLock<Timeline> = OnceLock::new();
+
+/// The layer that feeds [`TIMELINE`].
+pub(super) fn timeline_layer() -> crate::logging::ExtraLayer {
+    Box::new(TIMELINE.get_or_init(Timeline::new).layer())
+}
 
 /// Arguments of `cvctl bench read`.
 #[derive(Args, Debug)]
@@ -79,7 +89,7 @@ impl ReadArgs {
                     "--timeline needs the embedded cluster: a worker in another process records its marks there".into(),
                 );
             }
-            opts.timeline = Some(crate::logging::timeline().ok_or("the timeline collector was not installed")?);
+            opts.timeline = Some(TIMELINE.get().cloned().ok_or("the timeline collector was not installed")?);
         }
         // Fail on bad sizes before a cluster is started and data written.
         opts.validate(self.reads.seq_block.bytes())?;
