@@ -1,7 +1,8 @@
-//! The master over QUIC on loopback, in-process: the server on its own tokio runtime, the load
-//! on the calling thread, the journal on a real file with fsync on. With `masters > 1` a Raft
-//! group of that many masters on the same runtime, disk and loopback (master/HA.md): every
-//! mutation is fsynced by a majority of them before it is answered, on one shared device.
+//! The master over QUIC on loopback: masters the caller starts ([`MasterBed`]; cvctl runs them
+//! in-process on a tokio runtime of their own), the load on the calling thread, the journal on a
+//! real file with fsync on. With `masters > 1` a Raft group of that many masters on the same
+//! disk and loopback (master/HA.md): every mutation is fsynced by a majority of them before it
+//! is answered, on one shared device.
 //!
 //! - [`run_open`]: open latency (tail in the reply) next to a null RPC (Ping) on the same
 //!   connection, interleaved, on files created beforehand with a small Parquet-shaped tail.
@@ -10,11 +11,9 @@
 //!   (1/fdatasync is what a mutation would cost without group commit).
 
 use crate::report::{Latency, histogram};
-use cv_master::server::{MasterServer, PeerConfig, RaftReads, ServerConfig};
-use cv_net::config::Dur;
 use cv_net::quic::TransportSettings;
 use cv_net::rpc::{self, Conn};
-use cv_net::tls::{ClusterCa, Identity, Usage};
+use cv_net::tls::Identity;
 use cv_wire::msg::{
     AddBlock, AddBlockOk, BlockLen, Complete, Create, CreateOk, Delete, Mkdir, Open, OpenOk, Ping, RegisterOk,
     RegisterWorker, Rename, Role, Stat,
@@ -32,117 +31,73 @@ use std::time::{Duration, Instant};
 /// Error of a benchmark run, for the command line.
 pub type BenchError = Box<dyn std::error::Error + Send + Sync>;
 
-/// A master (or a Raft group of masters) serving from fresh journal directories under
-/// `parent`, removed on drop; `addr` is the one that leads.
+/// How the leader of a Raft group proves to a read that it still leads (`[master] raft_reads`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reads {
+    /// A lease renewed by a quorum round every heartbeat.
+    Lease,
+    /// Every read waits for a quorum round that started after it.
+    ReadIndex,
+}
+
+/// Masters under measurement, started by whoever runs the bench (cvctl: cv-tools' local
+/// cluster without a worker) and stopped when dropped. The bench reaches them only over the
+/// network, as a client and as stand-in workers.
+pub trait MasterBed {
+    /// The master that leads.
+    fn leader(&self) -> SocketAddr;
+    /// The identity clients of the cluster present.
+    fn client_identity(&self) -> &Identity;
+    /// The identity workers present (the bench's stand-in workers).
+    fn node_identity(&self) -> &Identity;
+}
+
+/// Starts `masters` masters (1, or a Raft group of that many reading with `Reads`) with their
+/// files under the given directory, and returns once one leads.
+pub type StartMasters<'a> = &'a dyn Fn(&Path, usize, Reads) -> Result<Box<dyn MasterBed>, BenchError>;
+
+/// A [`MasterBed`] in a fresh directory under `parent`, removed after the masters stop.
 struct Bed {
-    server_rt: tokio::runtime::Runtime,
-    servers: Vec<MasterServer>,
-    addr: SocketAddr,
-    client: Identity,
-    node: Identity,
+    masters: Option<Box<dyn MasterBed>>,
     dir: PathBuf,
 }
 
+/// A fresh directory under `parent` for one bed's files.
+fn fresh_dir(parent: &Path) -> Result<PathBuf, BenchError> {
+    let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_nanos();
+    let dir = parent.join(format!("cv-master-bench-{}-{stamp}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
 impl Bed {
-    fn start(parent: &Path, masters: usize, reads: RaftReads) -> Result<Bed, BenchError> {
-        let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_nanos();
-        let dir = parent.join(format!("cv-master-bench-{}-{stamp}", std::process::id()));
-        std::fs::create_dir_all(&dir)?;
-        let ca = ClusterCa::generate("bench")?;
-        let id = |name: &str, usage| -> Result<Identity, BenchError> {
-            let issued = ca.issue(name, usage, &[])?;
-            Ok(Identity::from_pem(&ca.cert_pem(), &issued.cert_pem, &issued.key_pem)?)
-        };
-        let (node, client) = (id("bench-master", Usage::Node)?, id("bench-client", Usage::Client)?);
-        let base = ServerConfig {
-            listen: "127.0.0.1:0".parse()?,
-            journal_dir: dir.join("journal"),
-            heartbeat_timeout: Dur::secs(600),
-            // The master alone is measured: its workers are stand-ins with no blocks to read.
-            check_tails: false,
-            ..ServerConfig::default()
-        };
-        let configs = if masters <= 1 {
-            vec![base]
-        } else {
-            // Ports known before any master binds: each must name the others.
-            let socks: Vec<_> =
-                (0..masters).map(|_| std::net::UdpSocket::bind("127.0.0.1:0")).collect::<Result<_, _>>()?;
-            let peers: Vec<PeerConfig> = socks
-                .iter()
-                .enumerate()
-                .map(|(i, s)| Ok(PeerConfig { id: i as u64 + 1, addr: s.local_addr()? }))
-                .collect::<Result<_, std::io::Error>>()?;
-            drop(socks);
-            (0..masters)
-                .map(|i| ServerConfig {
-                    listen: peers[i].addr,
-                    journal_dir: dir.join(format!("journal{}", i + 1)),
-                    node_id: i as u64 + 1,
-                    peers: peers.clone(),
-                    bootstrap: i == 0,
-                    raft_reads: reads,
-                    ..base.clone()
-                })
-                .collect()
-        };
-        let server_rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(masters.clamp(1, 2))
-            .enable_all()
-            .thread_name("bench-master")
-            .build()?;
-        let started = server_rt.block_on(async {
-            let mut servers = Vec::new();
-            for c in &configs {
-                match MasterServer::start(c, &node, &TransportSettings::default()).await {
-                    Ok(s) => servers.push(s),
-                    Err(e) => {
-                        for s in servers {
-                            s.shutdown().await;
-                        }
-                        return Err(BenchError::from(e));
-                    }
-                }
-            }
-            // The one that leads (at once for a single master).
-            let deadline = Instant::now() + Duration::from_secs(20);
-            loop {
-                if let Some(s) = servers.iter().find(|s| s.core().is_leading()) {
-                    let addr = s.local_addr();
-                    return Ok((servers, addr));
-                }
-                if Instant::now() > deadline {
-                    for s in servers {
-                        s.shutdown().await;
-                    }
-                    return Err("no master of the group leads after 20 s".into());
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        });
-        let (servers, addr) = match started {
-            Ok(s) => s,
+    fn start(start: StartMasters, parent: &Path, masters: usize, reads: Reads) -> Result<Bed, BenchError> {
+        let dir = fresh_dir(parent)?;
+        match start(&dir, masters, reads) {
+            Ok(m) => Ok(Bed { masters: Some(m), dir }),
             Err(e) => {
                 let _ = std::fs::remove_dir_all(&dir);
-                return Err(e);
+                Err(e)
             }
-        };
-        Ok(Bed { server_rt, servers, addr, client, node, dir })
+        }
+    }
+
+    fn masters(&self) -> &dyn MasterBed {
+        self.masters.as_deref().expect("a bed's masters run until it is dropped")
     }
 
     async fn connect(&self, role: Role) -> Result<Conn, BenchError> {
+        let m = self.masters();
         // A worker role needs a node certificate.
-        let id = if role == Role::Worker { &self.node } else { &self.client };
+        let id = if role == Role::Worker { m.node_identity() } else { m.client_identity() };
         let ep = rpc::client_endpoint(id, &TransportSettings::default())?;
-        Ok(Conn::connect(&ep, self.addr, role, "bench-load", Limits::DEFAULT).await?)
+        Ok(Conn::connect(&ep, m.leader(), role, "bench-load", Limits::DEFAULT).await?)
     }
 }
 
 impl Drop for Bed {
     fn drop(&mut self) {
-        for s in self.servers.drain(..) {
-            self.server_rt.block_on(s.shutdown());
-        }
+        drop(self.masters.take());
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
@@ -180,24 +135,24 @@ pub struct OpenOptions {
     pub dir: PathBuf,
     /// The masters to measure, one after another in the run: `(1, _)` is one master, `(3,
     /// Lease)` a Raft group of three whose leader proves leadership to reads by a lease.
-    pub groups: Vec<(usize, RaftReads)>,
+    pub groups: Vec<(usize, Reads)>,
 }
 
 /// How a group of the open benchmark is named in its rows.
-pub fn group_label(masters: usize, reads: RaftReads) -> String {
+pub fn group_label(masters: usize, reads: Reads) -> String {
     match (masters, reads) {
         (0 | 1, _) => "1 master".into(),
-        (n, RaftReads::Lease) => format!("{n} masters, lease reads"),
-        (n, RaftReads::ReadIndex) => format!("{n} masters, ReadIndex reads"),
+        (n, Reads::Lease) => format!("{n} masters, lease reads"),
+        (n, Reads::ReadIndex) => format!("{n} masters, ReadIndex reads"),
     }
 }
 
 /// Open latency next to Ping on one connection, interleaved, for each group of `o.groups`.
-pub fn run_open(o: &OpenOptions) -> Result<Vec<Latency>, BenchError> {
+pub fn run_open(o: &OpenOptions, start: StartMasters) -> Result<Vec<Latency>, BenchError> {
     let mut rows = Vec::new();
     for &(masters, reads) in &o.groups {
         let label = group_label(masters, reads);
-        let (ping, open, want_tail) = open_one(o, masters, reads)?;
+        let (ping, open, want_tail) = open_one(o, start, masters, reads)?;
         rows.push(Latency::from_hist(&format!("null RPC (Ping), {label}"), &ping));
         rows.push(Latency::from_hist(&format!("open + {want_tail} B tail, {label}"), &open));
     }
@@ -207,13 +162,14 @@ pub fn run_open(o: &OpenOptions) -> Result<Vec<Latency>, BenchError> {
 /// Open latency next to Ping on one connection, interleaved.
 fn open_one(
     o: &OpenOptions,
+    start: StartMasters,
     masters: usize,
-    reads: RaftReads,
+    reads: Reads,
 ) -> Result<(Histogram<u64>, Histogram<u64>, usize), BenchError> {
     if o.files == 0 || o.file_len < 16 || o.footer == 0 || u64::from(o.footer) + 8 > u64::from(o.file_len) {
         return Err("need files >= 1, file_len >= 16 and footer + 8 <= file_len".into());
     }
-    let bed = Bed::start(&o.dir, masters, reads)?;
+    let bed = Bed::start(start, &o.dir, masters, reads)?;
     let rt = load_runtime()?;
     rt.block_on(async {
         let worker = bed.connect(Role::Worker).await?;
@@ -436,13 +392,15 @@ fn fdatasync_cost(dir: &Path, samples: u32) -> Result<Histogram<u64>, BenchError
 }
 
 /// Metadata throughput and latency, with the fdatasync baseline as the first row.
-pub fn run_meta(o: &MetaOptions) -> Result<Vec<MetaRow>, BenchError> {
+pub fn run_meta(o: &MetaOptions, start: StartMasters) -> Result<Vec<MetaRow>, BenchError> {
     if o.concurrency.is_empty() || o.concurrency.contains(&0) || o.max_files == 0 || o.fsync_samples == 0 {
         return Err("need concurrency levels >= 1, max_files >= 1 and fsync_samples >= 1".into());
     }
-    let bed = Bed::start(&o.dir, 1, RaftReads::Lease)?;
-    let sync = fdatasync_cost(&bed.dir, o.fsync_samples)?;
-    drop(bed);
+    // The journal's directory, where a master would write.
+    let dir = fresh_dir(&o.dir)?;
+    let sync = fdatasync_cost(&dir, o.fsync_samples);
+    let _ = std::fs::remove_dir_all(&dir);
+    let sync = sync?;
     let sync_ops = 1e9 / sync.mean().max(1.0);
     let mut rows = vec![MetaRow {
         op: "baseline: 4 KiB write + fdatasync".into(),
@@ -455,13 +413,19 @@ pub fn run_meta(o: &MetaOptions) -> Result<Vec<MetaRow>, BenchError> {
         ratio_to_fdatasync: 1.0,
     }];
     for &masters in &o.masters {
-        meta_one(o, masters.max(1), sync_ops, &mut rows)?;
+        meta_one(o, start, masters.max(1), sync_ops, &mut rows)?;
     }
     Ok(rows)
 }
 
-fn meta_one(o: &MetaOptions, masters: usize, sync_ops: f64, rows: &mut Vec<MetaRow>) -> Result<(), BenchError> {
-    let bed = Bed::start(&o.dir, masters, RaftReads::Lease)?;
+fn meta_one(
+    o: &MetaOptions,
+    start: StartMasters,
+    masters: usize,
+    sync_ops: f64,
+    rows: &mut Vec<MetaRow>,
+) -> Result<(), BenchError> {
+    let bed = Bed::start(start, &o.dir, masters, Reads::Lease)?;
     let rt = load_runtime()?;
     rt.block_on(async {
         let c = bed.connect(Role::Client).await?;
@@ -522,47 +486,5 @@ pub fn print_meta_table(rows: &[MetaRow]) {
                 r.p99_us / one.p99_us.max(1e-9)
             );
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn open_and_meta_run_small_and_clean_up() {
-        let dir = tempfile::tempdir().unwrap();
-        let o = OpenOptions {
-            files: 5,
-            file_len: 4096,
-            footer: 100,
-            requests: 50,
-            warmup: 5,
-            dir: dir.path().into(),
-            groups: vec![(1, RaftReads::Lease), (3, RaftReads::ReadIndex)],
-        };
-        let rows = run_open(&o).unwrap();
-        assert_eq!(rows.len(), 4);
-        assert!(rows.iter().all(|r| r.count == 50 && r.p50_us > 0.0));
-        assert!(rows[1].name.contains("108 B tail") && rows[3].name.contains("3 masters, ReadIndex"));
-
-        let m = MetaOptions {
-            concurrency: vec![1, 4],
-            phase: Duration::from_millis(100),
-            max_files: 20,
-            fsync_samples: 3,
-            dir: dir.path().into(),
-            masters: vec![1],
-        };
-        let rows = run_meta(&m).unwrap();
-        assert_eq!(rows.len(), 1 + 2 * 5);
-        assert!(rows.iter().all(|r| r.ops > 0 && r.ops_per_sec > 0.0), "{rows:?}");
-        // Renames and deletes never exceed the files created.
-        assert!(rows[4].ops <= rows[1].ops && rows[5].ops <= rows[4].ops);
-        // The journal directories were removed.
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
-
-        let bad = OpenOptions { footer: 5000, ..o };
-        assert!(run_open(&bad).is_err());
     }
 }

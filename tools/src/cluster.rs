@@ -4,7 +4,7 @@
 
 use crate::connect::write_client_config;
 use cv_client::{Client, ClientSettings};
-use cv_master::server::{MasterServer, PeerConfig, ServerConfig};
+use cv_master::server::{MasterServer, PeerConfig, RaftReads, ServerConfig};
 use cv_net::config::{ByteSize, Dur, TlsConfig};
 use cv_net::quic::TransportSettings;
 use cv_net::tls::{ClusterCa, Identity};
@@ -43,6 +43,16 @@ pub struct ClusterOptions {
     pub masters: usize,
     /// How long the worker leases a block to a short-circuit reader.
     pub local_lease: Dur,
+    /// Start the worker (`false`: the masters alone, as `bench open` and `bench meta` measure
+    /// them, with stand-in workers of their own).
+    pub worker: bool,
+    /// A worker silent this long is lost.
+    pub heartbeat_timeout: Dur,
+    /// Under Raft: how the leader proves to a read that it still leads.
+    pub raft_reads: RaftReads,
+    /// Read a completed file's tail back from its blocks before keeping it (`[master]
+    /// check_tails`); off where no worker holds the blocks.
+    pub check_tails: bool,
 }
 
 impl ClusterOptions {
@@ -61,6 +71,10 @@ impl ClusterOptions {
             tail_budget: ServerConfig::default().tail_budget,
             masters: 1,
             local_lease: WorkerSettings::default().local_lease,
+            worker: true,
+            heartbeat_timeout: Dur::secs(10),
+            raft_reads: RaftReads::Lease,
+            check_tails: ServerConfig::default().check_tails,
         }
     }
 }
@@ -101,8 +115,10 @@ impl LocalCluster {
         let base = ServerConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], opts.master_port)),
             journal_dir: opts.dir.join("master"),
-            heartbeat_timeout: Dur::secs(10),
+            heartbeat_timeout: opts.heartbeat_timeout,
             tail_budget: opts.tail_budget,
+            raft_reads: opts.raft_reads,
+            check_tails: opts.check_tails,
             ..ServerConfig::default()
         };
         let configs = match opts.masters {
@@ -169,7 +185,9 @@ impl LocalCluster {
             master_addr,
             other_masters,
         };
-        cluster.start_worker().await?;
+        if opts.worker {
+            cluster.start_worker().await?;
+        }
         write_client_config(&cluster.client_config, &certs, &cluster.client_settings())?;
         Ok(cluster)
     }
@@ -239,6 +257,16 @@ impl LocalCluster {
     /// Under Raft: master `i`'s node of the group, while it runs.
     pub fn master_raft(&self, i: usize) -> Option<&std::sync::Arc<cv_master_raft::RaftMaster>> {
         self.masters.get(i)?.1.as_ref()?.raft()
+    }
+
+    /// The identity masters and the worker serve with, which stand-in workers also present.
+    pub fn node_identity(&self) -> &Identity {
+        &self.node
+    }
+
+    /// The client identity of this cluster's `client.toml`.
+    pub fn client_identity(&self) -> Result<Identity, ClusterError> {
+        Ok(Identity::load(&self.client_tls)?)
     }
 
     /// Under Raft: the index of the master that leads now, if one does.
@@ -316,8 +344,7 @@ impl LocalCluster {
 
     /// A new client with the given settings (e.g. a short deadline).
     pub async fn client_with(&self, settings: ClientSettings) -> Result<Client, ClusterError> {
-        let id = Identity::load(&self.client_tls)?;
-        Ok(Client::connect(settings, &id, &self.transport).await?)
+        Ok(Client::connect(settings, &self.client_identity()?, &self.transport).await?)
     }
 
     /// Stops the worker, then the master.

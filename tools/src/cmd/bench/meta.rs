@@ -42,7 +42,8 @@ impl MetaArgs {
             dir: self.dir,
             masters: self.masters,
         };
-        let rows = cv_benches::master_bench::run_meta(&opts).map_err(|e| e.to_string())?;
+        let rows = cv_benches::master_bench::run_meta(&opts, &crate::bench_masters::start_masters)
+            .map_err(|e| e.to_string())?;
         if self.json {
             println!("{}", serde_json::to_string_pretty(&rows)?);
         } else {

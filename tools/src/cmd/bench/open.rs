@@ -2,7 +2,7 @@
 
 use crate::cmd::CmdResult;
 use clap::Args;
-use cv_master::server::RaftReads;
+use cv_benches::master_bench::Reads;
 use std::path::PathBuf;
 
 /// Arguments of `cvctl bench open`.
@@ -49,12 +49,13 @@ impl OpenArgs {
                 .masters
                 .iter()
                 .flat_map(|&n| match n {
-                    0 | 1 => vec![(1, RaftReads::Lease)],
-                    n => vec![(n, RaftReads::Lease), (n, RaftReads::ReadIndex)],
+                    0 | 1 => vec![(1, Reads::Lease)],
+                    n => vec![(n, Reads::Lease), (n, Reads::ReadIndex)],
                 })
                 .collect(),
         };
-        let rows = cv_benches::master_bench::run_open(&opts).map_err(|e| e.to_string())?;
+        let rows = cv_benches::master_bench::run_open(&opts, &crate::bench_masters::start_masters)
+            .map_err(|e| e.to_string())?;
         if self.json {
             println!("{}", serde_json::to_string_pretty(&rows)?);
         } else {
