@@ -38,7 +38,7 @@ pub struct TransportSettings {
     /// path-MTU discovery probes up to this, so a path with a smaller MTU (1500-byte Ethernet)
     /// settles at what it carries; probes are sent with don't-fragment. QUIC's per-packet work
     /// (headers, AEAD calls, ACKs, the receiver's datagram handling) scales with the packet
-    /// count, so jumbo frames matter: see ARCHITECTURE.md for the measurement.
+    /// count, so jumbo frames matter: see worker/ARCHITECTURE.md, "Jumbo datagrams", for the measurement.
     pub max_udp_payload: ByteSize,
 }
 
