@@ -15,16 +15,16 @@ pub mod config;
 mod control;
 pub mod cores;
 mod error;
-mod local;
-mod server;
-mod shard;
-pub mod store;
 #[allow(
     clippy::disallowed_types,
     clippy::disallowed_methods,
     reason = "the fetch pool runs on its own tokio threads beside the shards (OpenDAL needs tokio)"
 )]
-mod ufs;
+mod fetch;
+mod local;
+mod server;
+mod shard;
+pub mod store;
 
 pub use config::{DataDirSettings, WatermarkSettings, WorkerSettings};
 pub use error::{Result, WorkerError, WorkerErrorKind};

@@ -14,9 +14,9 @@ use crate::config::WorkerSettings;
 use crate::control::{self, ControlHandle, ControlSpec};
 use crate::cores::allowed_cpus;
 use crate::error::{Result, WorkerError, WorkerErrorKind};
+use crate::fetch::{FetchPool, MasterSpec, PoolSpec};
 use crate::local::{LocalServe, LocalServer};
 use crate::shard::{self, ShardCmd, ShardSpec, Started, host_port};
-use crate::ufs::{MasterSpec, PoolSpec, UfsPool};
 use cv_rt::quic::EndpointOptions;
 
 /// Starts workers; see [`WorkerServer::start`].
@@ -31,7 +31,7 @@ pub struct WorkerHandle {
     addrs: Vec<SocketAddr>,
     routes: Arc<[String]>,
     control: Option<ControlHandle>,
-    ufs: Option<UfsPool>,
+    ufs: Option<FetchPool>,
     local: Option<LocalServer>,
     /// Object-store requests of the fetch pool, for `/metrics`.
     ufs_stats: Option<Arc<cv_ufs::UfsStats>>,
@@ -72,7 +72,7 @@ impl WorkerServer {
             .map(|first| std::sync::Arc::new(cv_net::masters::MasterList::new(first, &settings.masters)));
         let ufs_stats = masters.as_ref().map(|_| Arc::new(cv_ufs::UfsStats::default()));
         let ufs = match (&masters, &ufs_stats) {
-            (Some(masters), Some(stats)) => Some(UfsPool::start(PoolSpec {
+            (Some(masters), Some(stats)) => Some(FetchPool::start(PoolSpec {
                 threads: usize::from(settings.ufs_threads),
                 master: MasterSpec {
                     masters: masters.clone(),
@@ -107,7 +107,7 @@ impl WorkerServer {
                 spin_before_park: settings.spin_before_park.get(),
                 node: format!("{}/shard-{i}", settings.node),
                 limits: Limits::DEFAULT,
-                ufs: ufs.as_ref().map(UfsPool::fetcher),
+                ufs: ufs.as_ref().map(FetchPool::fetcher),
                 local: local.clone(),
                 report_soon: report_soon.clone(),
             };

@@ -2,8 +2,8 @@
 
 use cv_wire::ErrorCode;
 
+use crate::fetch::{FetchError, FetchErrorKind};
 use crate::store::{ErrorKind, StoreError};
-use crate::ufs::{FetchError, FetchErrorKind};
 
 /// The code a client acts on: `Corrupt` (retryable) makes it refetch, `NotFound` makes it
 /// go to the object store, `Unavailable` makes it retry or fall back.

@@ -33,8 +33,8 @@ use cv_wire::msg::BlockSource;
 
 use super::codes::{fetch_code, store_code};
 use super::pieces::Pieces;
+use crate::fetch::Fetcher;
 use crate::store::BlockStore;
-use crate::ufs::Fetcher;
 
 /// A read of at least this share of a block (1/2) fetches the whole block at once: the
 /// second GET for the rest would cost more than the bytes it saves.

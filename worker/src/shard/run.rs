@@ -11,10 +11,10 @@ use super::conn::{ShardCtx, accept_loop};
 use super::fill::Fills;
 use super::{ShardCmd, ShardMetrics, ShardReport};
 use crate::error::{Result, WorkerError, WorkerErrorKind};
+use crate::fetch::Fetcher;
 use crate::local::LocalServe;
 use crate::store::BlockStore;
 use crate::store::StoreConfig;
-use crate::ufs::Fetcher;
 use cv_rt::quic::{Endpoint, EndpointOptions, ServerConfig, VarInt};
 use cv_rt::{Gate, Runtime, RuntimeConfig};
 

@@ -17,5 +17,5 @@ mod request;
 
 pub(crate) use error::{FetchError, FetchErrorKind};
 pub(crate) use master::MasterSpec;
-pub(crate) use pool::{PoolSpec, UfsPool};
+pub(crate) use pool::{FetchPool, PoolSpec};
 pub(crate) use request::Fetcher;

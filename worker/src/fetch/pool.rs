@@ -34,18 +34,18 @@ pub(crate) struct PoolSpec {
     pub(crate) stats: Arc<cv_ufs::UfsStats>,
 }
 
-/// The running pool. [`UfsPool::stop`] (or drop) ends it.
+/// The running pool. [`FetchPool::stop`] (or drop) ends it.
 #[derive(Debug)]
-pub(crate) struct UfsPool {
+pub(crate) struct FetchPool {
     /// One for all shards: it counts reader fetches worker-wide.
     fetcher: Fetcher,
     stop: Option<flume::Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
 
-impl UfsPool {
+impl FetchPool {
     /// Starts the runtime thread; returns once the runtime exists.
-    pub(crate) fn start(spec: PoolSpec) -> Result<UfsPool> {
+    pub(crate) fn start(spec: PoolSpec) -> Result<FetchPool> {
         let (req_tx, req_rx) = flume::unbounded::<Fetch>();
         let (stop_tx, stop_rx) = flume::bounded::<()>(1);
         let (ready_tx, ready_rx) = flume::bounded::<std::result::Result<(), String>>(1);
@@ -70,7 +70,7 @@ impl UfsPool {
             })
             .map_err(|e| WorkerError::new(WorkerErrorKind::Executor, "spawn cv-ufs").with_source(e))?;
         match ready_rx.recv() {
-            Ok(Ok(())) => Ok(UfsPool { fetcher: Fetcher::new(req_tx), stop: Some(stop_tx), thread: Some(thread) }),
+            Ok(Ok(())) => Ok(FetchPool { fetcher: Fetcher::new(req_tx), stop: Some(stop_tx), thread: Some(thread) }),
             Ok(Err(e)) => {
                 let _ = thread.join();
                 Err(WorkerError::new(WorkerErrorKind::Executor, format!("cv-ufs: tokio runtime: {e}")))
@@ -105,7 +105,7 @@ impl UfsPool {
     }
 }
 
-impl Drop for UfsPool {
+impl Drop for FetchPool {
     fn drop(&mut self) {
         self.halt();
     }
