@@ -12,9 +12,103 @@ use crate::pool::LIMITS;
 use bytes::{Buf, Bytes};
 use cv_net::rpc::{self, Conn};
 use cv_net::{NetError, NetErrorKind, timeline};
-use cv_wire::msg::{ReadBlock, ReadBlockOk};
-use cv_wire::{Flags, Inbound, Kind, Message, TRAILER_LEN, WireError, WireErrorKind};
+use cv_wire::msg::{ArchivedBlockSource, ArchivedReadBlock, ReadBlock, ReadBlockOk, UfsRef};
+use cv_wire::rkyv::{self, Archive, Place, Resolver, Serialize, munge::munge, rancor::Fallible};
+use cv_wire::{Flags, Inbound, Kind, Limits, Message, TRAILER_LEN, WireError, WireErrorKind};
 use std::collections::VecDeque;
+
+/// A `ReadBlock` request that borrows its object reference from the open file instead of
+/// owning a copy: a read of a cached object's block sends the object's mount, key and
+/// version, and cloning those three strings for every read cost more than the read's own
+/// bookkeeping. It archives as [`ReadBlock`] (the same archived type, so the same bytes on the
+/// wire: `a_borrowed_request_is_encoded_as_the_owned_one`); it is only ever sent, never
+/// received.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ReadBlockRef<'a> {
+    pub(crate) block_id: u64,
+    pub(crate) offset: u64,
+    pub(crate) len: u64,
+    pub(crate) source: Option<SourceRef<'a>>,
+    pub(crate) fill_only: bool,
+    pub(crate) verify: bool,
+}
+
+/// A `BlockSource` borrowing its object reference (see [`ReadBlockRef`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SourceRef<'a> {
+    pub(crate) object: &'a UfsRef,
+    pub(crate) offset: u64,
+    pub(crate) len: u64,
+}
+
+// By hand: rkyv's derive cannot archive a type with a lifetime as another type (`as = ..`).
+// Each field is resolved into the same field of the owned message's archived form.
+impl Archive for ReadBlockRef<'_> {
+    type Archived = ArchivedReadBlock;
+    type Resolver = Option<Resolver<UfsRef>>;
+
+    fn resolve(&self, source: Self::Resolver, out: Place<ArchivedReadBlock>) {
+        munge!(let ArchivedReadBlock { block_id, offset, len, source: out_source, fill_only, verify } = out);
+        self.block_id.resolve((), block_id);
+        self.offset.resolve((), offset);
+        self.len.resolve((), len);
+        self.source.resolve(source, out_source);
+        self.fill_only.resolve((), fill_only);
+        self.verify.resolve((), verify);
+    }
+}
+
+impl<S: Fallible + ?Sized> Serialize<S> for ReadBlockRef<'_>
+where
+    UfsRef: Serialize<S>,
+{
+    fn serialize(&self, s: &mut S) -> std::result::Result<Self::Resolver, S::Error> {
+        self.source.serialize(s)
+    }
+}
+
+impl Archive for SourceRef<'_> {
+    type Archived = ArchivedBlockSource;
+    type Resolver = Resolver<UfsRef>;
+
+    fn resolve(&self, object: Self::Resolver, out: Place<ArchivedBlockSource>) {
+        munge!(let ArchivedBlockSource { object: out_object, offset, len } = out);
+        self.object.resolve(object, out_object);
+        self.offset.resolve((), offset);
+        self.len.resolve((), len);
+    }
+}
+
+impl<S: Fallible + ?Sized> Serialize<S> for SourceRef<'_>
+where
+    UfsRef: Serialize<S>,
+{
+    fn serialize(&self, s: &mut S) -> std::result::Result<Self::Resolver, S::Error> {
+        self.object.serialize(s)
+    }
+}
+
+impl Message for ReadBlockRef<'_> {
+    const KIND: Kind = Kind::ReadBlock;
+
+    fn archive_into(&self, out: rkyv::util::AlignedVec) -> std::result::Result<rkyv::util::AlignedVec, WireError> {
+        rkyv::api::high::to_bytes_in::<_, rkyv::rancor::Error>(self, out)
+            .map_err(|e| WireError::new(WireErrorKind::Encode, e.to_string()))
+    }
+
+    fn access(body: &[u8]) -> std::result::Result<&ArchivedReadBlock, WireError> {
+        ReadBlock::access(body)
+    }
+
+    /// Never received: a borrowed request has nothing to own its strings.
+    fn to_owned(_: &ArchivedReadBlock) -> std::result::Result<Self, WireError> {
+        Err(WireError::new(WireErrorKind::UnexpectedKind, "a borrowed ReadBlock is only sent"))
+    }
+
+    fn check(archived: &ArchivedReadBlock, limits: &Limits) -> std::result::Result<(), WireError> {
+        ReadBlock::check(archived, limits)
+    }
+}
 
 /// Where a block read's bytes go.
 pub(crate) enum Dst<'a> {
@@ -167,12 +261,12 @@ fn bad_bytes(block_id: u64, e: WireError) -> Error {
 
 /// Sends `req` on `conn` and puts the `req.len` bytes of its reply into `dst`. A reply
 /// of another length is a protocol error (the caller asked for bytes inside the block).
-pub(crate) async fn read_block(conn: &Conn, req: &ReadBlock, dst: Dst<'_>) -> Result<()> {
+pub(crate) async fn read_block(conn: &Conn, req: &ReadBlockRef<'_>, dst: Dst<'_>) -> Result<()> {
     let id = conn.next_request_id();
     read_block_as(conn, id, req, dst).await.map_err(|e| e.with_request(id))
 }
 
-async fn read_block_as(conn: &Conn, id: u64, req: &ReadBlock, mut dst: Dst<'_>) -> Result<()> {
+async fn read_block_as(conn: &Conn, id: u64, req: &ReadBlockRef<'_>, mut dst: Dst<'_>) -> Result<()> {
     let want = usize::try_from(req.len).map_err(|_| Error::new(ErrorKind::InvalidArgument, "read over usize"))?;
     debug_assert_eq!(dst.len(want), want);
     // Evaluated only when a mark is recorded: the address takes the connection's lock.
@@ -402,7 +496,8 @@ mod tests {
             complete: true,
             block_size: BLOCK,
         };
-        let file = File::new(client.clone(), status, vec![loc(0), loc(1)], None, None).unwrap();
+        let opened = crate::route::Opened::new(status, vec![loc(0), loc(1)], None, None).unwrap();
+        let file = File::new(client.route().clone(), opened);
         (client, file)
     }
 
@@ -424,9 +519,7 @@ mod tests {
         assert!(all == expected(0, 2 * BLOCK));
         let requests = server.requests.load(Ordering::SeqCst);
         assert_eq!(requests, 1 + 1 + 1 + 1 + 2 + 2 + 2, "one request per block piece");
-        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
-        let dialing = crate::pool::Dialing { peer: &"master", persist: cv_net::dial::Persist::Once, deadline };
-        let conn = client.inner.pool.get(server.addr, dialing).await.unwrap();
+        let conn = client.route().conn_for_test(server.addr).await.unwrap();
         let stats = conn.quinn().stats();
         assert_eq!(stats.frame_tx.stop_sending, 0, "a read stopped its reply stream: {:?}", stats.frame_tx);
     }
@@ -500,6 +593,34 @@ mod tests {
         assert_eq!(trailing.kind(), ErrorKind::Protocol, "{trailing}");
         assert!(trailing.message().contains("1 bytes after the frame"), "{trailing}");
         assert_eq!(server.requests.load(Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn a_borrowed_request_is_encoded_as_the_owned_one() {
+        let object = cv_wire::msg::UfsRef { mount: "/m".into(), key: "a/b.parquet".into(), version: "\"etag\"".into() };
+        for with_source in [false, true] {
+            let source = with_source.then_some(super::SourceRef { object: &object, offset: 1 << 26, len: 1 << 22 });
+            let borrowed =
+                super::ReadBlockRef { block_id: 77, offset: 5, len: 4096, source, fill_only: false, verify: true };
+            let owned = ReadBlock {
+                block_id: 77,
+                offset: 5,
+                len: 4096,
+                source: with_source.then(|| cv_wire::msg::BlockSource {
+                    object: object.clone(),
+                    offset: 1 << 26,
+                    len: 1 << 22,
+                }),
+                fill_only: false,
+                verify: true,
+            };
+            let (a, b) = (cv_wire::encode(&borrowed, 9, &[]).unwrap(), cv_wire::encode(&owned, 9, &[]).unwrap());
+            assert_eq!(a.head(), b.head(), "source: {with_source}");
+            // And the bytes read back as the request they were made from.
+            let body = &a.head()[cv_wire::HEADER_LEN..];
+            let back = <ReadBlock as Message>::to_owned(ReadBlock::access(body).unwrap()).unwrap();
+            assert_eq!(back, owned);
+        }
     }
 
     #[test]

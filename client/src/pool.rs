@@ -1,6 +1,6 @@
 //! One connection per endpoint, made on first use, replaced when it closes.
 
-use crate::error::Result;
+use crate::error::{Error, ErrorKind, Result};
 use cv_net::dial::{Dial, Persist};
 use cv_net::rpc::Conn;
 use cv_wire::Limits;
@@ -114,6 +114,23 @@ impl Pool {
                 slots.remove(&addr);
             }
         }
+    }
+
+    /// The connection to the master at `addr`, dialed as `how` says; an address where
+    /// something else answers (a worker's shard) is a configuration error, not retried.
+    pub(crate) async fn master(&self, addr: SocketAddr, how: Dialing<'_>) -> Result<Conn> {
+        let conn = self.get(addr, how).await?;
+        if conn.peer_role() != Role::Master {
+            let role = conn.peer_role();
+            return Err(Error::new(ErrorKind::Config, format!("{addr} answered as {role:?}, not as a master")));
+        }
+        Ok(conn)
+    }
+
+    /// Whether the master at `addr` is to be passed over while another may serve: its
+    /// connection just closed, or it could not be reached a moment ago.
+    pub(crate) fn master_down(&self, addr: SocketAddr) -> bool {
+        self.closed(addr) || self.down_since(addr).is_some_and(|d| d < DOWN_FOR)
     }
 
     /// Marks `addr` unreachable (and drops its connection) for [`DOWN_FOR`].

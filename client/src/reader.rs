@@ -23,8 +23,15 @@ pub struct SequentialReader {
     current: Received,
 }
 
+impl File {
+    /// A sequential reader starting at `offset`, with read-ahead.
+    pub fn sequential(&self, offset: u64) -> SequentialReader {
+        SequentialReader::new(self.clone(), offset)
+    }
+}
+
 impl SequentialReader {
-    pub(crate) fn new(file: File, offset: u64) -> Self {
+    fn new(file: File, offset: u64) -> Self {
         let offset = offset.min(file.len());
         SequentialReader {
             file,
@@ -47,7 +54,7 @@ impl SequentialReader {
     }
 
     fn refill(&mut self) {
-        let settings = self.file.client().settings();
+        let settings = self.file.settings();
         let chunk = settings.read_chunk.bytes();
         let window = self.window.min(settings.prefetch_depth as usize);
         while self.inflight.len() < window && self.next_fetch < self.file.len() {

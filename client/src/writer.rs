@@ -2,13 +2,15 @@
 //! block in flight while the next fills), then `close` completes the file
 //! with its tail so the master can serve the footer on open.
 
-use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
+use crate::route::{Route, WorkerAt};
 use bytes::Bytes;
 use cv_wire::ErrorCode;
 use cv_wire::msg::{
-    Abandon, AddBlock, AddBlockOk, BlockLen, Complete, CompleteIf, Done, Expect, FileStatus, WriteBlock, WriteBlockOk,
+    Abandon, AddBlock, AddBlockOk, BlockLen, Complete, CompleteIf, Delete, Done, Expect, FileStatus, WriteBlock,
+    WriteBlockOk,
 };
+use std::sync::Arc;
 use tokio::task::JoinHandle;
 
 /// Default tail budget for files whose format is not recognised.
@@ -19,7 +21,7 @@ const DEFAULT_TAIL: u64 = 64 << 10;
 /// gets the previous version; a writer that fails or gives up leaves that version as it was.
 #[derive(Debug)]
 pub struct Writer {
-    client: Client,
+    route: Arc<Route>,
     path: String,
     file_id: u64,
     block_size: u64,
@@ -36,10 +38,10 @@ pub struct Writer {
 }
 
 impl Writer {
-    pub(crate) fn new(client: Client, path: String, file_id: u64, block_size: u64, pinned: bool) -> Self {
+    pub(crate) fn new(route: Arc<Route>, path: String, file_id: u64, block_size: u64, pinned: bool) -> Self {
         let block_size = block_size.max(4096);
         Writer {
-            client,
+            route,
             path,
             file_id,
             block_size,
@@ -97,12 +99,12 @@ impl Writer {
         self.wait_inflight().await?;
         let full = std::mem::replace(&mut self.buf, Vec::with_capacity(self.block_size as usize));
         let index = self.blocks.len() as u32;
-        let client = self.client.clone();
+        let route = self.route.clone();
         let file_id = self.file_id;
         let full = Bytes::from(full);
         self.prev = full.clone();
         let pinned = self.pinned;
-        self.inflight = Some(tokio::spawn(async move { write_block(&client, file_id, index, full, pinned).await }));
+        self.inflight = Some(tokio::spawn(async move { write_block(&route, file_id, index, full, pinned).await }));
         Ok(())
     }
 
@@ -157,14 +159,17 @@ impl Writer {
         if let Some(h) = self.inflight.take() {
             h.abort();
         }
-        match self.client.master("abandon", &Abandon { file_id: self.file_id }, &[]).await {
+        match self.route.master("abandon", &Abandon { file_id: self.file_id }, &[]).await {
             Ok(_) => return Ok(()),
             // A master that predates `Abandon`: delete the path if it still names this file.
             Err(e) if e.code() == Some(ErrorCode::Malformed) => {}
             Err(e) => return Err(e),
         }
-        match self.client.stat(&self.path).await {
-            Ok(st) if st.id == self.file_id && !st.complete => self.client.delete(&self.path, false).await,
+        match self.route.stat(&self.path).await {
+            Ok(st) if st.id == self.file_id && !st.complete => {
+                self.route.master("delete", &Delete { path: self.path.clone(), recursive: false }, &[]).await?;
+                Ok(())
+            }
             Ok(_) => Ok(()),
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
             Err(e) => Err(e),
@@ -176,7 +181,7 @@ impl Writer {
         let last = Bytes::from(std::mem::take(&mut self.buf));
         if !last.is_empty() {
             let index = self.blocks.len() as u32;
-            let done = write_block(&self.client, self.file_id, index, last.clone(), self.pinned).await?;
+            let done = write_block(&self.route, self.file_id, index, last.clone(), self.pinned).await?;
             self.blocks.push(done);
         }
         // `prev` is the block just before `last`, so together they are the
@@ -193,11 +198,11 @@ impl Writer {
         };
         match expect {
             None => {
-                self.client.master("complete", &req, &[tail]).await?.access::<Done>()?;
+                self.route.master("complete", &req, &[tail]).await?.access::<Done>()?;
             }
             Some(expect) => {
                 let req = CompleteIf { complete: req, expect };
-                match self.client.master("complete", &req, &[tail]).await {
+                match self.route.master("complete", &req, &[tail]).await {
                     Ok(reply) => {
                         reply.access::<Done>()?;
                     }
@@ -209,7 +214,7 @@ impl Writer {
                 }
             }
         };
-        self.client.stat(&self.path).await
+        self.route.stat(&self.path).await
     }
 
     /// The path being written.
@@ -222,14 +227,14 @@ impl Writer {
 /// each replica's, all at once (the block is acknowledged only once every copy is stored);
 /// checks each shard's crc against ours. A copy whose worker cannot be reached has the block
 /// placed again on other workers (a new block at the same index), up to [`REPLACEMENTS`] times.
-async fn write_block(client: &Client, file_id: u64, index: u32, data: Bytes, pinned: bool) -> Result<BlockLen> {
+async fn write_block(route: &Arc<Route>, file_id: u64, index: u32, data: Bytes, pinned: bool) -> Result<BlockLen> {
     // Checked against every copy's answer: hashed once, not once per copy.
     let crc = crc32fast::hash(&data);
     let mut exclude = Vec::new();
     loop {
         let req = AddBlock { file_id, index, exclude: exclude.clone() };
-        let ok: AddBlockOk = client.master("add block", &req, &[]).await?.decode_body()?;
-        match store_copies(client, &ok.block, &data, crc, pinned).await {
+        let ok: AddBlockOk = route.master("add block", &req, &[]).await?.decode_body()?;
+        match store_copies(route, &ok.block, &data, crc, pinned).await {
             Ok(len) => return Ok(BlockLen { block_id: ok.block.block_id, len }),
             Err((worker, e)) if e.kind() == ErrorKind::WorkerUnreachable && exclude.len() < REPLACEMENTS => {
                 tracing::debug!(block = ok.block.block_id, worker, error = %e, "placing the block again without that worker");
@@ -246,7 +251,7 @@ const REPLACEMENTS: usize = 3;
 /// Stores `data` as `block` on its owner and every replica at once; its length, or the first
 /// failure in copy order and the worker it names.
 async fn store_copies(
-    client: &Client,
+    route: &Arc<Route>,
     block: &cv_wire::msg::BlockLoc,
     data: &Bytes,
     crc: u32,
@@ -256,9 +261,9 @@ async fn store_copies(
         std::iter::once((block.worker_id, block.addr)).chain(block.replicas.iter().map(|r| (r.worker_id, r.addr)));
     let mut writes = tokio::task::JoinSet::new();
     for (i, (worker, addr)) in copies.enumerate() {
-        let (client, data, id) = (client.clone(), data.clone(), block.block_id);
+        let (route, data, id) = (route.clone(), data.clone(), block.block_id);
         writes.spawn(async move {
-            (i, worker, store_copy(&client, id, worker, addr.socket_addr(), &data, crc, pinned).await)
+            (i, worker, store_copy(&route, id, worker, addr.socket_addr(), &data, crc, pinned).await)
         });
     }
     let mut stored = Vec::with_capacity(writes.len());
@@ -278,7 +283,7 @@ async fn store_copies(
 /// Stores one copy of block `block_id` (`data`, whose crc32 is `crc`) on `worker`'s shard at
 /// `addr`; returns its length.
 async fn store_copy(
-    client: &Client,
+    route: &Route,
     block_id: u64,
     worker: u64,
     addr: std::net::SocketAddr,
@@ -290,8 +295,8 @@ async fn store_copy(
     // Which copy failed is part of the answer (a full worker, a dead one).
     let on = |e: Error| Error::new(e.kind(), format!("block {block_id} on worker {worker} at {addr}: {}", e.message()));
     let shard = cv_wire::block_shard(block_id);
-    let at = crate::client::WorkerAt { worker_id: worker, shard, addr };
-    let reply = client.call_worker(at, "write block", &req, &[data]).await.map_err(on)?;
+    let at = WorkerAt { worker_id: worker, shard, addr };
+    let reply = route.worker(at, "write block", &req, &[data]).await.map_err(on)?;
     let w: WriteBlockOk = reply.decode_body()?;
     if w.len != data.len() as u64 || w.crc32 != crc {
         return Err(Error::new(

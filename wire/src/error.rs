@@ -41,7 +41,9 @@ pub struct WireError {
 }
 
 impl WireError {
-    pub(crate) fn new(kind: WireErrorKind, detail: impl Into<String>) -> Self {
+    /// A new error: also for message types declared outside this crate (the client's
+    /// borrowed `ReadBlock`), which encode through [`crate::Message`] as the catalogue's do.
+    pub fn new(kind: WireErrorKind, detail: impl Into<String>) -> Self {
         WireError { kind, detail: detail.into(), peer_version: None }
     }
 

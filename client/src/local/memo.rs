@@ -26,10 +26,13 @@ pub(crate) struct ChunkMemo {
 }
 
 impl ChunkMemo {
-    /// Chunk `chunk` of block `block_id`, if kept.
-    pub(crate) fn get(&self, block_id: u64, chunk: u64) -> Option<Bytes> {
-        let chunks = self.chunks.lock().unwrap_or_else(|p| p.into_inner());
-        chunks.iter().find(|(b, c, _)| (*b, *c) == (block_id, chunk)).map(|(_, _, bytes)| bytes.clone())
+    /// The kept chunks of block `block_id` that begin `chunks`, in order, appended to `out`
+    /// (one lock for them all: a read asks for every chunk it spans).
+    pub(crate) fn leading(&self, block_id: u64, chunks: std::ops::RangeInclusive<u64>, out: &mut Vec<Bytes>) {
+        let kept = self.chunks.lock().unwrap_or_else(|p| p.into_inner());
+        let find =
+            |ch: u64| kept.iter().find(|(b, c, _)| (*b, *c) == (block_id, ch)).map(|(_, _, bytes)| bytes.clone());
+        out.extend(chunks.map_while(find));
     }
 
     /// Keeps chunk `chunk` of block `block_id` (its whole bytes, checked).
@@ -47,16 +50,36 @@ impl ChunkMemo {
 mod tests {
     use super::*;
 
+    /// Chunk `chunk` of block `block_id`, if kept.
+    fn get(m: &ChunkMemo, block_id: u64, chunk: u64) -> Option<Bytes> {
+        let mut one = Vec::new();
+        m.leading(block_id, chunk..=chunk, &mut one);
+        one.pop()
+    }
+
     #[test]
     fn keeps_the_last_few_by_block_and_chunk() {
         let m = ChunkMemo::default();
         for c in 0..KEPT as u64 + 1 {
             m.put(7, c, Bytes::from(vec![c as u8; 4]));
         }
-        assert!(m.get(7, 0).is_none(), "the oldest went");
-        assert_eq!(m.get(7, KEPT as u64).as_deref(), Some(&[KEPT as u8; 4][..]));
-        assert!(m.get(8, 1).is_none(), "another block's chunk 1 is not this one's");
+        assert!(get(&m, 7, 0).is_none(), "the oldest went");
+        assert_eq!(get(&m, 7, KEPT as u64).as_deref(), Some(&[KEPT as u8; 4][..]));
+        assert!(get(&m, 8, 1).is_none(), "another block's chunk 1 is not this one's");
         m.put(7, 1, Bytes::from_static(b"again"));
-        assert_eq!(m.get(7, 1).as_deref(), Some(&b"again"[..]));
+        assert_eq!(get(&m, 7, 1).as_deref(), Some(&b"again"[..]));
+    }
+    #[test]
+    fn a_run_of_kept_chunks_stops_at_the_first_missing() {
+        let m = ChunkMemo::default();
+        for c in [3, 4, 6] {
+            m.put(9, c, Bytes::from(vec![c as u8; 2]));
+        }
+        let mut run = Vec::new();
+        m.leading(9, 3..=6, &mut run);
+        assert_eq!(run, [Bytes::from(vec![3u8; 2]), Bytes::from(vec![4u8; 2])], "chunk 5 is missing");
+        run.clear();
+        m.leading(9, 2..=4, &mut run);
+        assert!(run.is_empty(), "the run must begin at the first chunk asked for");
     }
 }

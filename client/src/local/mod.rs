@@ -22,19 +22,21 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use arc_swap::ArcSwap;
 use bytes::Bytes;
 use cv_rt::AlignedBuf;
 use cv_rt::fs::RingFile;
 use cv_wire::msg::{LeaseBlock, LeaseBlockOk, LocalHello, LocalHelloOk, LocalOpen, LocalOpenOk, MAX_LOCAL_DIRS};
 use tokio::sync::OnceCell;
 
-use crate::client::{Client, WorkerAt};
+use crate::call::{Calls, WorkerAt};
 use crate::error::{Error, ErrorKind, Result};
 use io::{Done, IoThread};
 pub(crate) use memo::ChunkMemo;
 
-/// O_DIRECT alignment of offsets and lengths (the worker's extents are aligned to it).
-const ALIGN: u64 = 4096;
+/// O_DIRECT alignment of offsets and lengths: cv-rt's, which aligns the buffers read into and
+/// the worker's extents.
+const ALIGN: u64 = cv_rt::BUF_ALIGN as u64;
 /// After a block was not leasable (not stored there yet), how long before asking again.
 const MISS_FOR: Duration = Duration::from_millis(250);
 /// Largest read buffer a file's memo may hold through a slice of it (per kept chunk): four
@@ -83,7 +85,10 @@ type Slot = Arc<OnceCell<Option<Arc<LocalShard>>>>;
 /// The client's short-circuit state: per shard address, whether it is local and its files.
 #[derive(Debug, Default)]
 pub(crate) struct Local {
-    shards: Mutex<HashMap<SocketAddr, Slot>>,
+    /// Looked up by every block read, written once per address (and when a shard goes):
+    /// read without a lock, replaced whole under `shards_write`.
+    shards: ArcSwap<HashMap<SocketAddr, Slot>>,
+    shards_write: Mutex<()>,
     io: OnceLock<Option<IoThread>>,
     /// Where a task's read goes when it is the only one ([`ring`]); the io thread otherwise.
     task_ring: ring::TaskRing,
@@ -302,8 +307,7 @@ impl Local {
         len: u64,
         memo: &Arc<ChunkMemo>,
     ) -> Option<LocalRead> {
-        let slot = self.shards.lock().expect("local lock").get(&addr).cloned()?;
-        let shard = slot.get()?.clone()?;
+        let shard = self.shards.load().get(&addr)?.get()?.clone()?;
         let io = self.io_thread()?.clone();
         let lease = shard.leases.lock().expect("lease lock").get(&block_id).cloned()?;
         if Instant::now() >= lease.granted + (lease.until - lease.granted) / 2 || len == 0 {
@@ -315,7 +319,14 @@ impl Local {
 
     /// Block `block_id`'s `[offset, offset + len)` from the shard's data file, if the shard
     /// is local and the block leasable; `None` to read over QUIC.
-    pub(crate) async fn read(&self, c: &Client, at: WorkerAt, block_id: u64, offset: u64, len: u64) -> Option<Bytes> {
+    pub(crate) async fn read(
+        &self,
+        c: &Arc<Calls>,
+        at: WorkerAt,
+        block_id: u64,
+        offset: u64,
+        len: u64,
+    ) -> Option<Bytes> {
         let shard = self.shard(c, at).await?;
         // A read alone goes through the runtime's ring: no thread in between. Reads in a crowd
         // go through the io thread, which takes them in batches, one submission and one
@@ -361,19 +372,39 @@ impl Local {
     /// Drops `shard` as the one at `addr` (not one opened again since), so the next read
     /// asks the shard again.
     fn forget(&self, addr: SocketAddr, shard: &Arc<LocalShard>) {
-        let mut shards = self.shards.lock().expect("local lock");
+        let _write = self.shards_write.lock().expect("local lock");
+        let shards = self.shards.load();
         let same =
             shards.get(&addr).and_then(|s| s.get()).is_some_and(|s| s.as_ref().is_some_and(|s| Arc::ptr_eq(s, shard)));
         if same {
-            shards.remove(&addr);
+            let mut fewer = HashMap::clone(&shards);
+            fewer.remove(&addr);
+            self.shards.store(Arc::new(fewer));
         }
+    }
+
+    /// The slot of the shard at `addr`, made empty if there is none.
+    fn slot(&self, addr: SocketAddr) -> Slot {
+        if let Some(slot) = self.shards.load().get(&addr) {
+            return slot.clone();
+        }
+        let _write = self.shards_write.lock().expect("local lock");
+        let shards = self.shards.load();
+        if let Some(slot) = shards.get(&addr) {
+            return slot.clone();
+        }
+        let slot = Slot::default();
+        let mut more = HashMap::clone(&shards);
+        more.insert(addr, slot.clone());
+        self.shards.store(Arc::new(more));
+        slot
     }
 
     /// The shard at `at` as a local one, asked once per address until a read finds its
     /// socket says otherwise (the worker went, or revoked a block; the read's check after
     /// the disk read is the one that counts, so none is made before it).
-    async fn shard(&self, c: &Client, at: WorkerAt) -> Option<Arc<LocalShard>> {
-        let cell = self.shards.lock().expect("local lock").entry(at.addr).or_default().clone();
+    async fn shard(&self, c: &Calls, at: WorkerAt) -> Option<Arc<LocalShard>> {
+        let cell = self.slot(at.addr);
         cell.get_or_init(|| async {
             LocalShard::open(c, at)
                 .await
@@ -391,13 +422,13 @@ impl Local {
 
 impl LocalShard {
     /// `None` if the shard is not on this host or does not serve short-circuit reads.
-    async fn open(c: &Client, at: WorkerAt) -> Result<Option<LocalShard>> {
+    async fn open(c: &Calls, at: WorkerAt) -> Result<Option<LocalShard>> {
         // An address of this host is one a socket can be bound to (loopback always is); a
         // shard elsewhere (another host, another network namespace) is read over QUIC.
         if std::net::UdpSocket::bind(SocketAddr::new(at.addr.ip(), 0)).is_err() {
             return Ok(None);
         }
-        let hello: LocalHelloOk = match c.call_worker(at, "local hello", &LocalHello {}, &[]).await {
+        let hello: LocalHelloOk = match c.worker(at, "local hello", &LocalHello {}, &[]).await {
             Ok(f) => f.decode_body()?,
             Err(e) if e.kind() == ErrorKind::Unsupported => return Ok(None),
             Err(e) => return Err(e),
@@ -429,7 +460,7 @@ impl LocalShard {
 
     async fn read(
         self: &Arc<Self>,
-        c: &Client,
+        c: &Arc<Calls>,
         at: WorkerAt,
         via: &Via<'_>,
         block_id: u64,
@@ -470,7 +501,7 @@ impl LocalShard {
         let (asked, last) = (offset / cs, (end - 1) / cs);
         let mut head = Vec::new();
         if let Some(memo) = memo {
-            head.extend((asked..=last).map_while(|ch| memo.get(block_id, ch)));
+            memo.leading(block_id, asked..=last, &mut head);
         }
         let first = asked + head.len() as u64;
         let start = first * cs;
@@ -542,7 +573,7 @@ impl LocalShard {
     /// `None` if the shard does not hold the block (it is read over QUIC, which fills it).
     /// One past half its time is renewed in the background, so reads of a block in use do
     /// not wait for its lease (and the renewal keeps the block recent on the worker).
-    async fn lease(self: &Arc<Self>, c: &Client, at: WorkerAt, block_id: u64) -> Result<Option<Lease>> {
+    async fn lease(self: &Arc<Self>, c: &Arc<Calls>, at: WorkerAt, block_id: u64) -> Result<Option<Lease>> {
         let now = Instant::now();
         let cached = self.leases.lock().expect("lease lock").get(&block_id).cloned();
         if let Some(l) = cached {
@@ -570,9 +601,9 @@ impl LocalShard {
     }
 
     /// Asks the shard for a lease on `block_id` and keeps it.
-    async fn ask_lease(&self, c: &Client, at: WorkerAt, block_id: u64) -> Result<Option<Lease>> {
+    async fn ask_lease(&self, c: &Calls, at: WorkerAt, block_id: u64) -> Result<Option<Lease>> {
         let granted = Instant::now();
-        let ok: LeaseBlockOk = match c.call_worker(at, "lease block", &LeaseBlock { block_id }, &[]).await {
+        let ok: LeaseBlockOk = match c.worker(at, "lease block", &LeaseBlock { block_id }, &[]).await {
             Ok(f) => f.decode_body()?,
             Err(e) if e.kind() == ErrorKind::NotFound => {
                 let mut misses = self.misses.lock().expect("lease lock");

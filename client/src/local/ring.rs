@@ -13,6 +13,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+use arc_swap::ArcSwapOption;
 use cv_rt::shared::SharedRing;
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
@@ -23,7 +24,9 @@ const ENTRIES: u32 = 256;
 /// The ring for the current runtime's tasks, made at first use.
 #[derive(Debug, Default)]
 pub(crate) struct TaskRing {
-    current: Mutex<Option<Live>>,
+    /// Looked at by every task's read: without a lock. Replaced under `making`.
+    current: ArcSwapOption<Live>,
+    making: Mutex<()>,
     /// Set once the ring could not be made: the io thread serves from then on.
     failed: AtomicBool,
 }
@@ -44,8 +47,13 @@ impl TaskRing {
             return None;
         }
         let rt = tokio::runtime::Handle::try_current().ok()?;
-        let mut current = self.current.lock().expect("task ring lock");
-        if let Some(live) = current.as_ref()
+        if let Some(live) = self.current.load().as_ref()
+            && live.reaped.load(Ordering::Acquire)
+        {
+            return Some(live.ring.clone());
+        }
+        let _making = self.making.lock().expect("task ring lock");
+        if let Some(live) = self.current.load().as_ref()
             && live.reaped.load(Ordering::Acquire)
         {
             return Some(live.ring.clone());
@@ -69,7 +77,7 @@ impl TaskRing {
         };
         let reaped = Arc::new(AtomicBool::new(true));
         rt.spawn(Reaper { fd, ring: ring.clone(), reaped: reaped.clone() }.run());
-        *current = Some(Live { ring: ring.clone(), reaped });
+        self.current.store(Some(Arc::new(Live { ring: ring.clone(), reaped })));
         Some(ring)
     }
 }
