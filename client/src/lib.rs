@@ -19,6 +19,7 @@
 //! - `file`, `writer`: an open file's reads, a new file's writes, over the route.
 //! - `reader`: sequential reads of a `File`.
 //! - `client`: the public handle and namespace operations; it owns the route.
+//! - `heartbeats`: waiting, through a `Client`, until the workers have heard the master.
 //!
 //! See `client/README.md`.
 
