@@ -6,7 +6,7 @@ use std::sync::Arc;
 use super::{Inner, MasterCore, Pending, cv, lock};
 use crate::error::{Error, ErrorKind, Result};
 use crate::path::CvPath;
-use crate::placement::Ring;
+use crate::placement::PlacementRing;
 use crate::state::{
     Applied, BlockId, BlockLoc, EntryKind, Expect, InodeBody, InodeId, ListPage, Mutation, Stat, State, UfsObject,
     WorkerId,
@@ -384,14 +384,20 @@ impl MasterCore {
     }
 
     pub fn begin_open(&self, path: &CvPath) -> Result<Pending<OpenInfo>> {
-        let pending = self.read_placed(|st, ring| {
-            let mut f = st.open_file(path)?;
-            if f.ufs.is_some() {
-                rehome(st, ring, &mut f.blocks);
-            }
-            Ok(f)
-        })?;
-        let f = &pending.value;
+        let mut g = lock(&self.inner);
+        self.healthy(&mut g)?;
+        let info = self.open_in(&mut g, path)?;
+        Ok(Pending { value: info, ticket: self.read_ticket(g.last_seq) })
+    }
+
+    /// Under the state lock: the open of `path` (resolved once), its blocks (re-homed for a
+    /// copy of an object) and its tail (looked up once).
+    pub(super) fn open_in(&self, g: &mut Inner, path: &CvPath) -> Result<OpenInfo> {
+        g.ring(self.config.vnodes_per_shard);
+        let mut f = g.state.open_file(path)?;
+        if f.ufs.is_some() {
+            rehome(&g.state, &g.ring, &mut f.blocks);
+        }
         let tail = if f.length == 0 {
             Tail::Cached { offset: 0, bytes: Arc::from(&[][..]) }
         } else {
@@ -400,8 +406,7 @@ impl MasterCore {
                 None => Tail::Evicted,
             }
         };
-        let Pending { value: f, ticket } = pending;
-        let info = OpenInfo {
+        Ok(OpenInfo {
             file_id: f.file_id,
             length: f.length,
             version: f.version,
@@ -409,8 +414,7 @@ impl MasterCore {
             blocks: f.blocks,
             tail,
             ufs: f.ufs,
-        };
-        Ok(Pending { value: info, ticket })
+        })
     }
 
     pub fn open(&self, path: &str) -> Result<OpenInfo> {
@@ -439,13 +443,13 @@ impl MasterCore {
 }
 
 /// Points each block of a file the object store holds at the worker the ring puts it on now
-/// ([`Ring::successor`]: the first live shard of its index after its key), which fills it from
+/// ([`PlacementRing::successor`]: the first live shard of its index after its key), which fills it from
 /// the store at its first read. While the live set is the one the block was placed in, that is
 /// where it was placed; a worker that is lost hands its share to the next ones, and one that
 /// joins takes its share (about 1/n of the blocks, all of them to it). Nothing is journaled: the
 /// choice is a function of the live set, the same for every reader, and the worker that fills a
 /// block becomes its recorded owner when it reports holding it.
-fn rehome(st: &State, ring: &Ring, blocks: &mut [BlockLoc]) {
+fn rehome(st: &State, ring: &PlacementRing, blocks: &mut [BlockLoc]) {
     for b in blocks.iter_mut() {
         let shard = cv_wire::block_shard(b.block_id);
         let Some(worker) = ring.successor(cv_wire::block_seq(b.block_id), shard) else { continue };
