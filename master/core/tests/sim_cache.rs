@@ -262,7 +262,11 @@ impl Sim {
             Err(why) => {
                 self.trace.push(format!("open {path}: store failed ({why}), fail_open {:?}", check.fail_open));
                 if check.fail_open.is_some() {
-                    let info = self.core().open(path).expect("a copy held is served stale");
+                    let info = self
+                        .core()
+                        .begin_open_checked(&cv(path))
+                        .and_then(|p| p.wait())
+                        .expect("a copy held is served stale");
                     assert_eq!(info.ufs.as_ref().map(|o| &o.version), known.version.as_ref(), "{path}: stale copy");
                     self.served_stale += 1;
                 }
@@ -275,7 +279,8 @@ impl Sim {
                 self.known.remove(path);
             }
             Ok(Ok(())) => {
-                let info = self.core().open(path).expect("open after the check");
+                let info =
+                    self.core().begin_open_checked(&cv(path)).and_then(|p| p.wait()).expect("open after the check");
                 let head = self.store.get(&Self::key_of(path)).cloned().expect("checked, so in the store");
                 self.trace.push(format!("open {path}: checked, v{} of {}", info.version, head.version));
                 // 2: the store's version, with its tail.

@@ -231,7 +231,7 @@ impl Exporter {
     /// Streams the blocks, in file order, from their shards into `w`.
     async fn copy_blocks(
         &self,
-        blocks: &[cv_master_core::state::BlockLoc],
+        blocks: &[cv_master_core::state::PlacedBlock],
         w: &mut cv_ufs::UfsWriter,
     ) -> Result<(), Fail> {
         for b in blocks {

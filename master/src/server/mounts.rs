@@ -14,7 +14,8 @@ pub(super) async fn mount(s: &MasterService, q: Req<'_, Mount>) -> Result<Reply,
     let options: Vec<(String, String)> = req.options.into_iter().map(|kv| (kv.key, kv.value)).collect();
     let mode = mode_to_state(req.mode);
     let path = parsed_new(&req.cv_path)?;
-    let mount = cv_master_core::state::Mount { path: path.as_str().to_owned(), ufs_url: req.ufs_url, mode, options };
+    let mount =
+        cv_master_core::state::MountEntry { path: path.as_str().to_owned(), ufs_url: req.ufs_url, mode, options };
     // The store must answer before the mount is recorded: a typo fails here, not at first read.
     s.ufs.validate(&mount).await?;
     if !s.core.exists(&path) {

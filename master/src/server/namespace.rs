@@ -35,13 +35,13 @@ pub(super) async fn open(s: &MasterService, q: Req<'_, Open>) -> Result<Reply, F
         OpenStep::Serve(pending) => pending.wait_async().await?,
         OpenStep::Check(check) => {
             s.ufs.check_file(&s.core, check).await?;
-            s.core.begin_open(&cv)?.wait_async().await?
+            s.core.begin_open_checked(&cv)?.wait_async().await?
         }
     };
     let path = cv.as_str().to_owned();
     // A file just written: its tail is being read back from its blocks (`tail_check.rs`).
     if info.tail == Tail::Evicted && s.tail_checks.wait(info.file_id).await {
-        info = s.core.begin_open(&cv)?.wait_async().await?;
+        info = s.core.begin_open_checked(&cv)?.wait_async().await?;
     }
     let (tail_cached, tail_offset, payload) = match info.tail {
         // The cached Arc<[u8]> goes to the socket as it is: no copy per open.

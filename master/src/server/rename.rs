@@ -18,7 +18,7 @@ use super::request::Req;
 use super::service::MasterService;
 use cv_master_core::core::ObjectMove;
 use cv_master_core::path::CvPath;
-use cv_master_core::state::{Mount, MountMode, UfsObject};
+use cv_master_core::state::{MountEntry, MountMode, UfsObject};
 use cv_net::rpc::Reply;
 use cv_wire::ErrorCode;
 use cv_wire::msg::Rename;
@@ -66,7 +66,7 @@ const COPIES_AT_ONCE: usize = 16;
 /// points every moved file at its copy in one journaled step.
 async fn move_objects(
     s: &MasterService,
-    mount: &Mount,
+    mount: &MountEntry,
     src: &CvPath,
     dst: &CvPath,
     copies: &[ObjectMove],

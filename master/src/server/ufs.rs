@@ -14,7 +14,7 @@ use super::errors::Fail;
 use cv_master_core::MasterCore;
 use cv_master_core::core::{ListCheck, Listed, ObjectHead, Refresh, Stated, StoreCheck, TailRead};
 use cv_master_core::path::CvPath;
-use cv_master_core::state::{CachePolicy, Mount};
+use cv_master_core::state::{CachePolicy, MountEntry};
 use cv_ufs::{ObjectMeta, Ufs, UfsErrorKind, UfsSettings};
 use cv_wire::ErrorCode;
 use std::collections::HashMap;
@@ -26,7 +26,7 @@ use std::time::Duration;
 pub(super) struct UfsLayer {
     settings: UfsSettings,
     /// One operator per mount point, rebuilt when the mount's URL or options change.
-    stores: Mutex<HashMap<String, (Mount, Ufs)>>,
+    stores: Mutex<HashMap<String, (MountEntry, Ufs)>>,
     /// One call to the store per path at a time.
     flights: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Held while objects appear in or leave a store for cv's files: an upload's close and
@@ -58,7 +58,7 @@ fn same_version(a: &ObjectHead, b: &ObjectHead) -> bool {
 
 impl UfsLayer {
     /// A store for the mount, connected once.
-    pub(super) fn store(&self, m: &Mount) -> Result<Ufs, Fail> {
+    pub(super) fn store(&self, m: &MountEntry) -> Result<Ufs, Fail> {
         let mut stores = lock(&self.stores);
         if let Some((known, ufs)) = stores.get(&m.path)
             && known == m
@@ -72,7 +72,7 @@ impl UfsLayer {
 
     /// Checks a new mount before it is recorded: its options parse, its URL parses and its
     /// root lists.
-    pub(super) async fn validate(&self, m: &Mount) -> Result<(), Fail> {
+    pub(super) async fn validate(&self, m: &MountEntry) -> Result<(), Fail> {
         CachePolicy::of(m)?;
         let ufs = Ufs::connect(&m.ufs_url, &m.options, &self.settings)?.with_stats(self.stats.clone());
         ufs.check().await.map_err(Fail::from)

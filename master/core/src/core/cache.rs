@@ -17,7 +17,7 @@ use std::time::Duration;
 use super::{Created, MasterCore, OpenInfo, Pending, Tail, lock};
 use crate::error::{Error, ErrorKind, Result};
 use crate::path::CvPath;
-use crate::state::{CachePolicy, EntryKind, InodeId, Mount, State, UfsObject, key_of};
+use crate::state::{CachePolicy, EntryKind, InodeId, MountEntry, State, UfsObject, key_of};
 use cv_wire::footer;
 
 /// Largest footer read into the tail cache; a bigger one is read from the workers.
@@ -41,7 +41,8 @@ pub type SameVersion<'a> = &'a dyn Fn(&ObjectHead, &ObjectHead) -> bool;
 pub enum OpenStep {
     /// Answer with this: not under a cache-mode mount, or checked within `cv.ttl`.
     Serve(Pending<OpenInfo>),
-    /// Check the path at its store first ([`MasterCore::refresh_plan`]), then open again.
+    /// Check the path at its store first ([`MasterCore::refresh_plan`]), then open again
+    /// ([`MasterCore::begin_open_checked`]).
     Check(StoreCheck),
 }
 
@@ -50,7 +51,7 @@ pub enum OpenStep {
 pub struct StoreCheck {
     pub path: CvPath,
     /// The mount (its store's URL and options).
-    pub mount: Mount,
+    pub mount: MountEntry,
     /// The path's object key in that store.
     pub key: String,
     /// `Some(within)`: cv holds a copy checked within `cv.max_stale`, which is served if the
@@ -118,7 +119,7 @@ impl TailRead {
 #[derive(Debug, Clone)]
 pub struct ListCheck {
     pub dir: CvPath,
-    pub mount: Mount,
+    pub mount: MountEntry,
     pub key: String,
     /// As [`StoreCheck::fail_open`], for a listing cv made within `cv.max_stale`.
     pub fail_open: Option<Duration>,
@@ -150,7 +151,7 @@ impl MasterCore {
             None => None,
             Some((_, p)) => Some(p?),
         };
-        let opened = self.open_in(&mut g, path);
+        let opened = self.open_in(&mut g, path, true);
         let Some(policy) = policy else {
             return Ok(OpenStep::Serve(Pending { value: opened?, ticket: self.read_ticket(g.last_seq) }));
         };

@@ -8,8 +8,8 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::path::CvPath;
 use crate::placement::PlacementRing;
 use crate::state::{
-    Applied, BlockId, BlockLoc, EntryKind, Expect, InodeBody, InodeId, ListPage, Mutation, Stat, State, UfsObject,
-    WorkerId,
+    Applied, BlockId, EntryKind, EntryStat, Expect, InodeBody, InodeId, ListPage, Mutation, PlacedBlock, State,
+    UfsObject, WorkerId,
 };
 
 /// The file's trailing bytes as `open` returns them.
@@ -28,7 +28,7 @@ pub struct OpenInfo {
     pub length: u64,
     pub version: u64,
     pub mtime: u64,
-    pub blocks: Vec<BlockLoc>,
+    pub blocks: Vec<PlacedBlock>,
     pub tail: Tail,
     /// The object the file is a copy of (cache mode).
     pub ufs: Option<UfsObject>,
@@ -48,7 +48,7 @@ pub struct NewBlock {
     pub index: u32,
     pub worker_id: WorkerId,
     pub shard: u16,
-    /// The shard's endpoint (see [`crate::state::BlockLoc::addr`]).
+    /// The shard's endpoint (see [`crate::state::PlacedBlock::addr`]).
     pub addr: Option<std::net::SocketAddr>,
     /// The other workers the block is written to before it is acknowledged, with their
     /// shard's endpoint (blocks whose only copy is in cv).
@@ -386,13 +386,23 @@ impl MasterCore {
     pub fn begin_open(&self, path: &CvPath) -> Result<Pending<OpenInfo>> {
         let mut g = lock(&self.inner);
         self.healthy(&mut g)?;
-        let info = self.open_in(&mut g, path)?;
+        let info = self.open_in(&mut g, path, true)?;
+        Ok(Pending { value: info, ticket: self.read_ticket(g.last_seq) })
+    }
+
+    /// [`Self::begin_open`] for an open whose first look ([`Self::begin_open_cached`]) asked
+    /// for a check at the store: its tail lookup was counted then.
+    pub fn begin_open_checked(&self, path: &CvPath) -> Result<Pending<OpenInfo>> {
+        let mut g = lock(&self.inner);
+        self.healthy(&mut g)?;
+        let info = self.open_in(&mut g, path, false)?;
         Ok(Pending { value: info, ticket: self.read_ticket(g.last_seq) })
     }
 
     /// Under the state lock: the open of `path` (resolved once), its blocks (re-homed for a
-    /// copy of an object) and its tail (looked up once).
-    pub(super) fn open_in(&self, g: &mut Inner, path: &CvPath) -> Result<OpenInfo> {
+    /// copy of an object) and its tail (looked up once; `count`: a hit or miss of the tail
+    /// cache).
+    pub(super) fn open_in(&self, g: &mut Inner, path: &CvPath, count: bool) -> Result<OpenInfo> {
         g.ring(self.config.vnodes_per_shard);
         let mut f = g.state.open_file(path)?;
         if f.ufs.is_some() {
@@ -401,7 +411,9 @@ impl MasterCore {
         let tail = if f.length == 0 {
             Tail::Cached { offset: 0, bytes: Arc::from(&[][..]) }
         } else {
-            match lock(&self.tails).get(f.file_id, f.version) {
+            let mut tails = lock(&self.tails);
+            let cached = if count { tails.get(f.file_id, f.version) } else { tails.peek(f.file_id, f.version) };
+            match cached {
                 Some(t) => Tail::Cached { offset: t.offset, bytes: t.bytes },
                 None => Tail::Evicted,
             }
@@ -425,11 +437,11 @@ impl MasterCore {
         self.begin_open(&cv(path)?)?.wait_async().await
     }
 
-    pub fn begin_stat(&self, path: &CvPath) -> Result<Pending<Stat>> {
+    pub fn begin_stat(&self, path: &CvPath) -> Result<Pending<EntryStat>> {
         self.read(|st| st.stat(path))
     }
 
-    pub fn stat(&self, path: &str) -> Result<Stat> {
+    pub fn stat(&self, path: &str) -> Result<EntryStat> {
         self.begin_stat(&cv(path)?)?.wait()
     }
 
@@ -449,7 +461,7 @@ impl MasterCore {
 /// joins takes its share (about 1/n of the blocks, all of them to it). Nothing is journaled: the
 /// choice is a function of the live set, the same for every reader, and the worker that fills a
 /// block becomes its recorded owner when it reports holding it.
-fn rehome(st: &State, ring: &PlacementRing, blocks: &mut [BlockLoc]) {
+fn rehome(st: &State, ring: &PlacementRing, blocks: &mut [PlacedBlock]) {
     for b in blocks.iter_mut() {
         let shard = cv_wire::block_shard(b.block_id);
         let Some(worker) = ring.successor(cv_wire::block_seq(b.block_id), shard) else { continue };

@@ -7,7 +7,7 @@
 use super::{MasterCore, OpenInfo, Pending};
 use crate::error::{Error, ErrorKind, Result};
 use crate::path::CvPath;
-use crate::state::{EntryKind, InodeId, Mount, MountMode, ObjectCopy, PendingExport, key_of};
+use crate::state::{EntryKind, InodeId, MountEntry, MountMode, ObjectCopy, PendingExport, key_of};
 
 /// An upload the exporter makes: the file as it is now, and where it goes.
 #[derive(Debug, Clone)]
@@ -15,7 +15,7 @@ pub struct ExportJob {
     pub file_id: InodeId,
     pub version: u64,
     pub path: CvPath,
-    pub mount: Mount,
+    pub mount: MountEntry,
     pub key: String,
     /// The file's length and blocks.
     pub open: OpenInfo,
@@ -33,7 +33,7 @@ pub enum ExportStep {
 /// Queued object deletes of one mount, to make in its store.
 #[derive(Debug, Clone)]
 pub struct DeleteBatch {
-    pub mount: Mount,
+    pub mount: MountEntry,
     pub keys: Vec<String>,
 }
 
@@ -82,7 +82,7 @@ impl MasterCore {
         let Some(mount) = g.state.mount_for(path).cloned() else {
             return Err(Error::new(ErrorKind::NotFound, format!("{path} is no longer under a mount")));
         };
-        let open = self.open_in(&mut g, path)?;
+        let open = self.open_in(&mut g, path, true)?;
         if open.file_id != file_id || open.version != version {
             return Err(Error::new(ErrorKind::Changed, format!("{path} changed before its export")));
         }
@@ -126,7 +126,7 @@ impl MasterCore {
     }
 
     /// The mount a rename of `src` is under, if any.
-    pub fn rename_mount(&self, src: &CvPath) -> Option<Mount> {
+    pub fn rename_mount(&self, src: &CvPath) -> Option<MountEntry> {
         self.settled().state.mount_for(src).cloned()
     }
 
@@ -144,7 +144,7 @@ impl MasterCore {
     /// The objects a rename of `src` to `dst` under `mount` moves, each to the key of its new
     /// path; `None` when the rename is a no-op (a path renamed onto itself), refused when the
     /// state machine refuses it.
-    pub fn rename_moves(&self, mount: &Mount, src: &CvPath, dst: &CvPath) -> Result<Option<Vec<ObjectMove>>> {
+    pub fn rename_moves(&self, mount: &MountEntry, src: &CvPath, dst: &CvPath) -> Result<Option<Vec<ObjectMove>>> {
         let g = self.settled();
         if !g.state.check_rename(src, dst)? {
             return Ok(None);

@@ -2,7 +2,7 @@
 //! policy, parsed as the mount is applied).
 
 use super::policy::CachePolicy;
-use super::types::{Mount, MountMode};
+use super::types::{MountEntry, MountMode};
 use super::{Applied, State, err};
 use crate::error::{ErrorKind, Result};
 use crate::path::CvPath;
@@ -27,7 +27,7 @@ impl State {
             return err(ErrorKind::AlreadyExists, format!("mount at {path}"));
         }
         let mount =
-            Mount { path: path.as_str().to_owned(), ufs_url: ufs_url.to_owned(), mode, options: options.to_vec() };
+            MountEntry { path: path.as_str().to_owned(), ufs_url: ufs_url.to_owned(), mode, options: options.to_vec() };
         self.policies.insert(mount.path.clone(), CachePolicy::of(&mount));
         self.data.mounts.insert(mount.path.clone(), mount);
         Ok(Applied::Done)
@@ -56,18 +56,18 @@ impl State {
     }
 
     /// All mounts, sorted by path.
-    pub fn mounts(&self) -> Vec<Mount> {
+    pub fn mounts(&self) -> Vec<MountEntry> {
         self.data.mounts.values().cloned().collect()
     }
 
     /// The mount whose path is the longest prefix of `path`, if any.
-    pub fn mount_for(&self, path: &CvPath) -> Option<&Mount> {
+    pub fn mount_for(&self, path: &CvPath) -> Option<&MountEntry> {
         self.data.mounts.values().filter(|m| path.is_under_str(&m.path)).max_by_key(|m| m.path.len())
     }
 
     /// The cache-mode mount `path` is under, if any, with its policy (an error if its options
     /// do not parse: a mount journaled before they were checked).
-    pub fn cache_mount_for(&self, path: &CvPath) -> Option<(&Mount, Result<CachePolicy>)> {
+    pub fn cache_mount_for(&self, path: &CvPath) -> Option<(&MountEntry, Result<CachePolicy>)> {
         let m = self.mount_for(path).filter(|m| m.mode == MountMode::Cache)?;
         let policy = self.policies.get(&m.path).cloned().unwrap_or_else(|| CachePolicy::of(m));
         Some((m, policy))

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::types::Mount;
+use super::types::MountEntry;
 use crate::error::{Error, ErrorKind, Result};
 
 /// How long fetched metadata is trusted when the mount does not say (`cv.ttl`).
@@ -41,7 +41,7 @@ impl CachePolicy {
         })
     }
 
-    pub fn of(mount: &Mount) -> Result<Self> {
+    pub fn of(mount: &MountEntry) -> Result<Self> {
         Self::parse(&mount.options)
     }
 }

@@ -10,8 +10,10 @@ pub enum EntryKind {
     File,
 }
 
+/// What the state knows of one entry (cv-wire's `FileStatus` is made from it; its `Stat` is
+/// the request).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Stat {
+pub struct EntryStat {
     pub id: InodeId,
     pub kind: EntryKind,
     /// Bytes for a file, number of entries for a directory.
@@ -26,7 +28,7 @@ pub struct Stat {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DirEntry {
     pub name: String,
-    pub stat: Stat,
+    pub stat: EntryStat,
 }
 
 /// One page of a directory listing, sorted by name.
@@ -37,9 +39,10 @@ pub struct ListPage {
     pub more: bool,
 }
 
-/// Where one block of a file lives.
+/// Where one block of a file lives, as the state knows it (cv-wire's `BlockLoc`, what a client
+/// gets, is made from it once the shard's address is known).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BlockLoc {
+pub struct PlacedBlock {
     pub block_id: BlockId,
     pub offset_in_file: u64,
     pub len: u64,
@@ -63,7 +66,7 @@ pub struct OpenFile {
     pub length: u64,
     pub version: u64,
     pub mtime: u64,
-    pub blocks: Vec<BlockLoc>,
+    pub blocks: Vec<PlacedBlock>,
     /// The object the file is a copy of (cache mode).
     pub ufs: Option<super::UfsObject>,
 }
