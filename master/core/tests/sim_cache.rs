@@ -25,7 +25,7 @@ use cv_master_core::config::{Clock, ManualClock};
 use cv_master_core::core::{ListCheck, Listed, ObjectHead, OpenStep, Refresh, Stated, Storages, StoreCheck, TailRead};
 use cv_master_core::journal::MemStorage;
 use cv_master_core::state::{MountMode, UfsObject};
-use cv_master_core::{CvPath, ErrorKind, MasterConfig, MasterCore, OpenInfo, Tail};
+use cv_master_core::{CvPath, ErrorKind, MasterConfig, MasterCore, OpenFile, Tail};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -297,7 +297,7 @@ impl Sim {
     }
 
     /// A tail cv serves is the last bytes of the object version it serves.
-    fn check_tail(&self, path: &str, info: &OpenInfo) {
+    fn check_tail(&self, path: &str, info: &OpenFile) {
         let (Tail::Cached { offset, bytes }, Some(o)) = (&info.tail, &info.ufs) else { return };
         let all = content(&o.version, info.length);
         assert_eq!(&all[*offset as usize..], &bytes[..], "{path}: the tail of another version");

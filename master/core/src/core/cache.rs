@@ -14,7 +14,7 @@ use std::collections::HashSet;
 use std::ops::Range;
 use std::time::Duration;
 
-use super::{Created, MasterCore, OpenInfo, Pending, Tail, lock};
+use super::{Created, MasterCore, OpenFile, Pending, Tail, lock};
 use crate::error::{Error, ErrorKind, Result};
 use crate::path::CvPath;
 use crate::state::{CachePolicy, EntryKind, InodeId, MountEntry, State, UfsObject, key_of};
@@ -40,7 +40,7 @@ pub type SameVersion<'a> = &'a dyn Fn(&ObjectHead, &ObjectHead) -> bool;
 #[derive(Debug)]
 pub enum OpenStep {
     /// Answer with this: not under a cache-mode mount, or checked within `cv.ttl`.
-    Serve(Pending<OpenInfo>),
+    Serve(Pending<OpenFile>),
     /// Check the path at its store first ([`MasterCore::refresh_plan`]), then open again
     /// ([`MasterCore::begin_open_checked`]).
     Check(StoreCheck),

@@ -30,10 +30,11 @@ use crate::placement::PlacementRing;
 use crate::state::{Applied, InodeId, Mutation, State, StateData};
 use crate::tail_cache::{TailCache, TailStats};
 
+pub use crate::state::{OpenFile, Tail};
 pub use cache::{
     ListCheck, Listed, MAX_TAIL, ObjectHead, OpenStep, Refresh, SameVersion, Stated, StoreCheck, TailRead,
 };
-pub use namespace::{Created, NewBlock, OpenInfo, Tail};
+pub use namespace::{Created, NewBlock};
 pub use replicas::{CopyOrder, ReplicationReport};
 pub use store_work::{Completed, DeleteBatch, ExportJob, ExportStep, ObjectMove};
 pub use workers::{HeartbeatReply, TickReport};

@@ -8,31 +8,9 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::path::CvPath;
 use crate::placement::PlacementRing;
 use crate::state::{
-    Applied, BlockId, EntryKind, EntryStat, Expect, InodeBody, InodeId, ListPage, Mutation, PlacedBlock, State,
-    UfsObject, WorkerId,
+    Applied, BlockId, EntryKind, EntryStat, Expect, InodeBody, InodeId, ListPage, Mutation, OpenFile, PlacedBlock,
+    State, Tail, WorkerId,
 };
-
-/// The file's trailing bytes as `open` returns them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Tail {
-    /// `bytes` are the file's bytes from `offset` to its end.
-    Cached { offset: u64, bytes: Arc<[u8]> },
-    /// Not cached (evicted, or lost in a restart): read the footer from the workers.
-    Evicted,
-}
-
-/// The one-round-trip answer to `open`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OpenInfo {
-    pub file_id: InodeId,
-    pub length: u64,
-    pub version: u64,
-    pub mtime: u64,
-    pub blocks: Vec<PlacedBlock>,
-    pub tail: Tail,
-    /// The object the file is a copy of (cache mode).
-    pub ufs: Option<UfsObject>,
-}
 
 /// A file `create` (or a record of an object) made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -383,7 +361,7 @@ impl MasterCore {
         self.begin_delete(&cv(path)?, recursive)?.wait()
     }
 
-    pub fn begin_open(&self, path: &CvPath) -> Result<Pending<OpenInfo>> {
+    pub fn begin_open(&self, path: &CvPath) -> Result<Pending<OpenFile>> {
         let mut g = lock(&self.inner);
         self.healthy(&mut g)?;
         let info = self.open_in(&mut g, path, true)?;
@@ -392,7 +370,7 @@ impl MasterCore {
 
     /// [`Self::begin_open`] for an open whose first look ([`Self::begin_open_cached`]) asked
     /// for a check at the store: its tail lookup was counted then.
-    pub fn begin_open_checked(&self, path: &CvPath) -> Result<Pending<OpenInfo>> {
+    pub fn begin_open_checked(&self, path: &CvPath) -> Result<Pending<OpenFile>> {
         let mut g = lock(&self.inner);
         self.healthy(&mut g)?;
         let info = self.open_in(&mut g, path, false)?;
@@ -402,13 +380,13 @@ impl MasterCore {
     /// Under the state lock: the open of `path` (resolved once), its blocks (re-homed for a
     /// copy of an object) and its tail (looked up once; `count`: a hit or miss of the tail
     /// cache).
-    pub(super) fn open_in(&self, g: &mut Inner, path: &CvPath, count: bool) -> Result<OpenInfo> {
+    pub(super) fn open_in(&self, g: &mut Inner, path: &CvPath, count: bool) -> Result<OpenFile> {
         g.ring(self.config.vnodes_per_shard);
         let mut f = g.state.open_file(path)?;
         if f.ufs.is_some() {
             rehome(&g.state, &g.ring, &mut f.blocks);
         }
-        let tail = if f.length == 0 {
+        f.tail = if f.length == 0 {
             Tail::Cached { offset: 0, bytes: Arc::from(&[][..]) }
         } else {
             let mut tails = lock(&self.tails);
@@ -418,22 +396,14 @@ impl MasterCore {
                 None => Tail::Evicted,
             }
         };
-        Ok(OpenInfo {
-            file_id: f.file_id,
-            length: f.length,
-            version: f.version,
-            mtime: f.mtime,
-            blocks: f.blocks,
-            tail,
-            ufs: f.ufs,
-        })
+        Ok(f)
     }
 
-    pub fn open(&self, path: &str) -> Result<OpenInfo> {
+    pub fn open(&self, path: &str) -> Result<OpenFile> {
         self.begin_open(&cv(path)?)?.wait()
     }
 
-    pub async fn open_async(&self, path: &str) -> Result<OpenInfo> {
+    pub async fn open_async(&self, path: &str) -> Result<OpenFile> {
         self.begin_open(&cv(path)?)?.wait_async().await
     }
 

@@ -4,7 +4,7 @@
 //! value naming the store I/O; the server does it and records the outcome through the
 //! journaled `begin_*` calls of `objects.rs`.
 
-use super::{MasterCore, OpenInfo, Pending};
+use super::{MasterCore, OpenFile, Pending};
 use crate::error::{Error, ErrorKind, Result};
 use crate::path::CvPath;
 use crate::state::{EntryKind, InodeId, MountEntry, MountMode, ObjectCopy, PendingExport, key_of};
@@ -18,7 +18,7 @@ pub struct ExportJob {
     pub mount: MountEntry,
     pub key: String,
     /// The file's length and blocks.
-    pub open: OpenInfo,
+    pub open: OpenFile,
 }
 
 /// What an export of a file comes to.

@@ -26,7 +26,7 @@ pub use types::{
     StateData, UfsObject, Worker, WorkerId,
 };
 pub use ufs::{ObjectCopy, PendingExport};
-pub use view::{DirEntry, EntryKind, EntryStat, ListPage, OpenFile, PlacedBlock};
+pub use view::{DirEntry, EntryKind, EntryStat, ListPage, OpenFile, PlacedBlock, Tail};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::path::CvPath;

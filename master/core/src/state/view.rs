@@ -1,6 +1,7 @@
 //! Read-only answers built from the state: stat, listings, the block map of an open file.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use super::types::{BlockId, FileState, InodeId, WorkerId};
 
@@ -59,7 +60,17 @@ pub struct PlacedBlock {
     pub replicas: Vec<(WorkerId, Option<SocketAddr>)>,
 }
 
-/// A complete file as `open` sees it (the tail comes from the tail cache, not the state).
+/// The file's trailing bytes as `open` returns them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Tail {
+    /// `bytes` are the file's bytes from `offset` to its end.
+    Cached { offset: u64, bytes: Arc<[u8]> },
+    /// Not cached (evicted, or lost in a restart): read the footer from the workers.
+    Evicted,
+}
+
+/// The one-round-trip answer to `open`: a complete file, its blocks and its tail (which the
+/// core fills from the tail cache; the state holds none).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OpenFile {
     pub file_id: InodeId,
@@ -67,6 +78,7 @@ pub struct OpenFile {
     pub version: u64,
     pub mtime: u64,
     pub blocks: Vec<PlacedBlock>,
+    pub tail: Tail,
     /// The object the file is a copy of (cache mode).
     pub ufs: Option<super::UfsObject>,
 }
