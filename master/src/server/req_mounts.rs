@@ -3,7 +3,7 @@
 
 use super::convert::{mode_to_state, mode_to_wire, mount_info};
 use super::errors::Fail;
-use super::namespace::{parsed, parsed_new};
+use super::req_namespace::{parsed, parsed_new};
 use super::request::Req;
 use super::service::MasterService;
 use cv_net::rpc::Reply;

@@ -1,5 +1,5 @@
 //! Namespace requests: open (with the tail as payload), stat, list, mkdir, create, add-block,
-//! complete (tail from the payload), delete (renames: `rename.rs`). Each awaits its durability ticket.
+//! complete (tail from the payload), delete (renames: `req_rename.rs`). Each awaits its durability ticket.
 
 use super::convert::{block_loc, child_path, shard_addr, status};
 use super::errors::Fail;

@@ -13,7 +13,7 @@
 //! `check_rename`). The whole rename holds `UfsLayer::objects`.
 
 use super::errors::Fail;
-use super::namespace::{parsed, parsed_new};
+use super::req_namespace::{parsed, parsed_new};
 use super::request::Req;
 use super::service::MasterService;
 use cv_master_core::core::ObjectMove;
