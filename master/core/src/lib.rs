@@ -18,6 +18,6 @@ pub mod tail_cache;
 pub mod tail_file;
 
 pub use config::MasterConfig;
-pub use core::{MasterCore, OpenInfo, Tail};
+pub use core::{MasterCore, OpenFile, OpenStep, Tail};
 pub use error::{Error, ErrorKind, Result};
 pub use path::{CvPath, PathError};

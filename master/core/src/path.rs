@@ -135,10 +135,16 @@ impl CvPath {
 
     /// Whether `self` is `ancestor` or lies below it (component-wise, so "/ab" is not under "/a").
     pub fn is_under(&self, ancestor: &CvPath) -> bool {
-        if ancestor.is_root() {
+        self.is_under_str(&ancestor.0)
+    }
+
+    /// [`Self::is_under`] for an ancestor kept as the string of a parsed path (a mount
+    /// point): no parse per call.
+    pub fn is_under_str(&self, ancestor: &str) -> bool {
+        if ancestor == "/" {
             return true;
         }
-        self.0 == ancestor.0 || (self.0.starts_with(&ancestor.0) && self.0.as_bytes()[ancestor.0.len()] == b'/')
+        self.0 == ancestor || (self.0.starts_with(ancestor) && self.0.as_bytes().get(ancestor.len()) == Some(&b'/'))
     }
 
     /// Appends one component, checking the limits again.

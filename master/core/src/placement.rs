@@ -3,19 +3,19 @@
 //! Each live shard owns `vnodes` points on a 64-bit ring; a block goes to the first point at or
 //! after the hash of its id. Adding a worker takes over only the arcs its new points claim, so
 //! about 1/(n+1) of blocks move, all of them to the new worker. Blocks of files the object store
-//! holds are read where the ring puts them now ([`Ring::successor`]), so a worker that joins takes
+//! holds are read where the ring puts them now ([`PlacementRing::successor`]), so a worker that joins takes
 //! its share of them and one that leaves hands its share on; cv-only blocks stay where their
 //! copies are.
 
 use crate::state::{BlockId, WorkerId};
 
 #[derive(Debug, Clone, Default)]
-pub struct Ring {
+pub struct PlacementRing {
     /// (point, worker, shard), sorted by point.
     points: Vec<(u64, WorkerId, u16)>,
 }
 
-impl Ring {
+impl PlacementRing {
     pub fn build(shards: &[(WorkerId, u16)], vnodes: u32) -> Self {
         let mut points = Vec::with_capacity(shards.len() * vnodes as usize);
         for &(w, s) in shards {
@@ -117,15 +117,15 @@ mod tests {
 
     #[test]
     fn empty_ring_places_nothing() {
-        assert_eq!(Ring::build(&[], 64).place(7), None);
-        assert_eq!(Ring::build(&[], 64).successor(7, 0), None);
+        assert_eq!(PlacementRing::build(&[], 64).place(7), None);
+        assert_eq!(PlacementRing::build(&[], 64).successor(7, 0), None);
     }
 
     #[test]
     fn a_lost_workers_blocks_go_to_their_successors_and_no_other_block_moves() {
-        let all = Ring::build(&shards(4, 2), 128);
+        let all = PlacementRing::build(&shards(4, 2), 128);
         let without_3: Vec<_> = shards(4, 2).into_iter().filter(|s| s.0 != 3).collect();
-        let rest = Ring::build(&without_3, 128);
+        let rest = PlacementRing::build(&without_3, 128);
         let mut taken = std::collections::HashMap::new();
         for seq in 0..40_000u64 {
             let (w, shard) = all.place(seq).unwrap();
@@ -158,7 +158,7 @@ mod tests {
                 _ => ("z2", "c"),
             }
         };
-        let ring = Ring::build(&shards(6, 1), 64);
+        let ring = PlacementRing::build(&shards(6, 1), 64);
         for seq in 0..2_000u64 {
             let (owner, shard) = ring.place(seq).unwrap();
             let mut copies = vec![owner];
@@ -183,7 +183,7 @@ mod tests {
 
     #[test]
     fn spreads_blocks_evenly() {
-        let ring = Ring::build(&shards(4, 2), 128);
+        let ring = PlacementRing::build(&shards(4, 2), 128);
         let mut counts = std::collections::HashMap::new();
         for b in 0..80_000u64 {
             *counts.entry(ring.place(b).unwrap()).or_insert(0u32) += 1;
@@ -197,8 +197,8 @@ mod tests {
 
     #[test]
     fn adding_a_worker_moves_few_blocks() {
-        let before = Ring::build(&shards(4, 2), 128);
-        let after = Ring::build(&shards(5, 2), 128);
+        let before = PlacementRing::build(&shards(4, 2), 128);
+        let after = PlacementRing::build(&shards(5, 2), 128);
         let n = 50_000u64;
         let mut moved = 0;
         for b in 0..n {
@@ -217,8 +217,8 @@ mod tests {
     fn a_fourth_worker_takes_about_a_quarter_of_the_blocks_of_a_shard_index() {
         // As the master places store-backed blocks for reads: the successor of each block's key
         // among the shards of its index. Workers 1..=3 are the ids a fresh master gives.
-        let before = Ring::build(&shards(3, 1), 64);
-        let after = Ring::build(&shards(4, 1), 64);
+        let before = PlacementRing::build(&shards(3, 1), 64);
+        let after = PlacementRing::build(&shards(4, 1), 64);
         let n = 100_000u64;
         let mut moved = 0;
         for seq in 0..n {
@@ -234,8 +234,8 @@ mod tests {
 
     #[test]
     fn removing_a_worker_only_moves_its_blocks() {
-        let before = Ring::build(&shards(5, 2), 64);
-        let after = Ring::build(&shards(4, 2), 64);
+        let before = PlacementRing::build(&shards(5, 2), 64);
+        let after = PlacementRing::build(&shards(4, 2), 64);
         for b in 0..20_000u64 {
             let old = before.place(b).unwrap();
             if old.0 != 5 {

@@ -108,6 +108,12 @@ impl TailCache {
         }
     }
 
+    /// [`Self::get`] without counting it: a second look by the same request.
+    pub fn peek(&self, file: InodeId, version: u64) -> Option<CachedTail> {
+        let e = self.entries.get(&file).filter(|e| e.version == version)?;
+        Some(CachedTail { offset: e.offset, bytes: e.bytes.clone() })
+    }
+
     pub fn contains(&self, file: InodeId) -> bool {
         self.entries.contains_key(&file)
     }

@@ -441,7 +441,7 @@ impl Sim {
         }
     }
 
-    /// The first half of `server/rename.rs`: judge, queue the new keys, copy in the store.
+    /// The first half of `server/req_rename.rs`: judge, queue the new keys, copy in the store.
     fn start_rename(&mut self) {
         let top = if self.rng.gen_bool(0.5) { "/m0" } else { "/m1" };
         if !self.allow.touch_unmounted && !self.data().mounts.contains_key(top) {
@@ -496,7 +496,7 @@ impl Sim {
         self.rename = Some(PendingRename { src, dst, objects });
     }
 
-    /// `server/rename.rs` for a source under no mount: `RenameObjects` with nothing listed (a
+    /// `server/req_rename.rs` for a source under no mount: `RenameObjects` with nothing listed (a
     /// plain rename, refused when it holds copies of a mount gone since).
     fn rename_outside_mounts(&mut self, src: &str, dst: &str) -> Outcome<()> {
         self.call(format!("rename_objects {src} {dst} []"), |c| {

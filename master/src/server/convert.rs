@@ -8,7 +8,7 @@ use cv_wire::ErrorCode;
 use cv_wire::msg::{self, FileKind, FileStatus, KeyValue, MountInfo};
 
 /// A file's or directory's status as the wire carries it.
-pub(super) fn status(path: String, s: &state::Stat, block_size: u64) -> FileStatus {
+pub(super) fn status(path: String, s: &state::EntryStat, block_size: u64) -> FileStatus {
     let file = s.kind == EntryKind::File;
     FileStatus {
         id: s.id,
@@ -34,7 +34,7 @@ pub(super) fn shard_addr(worker: u64, shard: u16, addr: Option<SocketAddr>) -> R
     Ok(msg::ShardAddr::new(addr))
 }
 
-pub(super) fn block_loc(b: &state::BlockLoc) -> Result<msg::BlockLoc, Fail> {
+pub(super) fn block_loc(b: &state::PlacedBlock) -> Result<msg::BlockLoc, Fail> {
     Ok(msg::BlockLoc {
         block_id: b.block_id,
         offset: b.offset_in_file,
@@ -76,7 +76,7 @@ pub(super) fn mode_to_wire(m: state::MountMode) -> msg::MountMode {
 }
 
 /// A mount as clients see it: secret option values replaced by `***`.
-pub(super) fn mount_info(m: &state::Mount) -> MountInfo {
+pub(super) fn mount_info(m: &state::MountEntry) -> MountInfo {
     let options = m
         .options
         .iter()
@@ -91,7 +91,7 @@ mod tests {
 
     #[test]
     fn secrets_are_redacted_and_the_rest_kept() {
-        let m = state::Mount {
+        let m = state::MountEntry {
             path: "/m".into(),
             ufs_url: "s3://b/p".into(),
             mode: state::MountMode::Fs,

@@ -10,6 +10,7 @@
 
 use super::ufs::UfsLayer;
 use cv_master_core::MasterCore;
+use cv_master_core::core::DeleteBatch;
 use std::time::Duration;
 
 /// How long a request that queued deletes waits for them before it answers; the rest is
@@ -40,13 +41,13 @@ pub(super) async fn drain_held(core: &MasterCore, ufs: &UfsLayer) -> bool {
 
 async fn drain_batches(core: &MasterCore, ufs: &UfsLayer, held: bool) -> bool {
     let mut all = true;
-    for (mount, keys) in core.inspect(|st| st.queued_object_deletes()) {
-        for batch in keys.chunks(BATCH) {
+    for queued in core.delete_batches() {
+        for batch in queued.keys.chunks(BATCH) {
             let _held = if held { None } else { Some(ufs.objects.lock().await) };
-            // Taken off the queue meanwhile (the key is a file's object again): not ours to delete.
-            let batch: Vec<String> =
-                batch.iter().filter(|k| core.inspect(|st| st.object_delete_queued(&mount, k))).cloned().collect();
-            if !delete_batch(core, ufs, &mount, batch).await {
+            // Taken off the queue meanwhile (the key is a file's object again): not ours to
+            // delete. Unmounted: the state dropped its queue.
+            let Some(now) = core.still_queued(&queued.mount.path, batch) else { break };
+            if !delete_batch(core, ufs, now).await {
                 all = false;
                 break;
             }
@@ -55,14 +56,14 @@ async fn drain_batches(core: &MasterCore, ufs: &UfsLayer, held: bool) -> bool {
     all
 }
 
-/// Deletes `keys` of the store of mount point `mount` and records the ones deleted; stops at
-/// the first failure. Whether all went.
-async fn delete_batch(core: &MasterCore, ufs: &UfsLayer, mount: &str, keys: Vec<String>) -> bool {
+/// Deletes the batch's keys from its mount's store and records the ones deleted; stops at the
+/// first failure. Whether all went.
+async fn delete_batch(core: &MasterCore, ufs: &UfsLayer, batch: DeleteBatch) -> bool {
+    let DeleteBatch { mount: m, keys } = batch;
     if keys.is_empty() {
         return true;
     }
-    // Unmounted: the state dropped its queue.
-    let Some(m) = core.inspect(|st| st.data().mounts.get(mount).cloned()) else { return true };
+    let mount = m.path.as_str();
     let store = match ufs.store(&m) {
         Ok(s) => s,
         Err(f) => {

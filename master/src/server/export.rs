@@ -17,6 +17,7 @@
 use super::errors::Fail;
 use super::ufs::UfsLayer;
 use cv_master_core::MasterCore;
+use cv_master_core::core::{ExportJob, ExportStep};
 use cv_master_core::path::CvPath;
 use cv_master_core::state::{PendingExport, UfsObject};
 use cv_net::rpc::Conn;
@@ -111,9 +112,9 @@ impl Exporter {
                 }
                 continue;
             }
-            let epoch = core.inspect(|st| st.exports_epoch());
-            if !scanned.as_ref().is_some_and(|(e, c, _)| *e == epoch && *c == cache_too) {
-                scanned = Some(core.inspect(|st| (st.exports_epoch(), cache_too, st.pending_exports(cache_too))));
+            let seen = scanned.as_ref().filter(|(_, c, _)| *c == cache_too).map(|(e, _, _)| *e);
+            if let Some((epoch, list)) = core.export_queue(cache_too, seen) {
+                scanned = Some((epoch, cache_too, list));
             }
             let pending = scanned.as_ref().map_or(&[][..], |(_, _, list)| list.as_slice());
             let mut all_done = true;
@@ -139,7 +140,7 @@ impl Exporter {
                 }
             }
             cache_too &= !all_done;
-            if core.inspect(|st| st.has_queued_object_deletes()) {
+            if core.deletes_queued() {
                 super::deletes::drain(&core, &ufs).await;
             }
             tokio::select! {
@@ -164,11 +165,17 @@ impl Exporter {
         while !lock(&self.busy).insert(file_id) {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        if core.inspect(|st| st.ufs_object(file_id).is_some()) {
-            lock(&self.busy).remove(&file_id);
-            return Ok(());
-        }
-        let r = self.upload(core, ufs, file_id, version, path).await;
+        let r = match core.export_plan(file_id, version, path) {
+            Ok(p) => match p.wait_async().await {
+                Ok(ExportStep::Done) => {
+                    lock(&self.busy).remove(&file_id);
+                    return Ok(());
+                }
+                Ok(ExportStep::Upload(job)) => self.upload(core, ufs, *job).await,
+                Err(e) => Err(e.into()),
+            },
+            Err(e) => Err(e.into()),
+        };
         lock(&self.busy).remove(&file_id);
         match &r {
             Ok(()) => self.exported.fetch_add(1, Ordering::Relaxed),
@@ -177,29 +184,17 @@ impl Exporter {
         r
     }
 
-    async fn upload(
-        &self,
-        core: &MasterCore,
-        ufs: &UfsLayer,
-        file_id: u64,
-        version: u64,
-        path: &CvPath,
-    ) -> Result<(), Fail> {
-        let Some(mount) = core.inspect(|st| st.mount_for(path).cloned()) else {
-            return Err(Fail::new(ErrorCode::NotFound, format!("{path} is no longer under a mount")));
-        };
-        let info = core.begin_open(path)?.wait_async().await?;
-        if info.file_id != file_id || info.version != version {
-            return Err(Fail::new(ErrorCode::StaleVersion, format!("{path} changed before its export")));
-        }
+    /// Uploads the file the core planned and records it.
+    async fn upload(&self, core: &MasterCore, ufs: &UfsLayer, job: ExportJob) -> Result<(), Fail> {
+        let (path, info) = (&job.path, &job.open);
         if let Some(b) = info.blocks.iter().find(|b| !b.worker_live) {
             // After a restart, until the worker holding it registers again.
             let msg = format!("block {} of {path} is on worker {}, which is not live", b.block_id, b.worker_id);
             return Err(Fail::new(ErrorCode::Unavailable, msg));
         }
-        let store = ufs.store(&mount)?;
-        let key = cv_master_core::state::key_of(&mount.path, path.as_str());
-        let mut w = store.writer(&key, PART).await?;
+        let store = ufs.store(&job.mount)?;
+        let key = &job.key;
+        let mut w = store.writer(key, PART).await?;
         if let Err(f) = self.copy_blocks(&info.blocks, &mut w).await {
             // No half object: the multipart upload is dropped.
             w.abort().await;
@@ -215,15 +210,15 @@ impl Exporter {
                 format!("{key}: the store holds {} bytes after the upload of {}", meta.len, info.length),
             ));
         }
-        let object = UfsObject { mount: mount.path.clone(), key: key.clone(), version: meta.version };
-        let recorded = match core.begin_exported(file_id, version, object) {
+        let object = UfsObject { mount: job.mount.path.clone(), key: key.clone(), version: meta.version };
+        let recorded = match core.begin_exported(job.file_id, job.version, object) {
             Ok(p) => p.wait_async().await,
             Err(e) => Err(e),
         };
         if let Err(e) = recorded {
             // Renamed or deleted during the upload: nobody's file is at that key now.
-            if core.inspect(|st| st.lookup(path).is_err())
-                && let Err(d) = store.delete(&key).await
+            if core.upload_orphaned(&job)
+                && let Err(d) = store.delete(key).await
             {
                 tracing::warn!(key, error = %d, "object of a moved file not deleted from the store");
             }
@@ -236,7 +231,7 @@ impl Exporter {
     /// Streams the blocks, in file order, from their shards into `w`.
     async fn copy_blocks(
         &self,
-        blocks: &[cv_master_core::state::BlockLoc],
+        blocks: &[cv_master_core::state::PlacedBlock],
         w: &mut cv_ufs::UfsWriter,
     ) -> Result<(), Fail> {
         for b in blocks {

@@ -76,7 +76,7 @@ async fn gather(s: &MasterService) -> Scrape {
     );
 
     let now = s.clock.now_ms();
-    let backlog = core.inspect(|st| st.pending_exports(false));
+    let backlog = core.export_backlog();
     out.gauge("master_export_backlog_files", "Files under fs-mode mounts waiting to be exported", backlog.len() as i64);
     out.gauge(
         "master_export_backlog_bytes",

@@ -174,7 +174,7 @@ impl MasterServer {
         // Before serving, so the first opens after a restart find the tails and checks saved.
         // A blocking read of at most the tail budget, once at start.
         let tails_file = super::tails::path(&config.journal_dir);
-        super::tails::load(&tails_file, &core, &ufs);
+        super::tails::load(&tails_file, &core);
         let serve = tokio::spawn(rpc::serve_counted(
             endpoint.clone(),
             service.clone(),
@@ -185,7 +185,7 @@ impl MasterServer {
         ));
         let (stop, stopped) = watch::channel(false);
         let tick = tokio::spawn(tick_loop(core.clone(), config.tick_every(), stopped.clone()));
-        let tails = tokio::spawn(super::tails::keep(tails_file, core.clone(), ufs.clone(), stopped.clone()));
+        let tails = tokio::spawn(super::tails::keep(tails_file, core.clone(), stopped.clone()));
         tokio::spawn(service.deletes_now.clone().run(core.clone(), exporter.clone(), stopped.clone()));
         let export = tokio::spawn(exporter.run(core.clone(), ufs, stopped));
         tracing::info!(%addr, "master serving");

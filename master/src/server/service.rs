@@ -2,7 +2,7 @@
 
 use super::errors::Fail;
 use super::request::Req;
-use super::{mounts, namespace, rename, replay, workers};
+use super::{replay, req_mounts, req_namespace, req_rename, req_workers};
 use cv_master_core::MasterCore;
 use cv_master_core::config::Clock;
 use cv_net::rpc::{BoxFuture, Peer, Reply, Service};
@@ -112,50 +112,50 @@ impl MasterService {
             Kind::MasterTime => Ok(Reply::ok(id, &MasterTimeOk { unix_ms: self.clock.now_ms() }, Vec::new())),
             Kind::Open => {
                 let started = std::time::Instant::now();
-                let r = namespace::open(self, Req::of(frame)?).await;
+                let r = req_namespace::open(self, Req::of(frame)?).await;
                 self.open_latency.observe(started.elapsed());
                 r
             }
-            Kind::Stat => namespace::stat(self, Req::of(frame)?).await,
-            Kind::List => namespace::list(self, Req::of(frame)?).await,
-            Kind::Mkdir => namespace::mkdir(self, Req::of(frame)?).await,
-            Kind::Create => namespace::create(self, Req::of(frame)?).await,
-            Kind::AddBlock => namespace::add_block(self, Req::of(frame)?).await,
+            Kind::Stat => req_namespace::stat(self, Req::of(frame)?).await,
+            Kind::List => req_namespace::list(self, Req::of(frame)?).await,
+            Kind::Mkdir => req_namespace::mkdir(self, Req::of(frame)?).await,
+            Kind::Create => req_namespace::create(self, Req::of(frame)?).await,
+            Kind::AddBlock => req_namespace::add_block(self, Req::of(frame)?).await,
             // These may queue block deletes: they are sent at once too.
             Kind::Complete | Kind::CompleteIf | Kind::Abandon | Kind::Rename | Kind::Delete => {
                 let r = match frame.kind() {
-                    Kind::Complete => namespace::complete(self, Req::of(frame)?).await,
-                    Kind::CompleteIf => namespace::complete_if(self, Req::of(frame)?).await,
-                    Kind::Abandon => namespace::abandon(self, Req::of(frame)?).await,
-                    Kind::Rename => rename::rename(self, Req::of(frame)?).await,
-                    _ => namespace::delete(self, Req::of(frame)?).await,
+                    Kind::Complete => req_namespace::complete(self, Req::of(frame)?).await,
+                    Kind::CompleteIf => req_namespace::complete_if(self, Req::of(frame)?).await,
+                    Kind::Abandon => req_namespace::abandon(self, Req::of(frame)?).await,
+                    Kind::Rename => req_rename::rename(self, Req::of(frame)?).await,
+                    _ => req_namespace::delete(self, Req::of(frame)?).await,
                 };
                 self.deletes_now.kick();
                 r
             }
-            Kind::Compose => namespace::compose(self, Req::of(frame)?).await,
-            Kind::Mount => mounts::mount(self, Req::of(frame)?).await,
-            Kind::Unmount => mounts::unmount(self, Req::of(frame)?).await,
-            Kind::ListMounts => mounts::list(self, Req::of(frame)?).await,
-            Kind::SyncMount => mounts::sync(self, Req::of(frame)?).await,
-            Kind::Free => mounts::free(self, Req::of(frame)?).await,
+            Kind::Compose => req_namespace::compose(self, Req::of(frame)?).await,
+            Kind::Mount => req_mounts::mount(self, Req::of(frame)?).await,
+            Kind::Unmount => req_mounts::unmount(self, Req::of(frame)?).await,
+            Kind::ListMounts => req_mounts::list(self, Req::of(frame)?).await,
+            Kind::SyncMount => req_mounts::sync(self, Req::of(frame)?).await,
+            Kind::Free => req_mounts::free(self, Req::of(frame)?).await,
             Kind::GetMount => {
                 // Credentials go only to workers, which fetch blocks with them.
                 worker_only(peer, frame.kind())?;
-                mounts::get_mount(self, Req::of(frame)?).await
+                req_mounts::get_mount(self, Req::of(frame)?).await
             }
             Kind::RegisterWorker => {
                 worker_only(peer, frame.kind())?;
-                workers::register(self, peer, Req::of(frame)?).await
+                req_workers::register(self, peer, Req::of(frame)?).await
             }
             Kind::Heartbeat => {
                 worker_only(peer, frame.kind())?;
-                workers::heartbeat(self, peer, Req::of(frame)?).await
+                req_workers::heartbeat(self, peer, Req::of(frame)?).await
             }
-            Kind::Report => workers::report(self, Req::of(frame)?).await,
+            Kind::Report => req_workers::report(self, Req::of(frame)?).await,
             Kind::DrainWorker => {
                 admin_only(peer, frame.kind())?;
-                workers::drain(self, Req::of(frame)?).await
+                req_workers::drain(self, Req::of(frame)?).await
             }
             Kind::ChangeMasters => {
                 admin_only(peer, frame.kind())?;

@@ -7,7 +7,6 @@
 //! changed since the last save, a damaged record ends the read (what came before it is used),
 //! and a tail is taken back only while its file is still at the version saved.
 
-use super::ufs::UfsLayer;
 use cv_master_core::MasterCore;
 use cv_master_core::tail_file::{self, TailRecord};
 use std::path::{Path, PathBuf};
@@ -31,7 +30,7 @@ fn now_ms() -> u64 {
 
 /// Takes back what `file` holds. Blocking (a read of up to the tail budget): called once at
 /// start, before the master serves.
-pub(super) fn load(file: &Path, core: &MasterCore, ufs: &UfsLayer) {
+pub(super) fn load(file: &Path, core: &MasterCore) {
     let bytes = match std::fs::read(file) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
@@ -57,7 +56,7 @@ pub(super) fn load(file: &Path, core: &MasterCore, ufs: &UfsLayer) {
         match r {
             // A check dated in the future (the clock went back) is not trusted.
             TailRecord::Fresh { path, checked_at_ms } if checked_at_ms <= now => {
-                ufs.restore_fresh(path, Duration::from_millis(now - checked_at_ms));
+                core.restore_check(path, Duration::from_millis(now - checked_at_ms));
                 checked += 1;
             }
             TailRecord::Fresh { .. } => {}
@@ -70,11 +69,11 @@ pub(super) fn load(file: &Path, core: &MasterCore, ufs: &UfsLayer) {
 }
 
 /// Writes the file whole: to `tails.tmp`, fsynced, renamed over `tails`, directory fsynced.
-pub(super) fn save(file: &Path, core: &MasterCore, ufs: &UfsLayer) -> std::io::Result<usize> {
+pub(super) fn save(file: &Path, core: &MasterCore) -> std::io::Result<usize> {
     let mut records = core.saved_tails();
     let now = now_ms();
     records.extend(
-        ufs.fresh_ages()
+        core.check_ages()
             .into_iter()
             .map(|(path, age)| TailRecord::Fresh { path, checked_at_ms: now.saturating_sub(age.as_millis() as u64) }),
     );
@@ -97,14 +96,14 @@ pub(super) fn save(file: &Path, core: &MasterCore, ufs: &UfsLayer) -> std::io::R
 }
 
 /// A change count of what the file holds: the cache's inserts and evictions and the checks.
-fn generation(core: &MasterCore, ufs: &UfsLayer) -> (u64, u64, u64) {
+fn generation(core: &MasterCore) -> (u64, u64, u64) {
     let s = core.tail_stats();
-    (s.inserts, s.evictions, ufs.fresh_generation())
+    (s.inserts, s.evictions, core.checks_generation())
 }
 
 /// Saves the file every `SAVE_EVERY` if it changed, until stopped; then once more.
-pub(super) async fn keep(file: PathBuf, core: Arc<MasterCore>, ufs: Arc<UfsLayer>, mut stopped: watch::Receiver<bool>) {
-    let mut saved = generation(&core, &ufs);
+pub(super) async fn keep(file: PathBuf, core: Arc<MasterCore>, mut stopped: watch::Receiver<bool>) {
+    let mut saved = generation(&core);
     let mut every = tokio::time::interval(SAVE_EVERY);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     every.tick().await;
@@ -113,10 +112,10 @@ pub(super) async fn keep(file: PathBuf, core: Arc<MasterCore>, ufs: Arc<UfsLayer
             _ = every.tick() => false,
             _ = stopped.changed() => true,
         };
-        let now = generation(&core, &ufs);
+        let now = generation(&core);
         if now != saved || stopping {
-            let (f, c, u) = (file.clone(), core.clone(), ufs.clone());
-            match tokio::task::spawn_blocking(move || save(&f, &c, &u)).await {
+            let (f, c) = (file.clone(), core.clone());
+            match tokio::task::spawn_blocking(move || save(&f, &c)).await {
                 Ok(Ok(n)) => {
                     saved = now;
                     tracing::debug!(file = %file.display(), records = n, "tails file saved");

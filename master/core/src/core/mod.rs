@@ -7,11 +7,14 @@
 //! The `begin_*` forms, the server's, take paths their caller parsed once ([`CvPath`]) and
 //! return a [`Pending`]; the blocking forms, for tests and embedded use, parse a string.
 
+mod cache;
+mod fresh;
 mod full;
 mod mounts;
 mod namespace;
 mod objects;
 mod replicas;
+mod store_work;
 mod tails;
 mod workers;
 
@@ -23,12 +26,17 @@ use crate::config::{Clock, MasterConfig};
 use crate::error::{Error, ErrorKind, Result};
 use crate::journal::{FileStorage, Journal, Log, Storage, Ticket, WriterStats, encode_record, encode_snapshot};
 use crate::path::CvPath;
-use crate::placement::Ring;
+use crate::placement::PlacementRing;
 use crate::state::{Applied, InodeId, Mutation, State, StateData};
 use crate::tail_cache::{TailCache, TailStats};
 
-pub use namespace::{Created, NewBlock, OpenInfo, Tail};
+pub use crate::state::{OpenFile, Tail};
+pub use cache::{
+    ListCheck, Listed, MAX_TAIL, ObjectHead, OpenStep, Refresh, SameVersion, Stated, StoreCheck, TailRead,
+};
+pub use namespace::{Created, NewBlock};
 pub use replicas::{CopyOrder, ReplicationReport};
+pub use store_work::{Completed, DeleteBatch, ExportJob, ExportStep, ObjectMove};
 pub use workers::{HeartbeatReply, TickReport};
 
 /// The journal's two byte stores.
@@ -73,15 +81,17 @@ struct Inner {
     state: State,
     last_seq: u64,
     since_snapshot: u64,
-    ring: Ring,
+    ring: PlacementRing,
     ring_epoch: u64,
+    /// When paths under cache-mode mounts were last checked at their stores (`cache.rs`).
+    fresh: fresh::Freshness,
 }
 
 impl Inner {
     /// The placement ring over the live shards, rebuilt only when the live set changed.
-    fn ring(&mut self, vnodes: u32) -> &Ring {
+    fn ring(&mut self, vnodes: u32) -> &PlacementRing {
         if self.ring_epoch != self.state.live_epoch() {
-            self.ring = Ring::build(&self.state.live_shards(), vnodes);
+            self.ring = PlacementRing::build(&self.state.live_shards(), vnodes);
             self.ring_epoch = self.state.live_epoch();
         }
         &self.ring
@@ -183,7 +193,14 @@ impl MasterCore {
         recovery: RecoveryInfo,
         leading: bool,
     ) -> Self {
-        let inner = Inner { state, last_seq, since_snapshot: 0, ring: Ring::default(), ring_epoch: u64::MAX };
+        let inner = Inner {
+            state,
+            last_seq,
+            since_snapshot: 0,
+            ring: PlacementRing::default(),
+            ring_epoch: u64::MAX,
+            fresh: Default::default(),
+        };
         let started_ms = clock.now_ms();
         // A restarted master gives every file being written a whole lease (no master could be
         // reached meanwhile); under Raft the leases are counted once it leads (`set_leading`),
@@ -376,15 +393,6 @@ impl MasterCore {
     /// What a read that saw the state up to `last_seq` waits on before it answers.
     fn read_ticket(&self, last_seq: u64) -> Ticket {
         if self.config.read_waits_for_durability { self.journal.wait_for(last_seq) } else { Ticket::Ready(last_seq) }
-    }
-
-    /// [`Self::read`] with the placement ring over the live shards beside the state.
-    fn read_placed<T>(&self, f: impl FnOnce(&State, &Ring) -> Result<T>) -> Result<Pending<T>> {
-        let mut g = lock(&self.inner);
-        self.healthy(&mut g)?;
-        g.ring(self.config.vnodes_per_shard);
-        let value = f(&g.state, &g.ring)?;
-        Ok(Pending { value, ticket: self.read_ticket(g.last_seq) })
     }
 
     fn done<T>(value: T, ticket: Ticket) -> Pending<T> {

@@ -3,7 +3,7 @@
 use super::{MasterCore, Pending, cv};
 use crate::error::{Error, ErrorKind, Result};
 use crate::path::CvPath;
-use crate::state::{Mount, MountMode, Mutation};
+use crate::state::{MountEntry, MountMode, Mutation};
 
 impl MasterCore {
     pub fn begin_mount(
@@ -56,7 +56,7 @@ impl MasterCore {
         self.begin_unmount(&cv(path)?, force)?.wait()
     }
 
-    pub fn list_mounts(&self) -> Result<Vec<Mount>> {
+    pub fn list_mounts(&self) -> Result<Vec<MountEntry>> {
         self.read(|st| Ok(st.mounts()))?.wait()
     }
 }

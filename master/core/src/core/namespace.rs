@@ -6,33 +6,11 @@ use std::sync::Arc;
 use super::{Inner, MasterCore, Pending, cv, lock};
 use crate::error::{Error, ErrorKind, Result};
 use crate::path::CvPath;
-use crate::placement::Ring;
+use crate::placement::PlacementRing;
 use crate::state::{
-    Applied, BlockId, BlockLoc, EntryKind, Expect, InodeBody, InodeId, ListPage, Mutation, Stat, State, UfsObject,
-    WorkerId,
+    Applied, BlockId, EntryKind, EntryStat, Expect, InodeBody, InodeId, ListPage, Mutation, OpenFile, PlacedBlock,
+    State, Tail, WorkerId,
 };
-
-/// The file's trailing bytes as `open` returns them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Tail {
-    /// `bytes` are the file's bytes from `offset` to its end.
-    Cached { offset: u64, bytes: Arc<[u8]> },
-    /// Not cached (evicted, or lost in a restart): read the footer from the workers.
-    Evicted,
-}
-
-/// The one-round-trip answer to `open`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OpenInfo {
-    pub file_id: InodeId,
-    pub length: u64,
-    pub version: u64,
-    pub mtime: u64,
-    pub blocks: Vec<BlockLoc>,
-    pub tail: Tail,
-    /// The object the file is a copy of (cache mode).
-    pub ufs: Option<UfsObject>,
-}
 
 /// A file `create` (or a record of an object) made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,7 +26,7 @@ pub struct NewBlock {
     pub index: u32,
     pub worker_id: WorkerId,
     pub shard: u16,
-    /// The shard's endpoint (see [`crate::state::BlockLoc::addr`]).
+    /// The shard's endpoint (see [`crate::state::PlacedBlock::addr`]).
     pub addr: Option<std::net::SocketAddr>,
     /// The other workers the block is written to before it is acknowledged, with their
     /// shard's endpoint (blocks whose only copy is in cv).
@@ -383,49 +361,57 @@ impl MasterCore {
         self.begin_delete(&cv(path)?, recursive)?.wait()
     }
 
-    pub fn begin_open(&self, path: &CvPath) -> Result<Pending<OpenInfo>> {
-        let pending = self.read_placed(|st, ring| {
-            let mut f = st.open_file(path)?;
-            if f.ufs.is_some() {
-                rehome(st, ring, &mut f.blocks);
-            }
-            Ok(f)
-        })?;
-        let f = &pending.value;
-        let tail = if f.length == 0 {
+    pub fn begin_open(&self, path: &CvPath) -> Result<Pending<OpenFile>> {
+        let mut g = lock(&self.inner);
+        self.healthy(&mut g)?;
+        let info = self.open_in(&mut g, path, true)?;
+        Ok(Pending { value: info, ticket: self.read_ticket(g.last_seq) })
+    }
+
+    /// [`Self::begin_open`] for an open whose first look ([`Self::begin_open_cached`]) asked
+    /// for a check at the store: its tail lookup was counted then.
+    pub fn begin_open_checked(&self, path: &CvPath) -> Result<Pending<OpenFile>> {
+        let mut g = lock(&self.inner);
+        self.healthy(&mut g)?;
+        let info = self.open_in(&mut g, path, false)?;
+        Ok(Pending { value: info, ticket: self.read_ticket(g.last_seq) })
+    }
+
+    /// Under the state lock: the open of `path` (resolved once), its blocks (re-homed for a
+    /// copy of an object) and its tail (looked up once; `count`: a hit or miss of the tail
+    /// cache).
+    pub(super) fn open_in(&self, g: &mut Inner, path: &CvPath, count: bool) -> Result<OpenFile> {
+        g.ring(self.config.vnodes_per_shard);
+        let mut f = g.state.open_file(path)?;
+        if f.ufs.is_some() {
+            rehome(&g.state, &g.ring, &mut f.blocks);
+        }
+        f.tail = if f.length == 0 {
             Tail::Cached { offset: 0, bytes: Arc::from(&[][..]) }
         } else {
-            match lock(&self.tails).get(f.file_id, f.version) {
+            let mut tails = lock(&self.tails);
+            let cached = if count { tails.get(f.file_id, f.version) } else { tails.peek(f.file_id, f.version) };
+            match cached {
                 Some(t) => Tail::Cached { offset: t.offset, bytes: t.bytes },
                 None => Tail::Evicted,
             }
         };
-        let Pending { value: f, ticket } = pending;
-        let info = OpenInfo {
-            file_id: f.file_id,
-            length: f.length,
-            version: f.version,
-            mtime: f.mtime,
-            blocks: f.blocks,
-            tail,
-            ufs: f.ufs,
-        };
-        Ok(Pending { value: info, ticket })
+        Ok(f)
     }
 
-    pub fn open(&self, path: &str) -> Result<OpenInfo> {
+    pub fn open(&self, path: &str) -> Result<OpenFile> {
         self.begin_open(&cv(path)?)?.wait()
     }
 
-    pub async fn open_async(&self, path: &str) -> Result<OpenInfo> {
+    pub async fn open_async(&self, path: &str) -> Result<OpenFile> {
         self.begin_open(&cv(path)?)?.wait_async().await
     }
 
-    pub fn begin_stat(&self, path: &CvPath) -> Result<Pending<Stat>> {
+    pub fn begin_stat(&self, path: &CvPath) -> Result<Pending<EntryStat>> {
         self.read(|st| st.stat(path))
     }
 
-    pub fn stat(&self, path: &str) -> Result<Stat> {
+    pub fn stat(&self, path: &str) -> Result<EntryStat> {
         self.begin_stat(&cv(path)?)?.wait()
     }
 
@@ -439,13 +425,13 @@ impl MasterCore {
 }
 
 /// Points each block of a file the object store holds at the worker the ring puts it on now
-/// ([`Ring::successor`]: the first live shard of its index after its key), which fills it from
+/// ([`PlacementRing::successor`]: the first live shard of its index after its key), which fills it from
 /// the store at its first read. While the live set is the one the block was placed in, that is
 /// where it was placed; a worker that is lost hands its share to the next ones, and one that
 /// joins takes its share (about 1/n of the blocks, all of them to it). Nothing is journaled: the
 /// choice is a function of the live set, the same for every reader, and the worker that fills a
 /// block becomes its recorded owner when it reports holding it.
-fn rehome(st: &State, ring: &Ring, blocks: &mut [BlockLoc]) {
+fn rehome(st: &State, ring: &PlacementRing, blocks: &mut [PlacedBlock]) {
     for b in blocks.iter_mut() {
         let shard = cv_wire::block_shard(b.block_id);
         let Some(worker) = ring.successor(cv_wire::block_seq(b.block_id), shard) else { continue };

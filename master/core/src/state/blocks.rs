@@ -1,7 +1,7 @@
 //! File contents: adding blocks, completing a file, dropping blocks, the block map for `open`.
 
 use super::types::{BlockId, BlockInfo, Expect, FileBody, FileState, InodeBody, InodeId, WorkerId};
-use super::view::{BlockLoc, OpenFile};
+use super::view::{OpenFile, PlacedBlock, Tail};
 use super::{Applied, State, err};
 use crate::error::{ErrorKind, Result};
 use crate::path::CvPath;
@@ -375,7 +375,7 @@ impl State {
             let worker = self.data.workers.get(&worker_id);
             let replicas =
                 copies.map(|w| (w, self.data.workers.get(&w).and_then(|w| w.shard_addr(info.shard)))).collect();
-            blocks.push(BlockLoc {
+            blocks.push(PlacedBlock {
                 block_id: *b,
                 offset_in_file: offset,
                 len: info.len,
@@ -388,7 +388,8 @@ impl State {
             });
             offset += info.len;
         }
-        Ok(OpenFile { file_id: id, length: f.length, version: f.version, mtime: inode.mtime, blocks, ufs })
+        let (length, version, mtime) = (f.length, f.version, inode.mtime);
+        Ok(OpenFile { file_id: id, length, version, mtime, blocks, tail: Tail::Evicted, ufs })
     }
 }
 

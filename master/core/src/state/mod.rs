@@ -6,6 +6,7 @@ mod compose;
 mod mounts;
 mod mutation;
 mod namespace;
+mod policy;
 mod replacing;
 mod shared;
 mod types;
@@ -19,12 +20,13 @@ mod workers;
 pub use blocks::{BlockSummary, WorkerBlocks};
 pub use mounts::key_of;
 pub use mutation::{Applied, Mutation};
+pub use policy::{CachePolicy, parse_duration};
 pub use types::{
-    BlockId, BlockInfo, Expect, FileBody, FileState, Inode, InodeBody, InodeId, Mount, MountMode, ROOT_ID, StateData,
-    UfsObject, Worker, WorkerId,
+    BlockId, BlockInfo, Expect, FileBody, FileState, Inode, InodeBody, InodeId, MountEntry, MountMode, ROOT_ID,
+    StateData, UfsObject, Worker, WorkerId,
 };
 pub use ufs::{ObjectCopy, PendingExport};
-pub use view::{BlockLoc, DirEntry, EntryKind, ListPage, OpenFile, Stat};
+pub use view::{DirEntry, EntryKind, EntryStat, ListPage, OpenFile, PlacedBlock, Tail};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::path::CvPath;
@@ -43,6 +45,8 @@ pub struct State {
     /// Files being written to replace another, by the directory they will be published in
     /// (`replacing.rs`).
     replacing: replacing::Replacing,
+    /// Each mount's cache-mode options, parsed when the mount was applied or the state loaded.
+    policies: std::collections::BTreeMap<String, Result<CachePolicy>>,
 }
 
 impl State {
@@ -52,8 +56,15 @@ impl State {
 
     /// Rebuilds a state from snapshot data.
     pub fn from_data(data: StateData) -> Self {
-        let mut st =
-            Self { data, live_epoch: 1, exports_epoch: 0, shared: Default::default(), replacing: Default::default() };
+        let policies = data.mounts.iter().map(|(p, m)| (p.clone(), CachePolicy::of(m))).collect();
+        let mut st = Self {
+            data,
+            live_epoch: 1,
+            exports_epoch: 0,
+            shared: Default::default(),
+            replacing: Default::default(),
+            policies,
+        };
         st.rebuild_shared();
         st.rebuild_replacing();
         st

@@ -1,7 +1,8 @@
-//! The mount table: cv path → object-storage URL, mode and options. Stored only; the UFS
-//! behaviour behind a mount comes later.
+//! The mount table: cv path → object-storage URL, mode and options (and their cache-mode
+//! policy, parsed as the mount is applied).
 
-use super::types::{Mount, MountMode};
+use super::policy::CachePolicy;
+use super::types::{MountEntry, MountMode};
 use super::{Applied, State, err};
 use crate::error::{ErrorKind, Result};
 use crate::path::CvPath;
@@ -26,7 +27,8 @@ impl State {
             return err(ErrorKind::AlreadyExists, format!("mount at {path}"));
         }
         let mount =
-            Mount { path: path.as_str().to_owned(), ufs_url: ufs_url.to_owned(), mode, options: options.to_vec() };
+            MountEntry { path: path.as_str().to_owned(), ufs_url: ufs_url.to_owned(), mode, options: options.to_vec() };
+        self.policies.insert(mount.path.clone(), CachePolicy::of(&mount));
         self.data.mounts.insert(mount.path.clone(), mount);
         Ok(Applied::Done)
     }
@@ -39,6 +41,7 @@ impl State {
         if self.data.mounts.remove(path.as_str()).is_none() {
             return err(ErrorKind::NotFound, format!("mount at {path}"));
         }
+        self.policies.remove(path.as_str());
         // The store is no longer cv's to change.
         self.data.pending_object_deletes.remove(path.as_str());
         let copies = self.object_copies_under(path);
@@ -53,16 +56,20 @@ impl State {
     }
 
     /// All mounts, sorted by path.
-    pub fn mounts(&self) -> Vec<Mount> {
+    pub fn mounts(&self) -> Vec<MountEntry> {
         self.data.mounts.values().cloned().collect()
     }
 
     /// The mount whose path is the longest prefix of `path`, if any.
-    pub fn mount_for(&self, path: &CvPath) -> Option<&Mount> {
-        self.data
-            .mounts
-            .values()
-            .filter(|m| CvPath::parse(&m.path).is_ok_and(|mp| path.is_under(&mp)))
-            .max_by_key(|m| m.path.len())
+    pub fn mount_for(&self, path: &CvPath) -> Option<&MountEntry> {
+        self.data.mounts.values().filter(|m| path.is_under_str(&m.path)).max_by_key(|m| m.path.len())
+    }
+
+    /// The cache-mode mount `path` is under, if any, with its policy (an error if its options
+    /// do not parse: a mount journaled before they were checked).
+    pub fn cache_mount_for(&self, path: &CvPath) -> Option<(&MountEntry, Result<CachePolicy>)> {
+        let m = self.mount_for(path).filter(|m| m.mode == MountMode::Cache)?;
+        let policy = self.policies.get(&m.path).cloned().unwrap_or_else(|| CachePolicy::of(m));
+        Some((m, policy))
     }
 }

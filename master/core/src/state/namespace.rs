@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use super::types::{FileBody, FileState, Inode, InodeBody, InodeId, ROOT_ID};
-use super::view::{DirEntry, EntryKind, ListPage, Stat};
+use super::view::{DirEntry, EntryKind, EntryStat, ListPage};
 use super::{Applied, State, err};
 use crate::error::{ErrorKind, Result};
 use crate::path::CvPath;
@@ -263,9 +263,9 @@ impl State {
         queued
     }
 
-    fn stat_of(inode: &Inode) -> Stat {
+    fn stat_of(inode: &Inode) -> EntryStat {
         match &inode.body {
-            InodeBody::Dir { children } => Stat {
+            InodeBody::Dir { children } => EntryStat {
                 id: inode.id,
                 kind: EntryKind::Dir,
                 length: children.len() as u64,
@@ -274,7 +274,7 @@ impl State {
                 mode: inode.mode,
                 state: None,
             },
-            InodeBody::File(f) => Stat {
+            InodeBody::File(f) => EntryStat {
                 id: inode.id,
                 kind: EntryKind::File,
                 length: f.length,
@@ -286,7 +286,7 @@ impl State {
         }
     }
 
-    pub fn stat(&self, path: &CvPath) -> Result<Stat> {
+    pub fn stat(&self, path: &CvPath) -> Result<EntryStat> {
         Ok(Self::stat_of(self.inode(self.lookup(path)?)?))
     }
 

@@ -98,8 +98,9 @@ pub enum MountMode {
     Fs,
 }
 
+/// A row of the mount table (cv-wire's `Mount` is the request that asks for one).
 #[derive(Debug, Clone, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
-pub struct Mount {
+pub struct MountEntry {
     pub path: String,
     pub ufs_url: String,
     pub mode: MountMode,
@@ -151,7 +152,7 @@ impl Worker {
 pub struct StateData {
     pub inodes: BTreeMap<InodeId, Inode>,
     pub blocks: BTreeMap<BlockId, BlockInfo>,
-    pub mounts: BTreeMap<String, Mount>,
+    pub mounts: BTreeMap<String, MountEntry>,
     pub workers: BTreeMap<WorkerId, Worker>,
     /// Block deletes not yet handed to their worker in a heartbeat reply.
     pub pending_deletes: BTreeMap<WorkerId, BTreeSet<BlockId>>,

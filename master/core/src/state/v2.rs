@@ -5,7 +5,7 @@
 //! shared. Before changing any of those, copy its version-2 form here.
 
 use super::mutation::Mutation as Current;
-use super::types::{BlockId, Inode, InodeId, Mount, MountMode, UfsObject, WorkerId};
+use super::types::{BlockId, Inode, InodeId, MountEntry, MountMode, UfsObject, WorkerId};
 use super::v3::{BlockInfo, Worker};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -130,7 +130,7 @@ impl From<Mutation> for Current {
 pub struct StateData {
     pub inodes: BTreeMap<InodeId, Inode>,
     pub blocks: BTreeMap<BlockId, BlockInfo>,
-    pub mounts: BTreeMap<String, Mount>,
+    pub mounts: BTreeMap<String, MountEntry>,
     pub workers: BTreeMap<WorkerId, Worker>,
     pub pending_deletes: BTreeMap<WorkerId, BTreeSet<BlockId>>,
     pub next_inode: InodeId,

@@ -7,7 +7,7 @@
 
 use super::mutation::Mutation as Current;
 use super::types::{
-    BlockId, BlockInfo as CurrentBlock, Inode, InodeId, Mount, MountMode, StateData as CurrentData, UfsObject,
+    BlockId, BlockInfo as CurrentBlock, Inode, InodeId, MountEntry, MountMode, StateData as CurrentData, UfsObject,
     Worker as CurrentWorker, WorkerId,
 };
 use std::collections::{BTreeMap, BTreeSet};
@@ -177,7 +177,7 @@ pub struct Worker {
 pub struct StateData {
     pub inodes: BTreeMap<InodeId, Inode>,
     pub blocks: BTreeMap<BlockId, BlockInfo>,
-    pub mounts: BTreeMap<String, Mount>,
+    pub mounts: BTreeMap<String, MountEntry>,
     pub workers: BTreeMap<WorkerId, Worker>,
     pub pending_deletes: BTreeMap<WorkerId, BTreeSet<BlockId>>,
     pub next_inode: InodeId,

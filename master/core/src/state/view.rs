@@ -1,6 +1,7 @@
 //! Read-only answers built from the state: stat, listings, the block map of an open file.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use super::types::{BlockId, FileState, InodeId, WorkerId};
 
@@ -10,8 +11,10 @@ pub enum EntryKind {
     File,
 }
 
+/// What the state knows of one entry (cv-wire's `FileStatus` is made from it; its `Stat` is
+/// the request).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Stat {
+pub struct EntryStat {
     pub id: InodeId,
     pub kind: EntryKind,
     /// Bytes for a file, number of entries for a directory.
@@ -26,7 +29,7 @@ pub struct Stat {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DirEntry {
     pub name: String,
-    pub stat: Stat,
+    pub stat: EntryStat,
 }
 
 /// One page of a directory listing, sorted by name.
@@ -37,9 +40,10 @@ pub struct ListPage {
     pub more: bool,
 }
 
-/// Where one block of a file lives.
+/// Where one block of a file lives, as the state knows it (cv-wire's `BlockLoc`, what a client
+/// gets, is made from it once the shard's address is known).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BlockLoc {
+pub struct PlacedBlock {
     pub block_id: BlockId,
     pub offset_in_file: u64,
     pub len: u64,
@@ -56,14 +60,25 @@ pub struct BlockLoc {
     pub replicas: Vec<(WorkerId, Option<SocketAddr>)>,
 }
 
-/// A complete file as `open` sees it (the tail comes from the tail cache, not the state).
+/// The file's trailing bytes as `open` returns them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Tail {
+    /// `bytes` are the file's bytes from `offset` to its end.
+    Cached { offset: u64, bytes: Arc<[u8]> },
+    /// Not cached (evicted, or lost in a restart): read the footer from the workers.
+    Evicted,
+}
+
+/// The one-round-trip answer to `open`: a complete file, its blocks and its tail (which the
+/// core fills from the tail cache; the state holds none).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OpenFile {
     pub file_id: InodeId,
     pub length: u64,
     pub version: u64,
     pub mtime: u64,
-    pub blocks: Vec<BlockLoc>,
+    pub blocks: Vec<PlacedBlock>,
+    pub tail: Tail,
     /// The object the file is a copy of (cache mode).
     pub ufs: Option<super::UfsObject>,
 }

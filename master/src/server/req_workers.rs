@@ -84,7 +84,7 @@ pub(super) async fn report(s: &MasterService, q: Req<'_, cv_wire::msg::Report>) 
             .map_err(|e| Fail::new(ErrorCode::Internal, format!("report task: {e}")))?;
     let now = s.clock.now_ms();
     let tails = s.core.tail_stats();
-    let backlog = s.core.inspect(|st| st.pending_exports(false));
+    let backlog = s.core.export_backlog();
     let tiers = s.tiers.lock().unwrap_or_else(|p| p.into_inner()).clone();
     let workers = data
         .workers

@@ -3,7 +3,7 @@
 
 use super::convert::{mode_to_state, mode_to_wire, mount_info};
 use super::errors::Fail;
-use super::namespace::{parsed, parsed_new};
+use super::req_namespace::{parsed, parsed_new};
 use super::request::Req;
 use super::service::MasterService;
 use cv_net::rpc::Reply;
@@ -14,10 +14,11 @@ pub(super) async fn mount(s: &MasterService, q: Req<'_, Mount>) -> Result<Reply,
     let options: Vec<(String, String)> = req.options.into_iter().map(|kv| (kv.key, kv.value)).collect();
     let mode = mode_to_state(req.mode);
     let path = parsed_new(&req.cv_path)?;
-    let mount = cv_master_core::state::Mount { path: path.as_str().to_owned(), ufs_url: req.ufs_url, mode, options };
+    let mount =
+        cv_master_core::state::MountEntry { path: path.as_str().to_owned(), ufs_url: req.ufs_url, mode, options };
     // The store must answer before the mount is recorded: a typo fails here, not at first read.
     s.ufs.validate(&mount).await?;
-    if s.core.inspect(|st| st.stat(&path).is_err()) {
+    if !s.core.exists(&path) {
         s.core.begin_mkdir(&path, true)?.wait_async().await?;
     }
     s.core.begin_mount(&path, &mount.ufs_url, mount.mode, mount.options)?.wait_async().await?;
@@ -49,10 +50,9 @@ pub(super) async fn get_mount(s: &MasterService, q: Req<'_, GetMount>) -> Result
 pub(super) async fn sync(s: &MasterService, q: Req<'_, SyncMount>) -> Result<Reply, Fail> {
     let req = q.owned()?;
     let path = parsed(&req.cv_path)?;
-    if s.core.inspect(|st| st.mount_for(&path).is_none()) {
+    if !s.core.forget_checks(&path) {
         return Err(Fail::new(cv_wire::ErrorCode::NotFound, format!("{} is not under a mount", req.cv_path)));
     }
-    s.ufs.sync(&path);
     Ok(q.reply(&Done {}))
 }
 
@@ -68,7 +68,7 @@ pub(super) async fn unmount(s: &MasterService, q: Req<'_, Unmount>) -> Result<Re
     let path = parsed(&req.cv_path)?;
     s.core.begin_unmount(&path, req.force)?.wait_async().await?;
     // A later mount there lists the store anew.
-    s.ufs.sync(&path);
+    s.core.forget_checks(&path);
     Ok(q.reply(&Done {}))
 }
 

@@ -1,13 +1,13 @@
 //! Namespace requests: open (with the tail as payload), stat, list, mkdir, create, add-block,
-//! complete (tail from the payload), delete (renames: `rename.rs`). Each awaits its durability ticket.
+//! complete (tail from the payload), delete (renames: `req_rename.rs`). Each awaits its durability ticket.
 
 use super::convert::{block_loc, child_path, shard_addr, status};
 use super::errors::Fail;
 use super::request::Req;
 use super::service::MasterService;
-use cv_master_core::Tail;
 use cv_master_core::path::CvPath;
 use cv_master_core::state::{self, MountMode};
+use cv_master_core::{OpenStep, Tail};
 use cv_net::rpc::Reply;
 use cv_wire::ErrorCode;
 use cv_wire::msg::{
@@ -30,13 +30,18 @@ pub(super) fn parsed_new(raw: &str) -> Result<CvPath, Fail> {
 pub(super) async fn open(s: &MasterService, q: Req<'_, Open>) -> Result<Reply, Fail> {
     let raw = q.body.path.as_str();
     let cv = parsed(raw)?;
-    s.ufs.before_open(&s.core, &cv).await?;
-    let pending = s.core.begin_open(&cv)?;
+    // Warm: one state lock, one path resolution, one tail lookup (`begin_open_cached`).
+    let mut info = match s.core.begin_open_cached(&cv)? {
+        OpenStep::Serve(pending) => pending.wait_async().await?,
+        OpenStep::Check(check) => {
+            s.ufs.check_file(&s.core, check).await?;
+            s.core.begin_open_checked(&cv)?.wait_async().await?
+        }
+    };
     let path = cv.as_str().to_owned();
-    let mut info = pending.wait_async().await?;
     // A file just written: its tail is being read back from its blocks (`tail_check.rs`).
     if info.tail == Tail::Evicted && s.tail_checks.wait(info.file_id).await {
-        info = s.core.begin_open(&cv)?.wait_async().await?;
+        info = s.core.begin_open_checked(&cv)?.wait_async().await?;
     }
     let (tail_cached, tail_offset, payload) = match info.tail {
         // The cached Arc<[u8]> goes to the socket as it is: no copy per open.
@@ -175,20 +180,14 @@ async fn finish(s: &MasterService, req: Complete, payload: &[u8], expect: Option
     // Checked, the tail is kept only once read back from the blocks (`tail_check.rs`).
     let (kept, checked) = if s.check_tails { (None, tail) } else { (tail, None) };
     s.core.begin_complete(req.file_id, req.length, lens, kept, expect)?.wait_async().await?;
+    let done = s.core.completed(req.file_id);
     if let Some((offset, bytes)) = checked
-        && let Some((version, length)) = s.core.inspect(|st| st.complete_file(req.file_id))
+        && let Some((version, length)) = done.file
     {
         let file = (req.file_id, version, length);
         s.tail_checks.start(s.core.clone(), s.exporter.clone(), file, offset, bytes);
     }
-    let under = s.core.inspect(|st| {
-        let path = st.path_of(req.file_id)?;
-        let cv = CvPath::parse(&path).ok()?;
-        let mount = st.mount_for(&cv)?;
-        let (mode, url) = (mount.mode, mount.ufs_url.clone());
-        let version = st.stat(&cv).ok()?.version;
-        Some((cv, mode, url, version))
-    });
+    let under = done.under;
     match under {
         // Cache mode: the store is the truth, so the write is done when the store has it.
         Some((path, MountMode::Cache, url, version)) => {
@@ -200,7 +199,7 @@ async fn finish(s: &MasterService, req: Complete, payload: &[u8], expect: Option
                 }
                 return Err(write_through_failed(&path, &url, f));
             }
-            s.ufs.mark_fresh(path.as_str());
+            s.core.mark_checked(&path);
         }
         // Fs mode: exported in the background.
         Some((_, MountMode::Fs, _, _)) => s.exporter.nudge(),
@@ -226,7 +225,7 @@ pub(super) async fn delete(s: &MasterService, q: Req<'_, Delete>) -> Result<Repl
     // a delete through cv is a write through to the store. They are queued in the same
     // journaled step and deleted now; what fails here the exporter's loop retries.
     s.core.begin_remove(&parsed(&req.path)?, req.recursive)?.wait_async().await?;
-    if s.core.inspect(|st| st.has_queued_object_deletes()) {
+    if s.core.deletes_queued() {
         super::deletes::soon(super::deletes::drain(&s.core, &s.ufs)).await;
     }
     Ok(q.done())

@@ -13,11 +13,12 @@
 //! `check_rename`). The whole rename holds `UfsLayer::objects`.
 
 use super::errors::Fail;
-use super::namespace::{parsed, parsed_new};
+use super::req_namespace::{parsed, parsed_new};
 use super::request::Req;
 use super::service::MasterService;
+use cv_master_core::core::ObjectMove;
 use cv_master_core::path::CvPath;
-use cv_master_core::state::{Mount, MountMode, ObjectCopy, UfsObject, key_of};
+use cv_master_core::state::{MountEntry, MountMode, UfsObject};
 use cv_net::rpc::Reply;
 use cv_wire::ErrorCode;
 use cv_wire::msg::Rename;
@@ -25,7 +26,7 @@ use cv_wire::msg::Rename;
 pub(super) async fn rename(s: &MasterService, q: Req<'_, Rename>) -> Result<Reply, Fail> {
     let req = q.owned()?;
     let (src, dst) = (parsed(&req.src)?, parsed_new(&req.dst)?);
-    let Some(mount) = s.core.inspect(|st| st.mount_for(&src).cloned()) else {
+    let Some(mount) = s.core.rename_mount(&src) else {
         // Nothing listed: a plain rename, which the state machine refuses if src holds copies
         // of objects (of a mount gone since).
         s.core.begin_rename_objects(&src, &dst, Vec::new())?.wait_async().await?;
@@ -43,10 +44,9 @@ pub(super) async fn rename(s: &MasterService, q: Req<'_, Rename>) -> Result<Repl
         }
         list_tree(s, &src).await?;
     }
-    if !s.core.inspect(|st| st.check_rename(&src, &dst))? {
+    let Some(copies) = s.core.rename_moves(&mount, &src, &dst)? else {
         return Ok(q.done());
-    }
-    let copies = s.core.inspect(|st| st.object_copies_under(&src));
+    };
     let moved = move_objects(s, &mount, &src, &dst, &copies).await;
     if !copies.is_empty() {
         // The old objects after a rename, the copies made after a failure: queued either way.
@@ -54,7 +54,7 @@ pub(super) async fn rename(s: &MasterService, q: Req<'_, Rename>) -> Result<Repl
     }
     drop(held);
     moved?;
-    s.ufs.sync(&src);
+    s.core.forget_checks(&src);
     Ok(q.done())
 }
 
@@ -62,27 +62,27 @@ pub(super) async fn rename(s: &MasterService, q: Req<'_, Rename>) -> Result<Repl
 /// without moving the bytes through cv; a directory of many files is not copied one by one).
 const COPIES_AT_ONCE: usize = 16;
 
-/// Copies each object to its file's new key (queued for deletion first), then renames and
+/// Copies each object to the key the core gave it (queued for deletion first), then renames and
 /// points every moved file at its copy in one journaled step.
 async fn move_objects(
     s: &MasterService,
-    mount: &Mount,
+    mount: &MountEntry,
     src: &CvPath,
     dst: &CvPath,
-    copies: &[ObjectCopy],
+    copies: &[ObjectMove],
 ) -> Result<(), Fail> {
     let mut objects = Vec::with_capacity(copies.len());
     if !copies.is_empty() {
         let ufs = s.ufs.store(mount)?;
-        let keys: Vec<String> = copies.iter().map(|c| key_of(&mount.path, &moved_path(c, src, dst))).collect();
+        let keys: Vec<String> = copies.iter().map(|c| c.to_key.clone()).collect();
         s.core.begin_objects_queued(&mount.path, keys.clone())?.wait_async().await?;
         let mut copying = tokio::task::JoinSet::new();
         let mut versions: Vec<Option<String>> = vec![None; copies.len()];
         let mut next = 0;
         loop {
             while copying.len() < COPIES_AT_ONCE && next < copies.len() {
-                let (ufs, from, to, len) =
-                    (ufs.clone(), copies[next].object.key.clone(), keys[next].clone(), copies[next].length);
+                let c = &copies[next].copy;
+                let (ufs, from, to, len) = (ufs.clone(), c.object.key.clone(), keys[next].clone(), c.length);
                 let i = next;
                 copying.spawn(async move {
                     let meta = ufs.copy(&from, &to).await?;
@@ -100,9 +100,9 @@ async fn move_objects(
             let (i, version) = done.and_then(|r| r)?;
             versions[i] = Some(version);
         }
-        for ((c, key), version) in copies.iter().zip(keys).zip(versions) {
+        for ((m, key), version) in copies.iter().zip(keys).zip(versions) {
             let version = version.expect("every copy finished");
-            objects.push((c.file_id, c.version, UfsObject { mount: mount.path.clone(), key, version }));
+            objects.push((m.copy.file_id, m.copy.version, UfsObject { mount: mount.path.clone(), key, version }));
         }
     }
     // Also with nothing to move: it refuses if a listing recorded a copy under src meanwhile.
@@ -114,26 +114,11 @@ async fn move_objects(
 async fn list_tree(s: &MasterService, root: &CvPath) -> Result<(), Fail> {
     let mut stack = vec![root.clone()];
     while let Some(dir) = stack.pop() {
-        let is_dir =
-            s.core.inspect(|st| st.stat(&dir).is_ok_and(|st| st.kind == cv_master_core::state::EntryKind::Dir));
-        if !is_dir {
+        if s.core.subdirs(&dir).is_none() {
             continue;
         }
         s.ufs.before_list(&s.core, &dir).await?;
-        let subdirs = s.core.inspect(|st| {
-            let Ok(page) = st.list(&dir, None, usize::MAX) else { return Vec::new() };
-            page.entries
-                .into_iter()
-                .filter(|e| e.stat.kind == cv_master_core::state::EntryKind::Dir)
-                .filter_map(|e| dir.child(&e.name).ok())
-                .collect::<Vec<_>>()
-        });
-        stack.extend(subdirs);
+        stack.extend(s.core.subdirs(&dir).unwrap_or_default());
     }
     Ok(())
-}
-
-/// `c`'s path once `src` is renamed to `dst`.
-fn moved_path(c: &ObjectCopy, src: &CvPath, dst: &CvPath) -> String {
-    format!("{}{}", dst.as_str(), &c.path.as_str()[src.as_str().len()..])
 }
