@@ -297,9 +297,12 @@ async fn with_open_ttl_a_file_replaced_elsewhere_is_served_as_one_whole_version(
     let body = |raw: &[u8]| raw.windows(4).position(|w| w == b"\r\n\r\n").map(|i| raw[i + 4..].to_vec());
     let (status, _) = http_get(gateway.addr(), "/open-data/r.bin", "bytes=0-9").await;
     assert_eq!(status, 206);
-    // Replaced by another client while the gateway holds the old version open: the old
-    // blocks are gone, so the gateway opens afresh; what it serves is one whole version.
+    // Replaced by another client while the gateway holds the old version open: once the old
+    // blocks are gone (the worker has heard of the delete: a heartbeat after it), the gateway
+    // opens afresh; what it serves is one whole version. (Deletes sent while a body streams
+    // cut that body short: see the gateway's README.)
     put(new.clone()).await;
+    cv_client::wait_for_heartbeats(&client, 1).await.unwrap();
     let (status, raw) = http_get_raw(gateway.addr(), "/open-data/r.bin", "bytes=1000-1999").await;
     assert_eq!(status, 206, "{}", String::from_utf8_lossy(&raw));
     let got = body(&raw).unwrap();
