@@ -252,14 +252,23 @@ async fn reads_and_writes_across_a_cut_off_leader_are_linearizable() {
             }
         }));
     }
+    // Readers run until the writers are done and the cut has healed, not for a fixed count: on
+    // a slow machine a fixed count was used up by quick NotLeader answers during the election
+    // (90 of 240 answered in one CI run), leaving too few reads to check.
+    let readers_stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut readers = Vec::new();
     for r in 0..3usize {
-        let (g, history) = (g.clone(), history.clone());
-        tasks.push(tokio::spawn(async move {
-            for i in 0..80 {
+        let (g, history, stop) = (g.clone(), history.clone(), readers_stop.clone());
+        readers.push(tokio::spawn(async move {
+            let (mut i, mut answered) = (0, 0);
+            let deadline = std::time::Instant::now() + T;
+            while (!stop.load(Ordering::Relaxed) || answered < 40) && std::time::Instant::now() < deadline {
                 let key = (i * 7 + r * 13) % 75;
+                i += 1;
                 let start = t0.elapsed();
                 if let Some(ok) = exists(&g, key).await {
                     history.lock().unwrap().push(Op { key, write: false, start, end: t0.elapsed(), ok });
+                    answered += 1;
                 }
                 tokio::time::sleep(Duration::from_millis(25)).await;
             }
@@ -272,8 +281,16 @@ async fn reads_and_writes_across_a_cut_off_leader_are_linearizable() {
     g.router.isolate(old, true);
     tokio::time::sleep(Duration::from_millis(1500)).await;
     g.router.isolate(old, false);
+    let healed = std::time::Instant::now();
     for t in tasks {
         t.await.unwrap();
+    }
+    // Reads go on for a while after the cut heals and the writes end, where stale answers from
+    // the old leader would show.
+    tokio::time::sleep(Duration::from_millis(1000).saturating_sub(healed.elapsed())).await;
+    readers_stop.store(true, Ordering::Relaxed);
+    for r in readers {
+        r.await.unwrap();
     }
     let history = history.lock().unwrap().clone();
     let (writes, reads) = history.iter().partition::<Vec<&Op>, _>(|o| o.write);
