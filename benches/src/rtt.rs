@@ -5,9 +5,10 @@
 //! floor every later latency is compared to.
 
 use crate::report::{Latency, histogram};
+use cv_net::identity::CertRole;
 use cv_net::quic::TransportSettings;
 use cv_net::rpc::{self, BoxFuture, Conn, Peer, Reply, Service};
-use cv_net::tls::{ClusterCa, Identity, SERVER_NAME, Usage};
+use cv_net::tls::{ClusterCa, Identity, SERVER_NAME};
 use cv_wire::msg::{Ping, Pong, Role};
 use cv_wire::{Frame, Limits};
 use std::sync::Arc;
@@ -23,8 +24,8 @@ impl Service for PingService {
 
 fn identities() -> (Identity, Identity) {
     let ca = ClusterCa::generate("bench").expect("ca");
-    let node = ca.issue("bench-node", Usage::Node, &[]).expect("node");
-    let client = ca.issue("bench-client", Usage::Client, &[]).expect("client");
+    let node = ca.issue("bench-node", &CertRole::Node, &[]).expect("node");
+    let client = ca.issue("bench-client", &CertRole::Client, &[]).expect("client");
     (
         Identity::from_pem(&ca.cert_pem(), &node.cert_pem, &node.key_pem).expect("node id"),
         Identity::from_pem(&ca.cert_pem(), &client.cert_pem, &client.key_pem).expect("client id"),

@@ -354,9 +354,10 @@ mod tests {
     use crate::{Client, File};
     use bytes::Bytes;
     use cv_net::config::Dur;
+    use cv_net::identity::CertRole;
     use cv_net::quic::TransportSettings;
     use cv_net::rpc;
-    use cv_net::tls::{ClusterCa, Identity, Usage};
+    use cv_net::tls::{ClusterCa, Identity};
     use cv_wire::msg::{BlockLoc, ErrorReply, FileKind, FileStatus, ReadBlock, ReadBlockOk, Role};
     use cv_wire::{ErrorCode, Limits, Message};
     use std::collections::VecDeque;
@@ -392,16 +393,17 @@ mod tests {
         ca: ClusterCa,
     }
 
-    fn identity(ca: &ClusterCa, usage: Usage) -> Identity {
-        let issued = ca.issue("test", usage, &[]).unwrap();
+    fn identity(ca: &ClusterCa, usage: CertRole) -> Identity {
+        let issued = ca.issue("test", &usage, &[]).unwrap();
         Identity::from_pem(&ca.cert_pem(), &issued.cert_pem, &issued.key_pem).unwrap()
     }
 
     /// Answers each `ReadBlock` with the next scripted answer (`Right` once the script is out).
     async fn start() -> Server {
         let ca = ClusterCa::generate("t").unwrap();
-        let ep = rpc::server_endpoint("127.0.0.1:0".parse().unwrap(), &identity(&ca, Usage::Node), &Default::default())
-            .unwrap();
+        let ep =
+            rpc::server_endpoint("127.0.0.1:0".parse().unwrap(), &identity(&ca, CertRole::Node), &Default::default())
+                .unwrap();
         let (requests, script) = (Arc::new(AtomicUsize::new(0)), Arc::new(Mutex::new(VecDeque::new())));
         let verifies = Arc::new(Mutex::new(Vec::new()));
         let addr = ep.local_addr().unwrap();
@@ -472,7 +474,7 @@ mod tests {
             backoff: Dur::millis(1),
             ..ClientSettings::default()
         };
-        let client = Client::connect(settings, &identity(&server.ca, Usage::Client), &TransportSettings::default())
+        let client = Client::connect(settings, &identity(&server.ca, CertRole::Client), &TransportSettings::default())
             .await
             .unwrap();
         let loc = |i: u64| BlockLoc {

@@ -5,14 +5,15 @@
 //! `Mkdir`.
 
 use cv_client::{Client, ClientSettings};
+use cv_net::identity::CertRole;
 use cv_net::quic::TransportSettings;
 use cv_net::rpc;
-use cv_net::tls::{ClusterCa, Identity, Usage};
+use cv_net::tls::{ClusterCa, Identity};
 use cv_wire::msg::{Done, Role};
 use cv_wire::{Kind, Limits};
 
-fn identity(ca: &ClusterCa, usage: Usage) -> Identity {
-    let issued = ca.issue("test", usage, &[]).unwrap();
+fn identity(ca: &ClusterCa, usage: CertRole) -> Identity {
+    let issued = ca.issue("test", &usage, &[]).unwrap();
     Identity::from_pem(&ca.cert_pem(), &issued.cert_pem, &issued.key_pem).unwrap()
 }
 
@@ -20,7 +21,7 @@ fn identity(ca: &ClusterCa, usage: Usage) -> Identity {
 async fn a_call_retried_after_a_lost_reply_keeps_its_request_id() {
     let ca = ClusterCa::generate("retry").unwrap();
     let settings = TransportSettings::default();
-    let ep = rpc::server_endpoint("127.0.0.1:0".parse().unwrap(), &identity(&ca, Usage::Node), &settings).unwrap();
+    let ep = rpc::server_endpoint("127.0.0.1:0".parse().unwrap(), &identity(&ca, CertRole::Node), &settings).unwrap();
     let addr = ep.local_addr().unwrap();
     let (seen, mut mkdirs) = tokio::sync::mpsc::unbounded_channel();
     tokio::spawn(async move {
@@ -46,7 +47,7 @@ async fn a_call_retried_after_a_lost_reply_keeps_its_request_id() {
     });
 
     let client_settings = ClientSettings { master: addr, ..ClientSettings::default() };
-    let client = Client::connect(client_settings, &identity(&ca, Usage::Client), &settings).await.unwrap();
+    let client = Client::connect(client_settings, &identity(&ca, CertRole::Client), &settings).await.unwrap();
     client.mkdir("/x", false).await.unwrap();
     let (first, retry) = (mkdirs.recv().await.unwrap(), mkdirs.recv().await.unwrap());
     assert_eq!(first, retry, "the retry must carry the first attempt's request id");

@@ -7,9 +7,10 @@
 
 mod server_support;
 
+use cv_net::identity::CertRole;
 use cv_net::quic::TransportSettings;
 use cv_net::rpc::{self, Conn};
-use cv_net::tls::{SERVER_NAME, Usage};
+use cv_net::tls::SERVER_NAME;
 use cv_wire::msg::{ErrorReply, Hello, Role};
 use cv_wire::{ErrorCode, Frame, HEADER_LEN, Kind, Limits, PROTOCOL_VERSION};
 use server_support::*;
@@ -33,7 +34,7 @@ fn stamped(frame: &[u8], version: u16) -> Vec<u8> {
 /// What a peer of another version gets back for its hello: the reply's bytes, read the way
 /// a build that speaks only `expect_version` reads them (its header must claim that version),
 /// and how long it took.
-async fn foreign_hello(h: &Harness, addr: std::net::SocketAddr, usage: Usage, hello: &[u8]) -> (Vec<u8>, Duration) {
+async fn foreign_hello(h: &Harness, addr: std::net::SocketAddr, usage: CertRole, hello: &[u8]) -> (Vec<u8>, Duration) {
     let ep = rpc::client_endpoint(&h.identity(usage), &TransportSettings::default()).unwrap();
     let conn = ep.connect(addr, SERVER_NAME).unwrap().await.unwrap();
     let start = Instant::now();
@@ -68,12 +69,12 @@ async fn peers_of_another_version_are_refused_at_once_in_their_own_version() {
     let server = h.start().await;
     let addr = server.local_addr();
     let (old, new) = (PROTOCOL_VERSION - 1, PROTOCOL_VERSION + 1);
-    for (usage, role) in [(Usage::Client, Role::Client), (Usage::Node, Role::Worker)] {
+    for (usage, role) in [(CertRole::Client, Role::Client), (CertRole::Node, Role::Worker)] {
         // A build of the previous version and one of the next, each speaking only its own.
         for v in [old, new] {
             let hello = Hello { min_version: v, max_version: v, role, node: format!("{role:?}-v{v}") };
             let frame = cv_wire::encode(&hello, 1, &[]).unwrap();
-            let (reply, took) = foreign_hello(&h, addr, usage, &stamped(frame.head(), v)).await;
+            let (reply, took) = foreign_hello(&h, addr, usage.clone(), &stamped(frame.head(), v)).await;
             assert_refusal(&reply, v, &format!("the peer speaks protocol version {v}"));
             assert!(took < PROMPT, "{role:?} v{v}: {took:?}");
         }
@@ -92,9 +93,12 @@ async fn peers_of_another_version_are_refused_at_once_in_their_own_version() {
 /// A master of the previous version, as that build answers this build's hello: it cannot
 /// read the frame, and refuses it with an `Error` frame of its own version.
 async fn old_master(h: &Harness) -> (std::net::SocketAddr, quinn::Endpoint) {
-    let ep =
-        rpc::server_endpoint("127.0.0.1:0".parse().unwrap(), &h.identity(Usage::Node), &TransportSettings::default())
-            .unwrap();
+    let ep = rpc::server_endpoint(
+        "127.0.0.1:0".parse().unwrap(),
+        &h.identity(CertRole::Node),
+        &TransportSettings::default(),
+    )
+    .unwrap();
     let addr = ep.local_addr().unwrap();
     let accept = ep.clone();
     tokio::spawn(async move {
@@ -123,7 +127,7 @@ async fn old_master(h: &Harness) -> (std::net::SocketAddr, quinn::Endpoint) {
 async fn this_build_against_a_master_of_the_previous_version_fails_at_once_naming_both() {
     let h = Harness::new();
     let (addr, _ep) = old_master(&h).await;
-    let ep = rpc::client_endpoint(&h.identity(Usage::Client), &TransportSettings::default()).unwrap();
+    let ep = rpc::client_endpoint(&h.identity(CertRole::Client), &TransportSettings::default()).unwrap();
     let start = Instant::now();
     let connect = Conn::connect(&ep, addr, Role::Client, "new-client", Limits::DEFAULT);
     let err = tokio::time::timeout(PROMPT, connect).await.expect("refused at once").expect_err("refused");

@@ -1,5 +1,6 @@
 //! Transport pieces shared by the client, the master and the worker:
-//! mutual-TLS identities under a cluster CA ([`tls`]), QUIC transport settings
+//! mutual-TLS identities under a cluster CA ([`tls`]) and the role a peer's certificate grants
+//! ([`identity`]), QUIC transport settings
 //! ([`quic`]), typed configuration values ([`config`]), per-request timeline marks
 //! ([`timeline`]), totals over QUIC connections ([`quic_stats`]), and — behind the
 //! `tokio` feature — request/response helpers over quinn streams ([`rpc`]) and dialing within
@@ -14,6 +15,7 @@ pub mod conn_stats;
 #[cfg(feature = "tokio")]
 pub mod dial;
 mod error;
+pub mod identity;
 pub mod local;
 pub mod masters;
 pub mod quic;

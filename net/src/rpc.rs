@@ -5,6 +5,7 @@
 
 use crate::config::ByteSize;
 use crate::error::{NetError, NetErrorKind};
+use crate::identity::PeerCert;
 use crate::quic::{TransportSettings, bind_udp, client_config, server_config};
 use crate::tls::{Identity, SERVER_NAME};
 use cv_wire::hello;
@@ -390,13 +391,17 @@ pub fn answer_ping(frame: &Frame) -> Reply {
 pub struct Peer {
     /// Remote address.
     pub addr: SocketAddr,
-    /// Role announced in the hello (its certificate is already verified).
+    /// Role announced in the hello, one its certificate allows
+    /// ([`crate::identity::hello_allowed`]).
     pub role: Role,
-    /// Node name announced in the hello.
+    /// Node name announced in the hello (the certificate's, for a worker or master certificate
+    /// that names one).
     pub node: String,
     /// This connection's id, unique among the endpoint's connections (quinn's `stable_id`):
     /// what [`Service::closed`] names.
     pub conn: usize,
+    /// What the peer's certificate proves: rights are decided from this, not from `role`.
+    pub cert: PeerCert,
 }
 
 /// Boxed future returned by a [`Service`].
@@ -547,19 +552,22 @@ pub async fn accept_hello(conn: &quinn::Connection, role: Role, node: &str, limi
             return Err(NetError::remote(ErrorCode::VersionMismatch, refusal.message, None));
         }
     };
-    // Node roles need a node certificate: a client identity cannot register as a worker.
-    if matches!(hello.role, Role::Worker | Role::Master)
-        && !crate::tls::peer_leaf(conn.peer_identity()).is_some_and(|c| crate::tls::is_node_certificate(&c))
+    // What the peer may be is what its certificate proves: the hello only picks among that.
+    let cert = match PeerCert::of_identity(conn.peer_identity())
+        .map_err(|e| e.message().to_string())
+        .and_then(|cert| crate::identity::hello_allowed(hello.role, &hello.node, &cert).map(|()| cert))
     {
-        let msg = format!("role {:?} needs a node certificate", hello.role);
-        let reply = Reply::error(id, ErrorCode::PermissionDenied, &msg, None);
-        let _ = write_reply(&mut send, reply).await;
-        return Err(NetError::remote(ErrorCode::PermissionDenied, msg, None));
-    }
+        Ok(cert) => cert,
+        Err(msg) => {
+            let reply = Reply::error(id, ErrorCode::PermissionDenied, &msg, None);
+            let _ = write_reply(&mut send, reply).await;
+            return Err(NetError::remote(ErrorCode::PermissionDenied, msg, None));
+        }
+    };
     let ok = HelloOk { version, role, node: node.into() };
     let reply = Reply::ok(id, &ok, Vec::new());
     write_reply(&mut send, reply).await?;
-    Ok(Peer { addr: conn.remote_address(), role: hello.role, node: hello.node, conn: conn.stable_id() })
+    Ok(Peer { addr: conn.remote_address(), role: hello.role, node: hello.node, conn: conn.stable_id(), cert })
 }
 
 /// A hello refused for its version names the server and both versions: an operator reads

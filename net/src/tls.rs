@@ -9,9 +9,10 @@
 
 use crate::config::TlsConfig;
 use crate::error::{NetError, NetErrorKind};
+use crate::identity::CertRole;
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
-    KeyUsagePurpose,
+    KeyUsagePurpose, SanType,
 };
 use rustls::RootCertStore;
 use rustls::server::WebPkiClientVerifier;
@@ -19,6 +20,7 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// The name every cv server certificate carries and every client verifies.
 pub const SERVER_NAME: &str = "cv.cluster";
@@ -26,22 +28,29 @@ pub const SERVER_NAME: &str = "cv.cluster";
 /// The name client certificates carry instead: they can never pass as a node.
 pub const CLIENT_NAME: &str = "client.cv.cluster";
 
-/// What a certificate may be used for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Usage {
-    /// Masters and workers: serve, and call other nodes.
-    Node,
-    /// Applications and tools: call only.
-    Client,
+/// How long an identity is valid unless the issuer says otherwise: a year for nodes, 90 days
+/// for operators and applications (renewed with `cvctl cert issue`; `cvctl doctor` warns
+/// before the end).
+pub fn default_lifetime(role: &CertRole) -> Duration {
+    if role.is_node() { Duration::from_secs(365 * 86_400) } else { Duration::from_secs(90 * 86_400) }
 }
 
+/// How long a cluster CA is valid.
+const CA_LIFETIME: Duration = Duration::from_secs(10 * 365 * 86_400);
+
 /// A certificate and its key, PEM-encoded.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Issued {
     /// Certificate, PEM.
     pub cert_pem: String,
     /// Private key, PEM (PKCS#8).
     pub key_pem: String,
+}
+
+impl std::fmt::Debug for Issued {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Issued").field("cert_pem", &self.cert_pem).finish_non_exhaustive()
+    }
 }
 
 /// A cluster certificate authority able to issue identities.
@@ -60,6 +69,13 @@ fn tls_err(what: &str, e: impl std::fmt::Display) -> NetError {
     NetError::new(NetErrorKind::Tls, format!("{what}: {e}"))
 }
 
+/// Valid from an hour ago (clocks of a cluster differ a little) for `lifetime`.
+fn validity(params: &mut CertificateParams, lifetime: Duration) {
+    let now = time::OffsetDateTime::now_utc();
+    params.not_before = now - time::Duration::hours(1);
+    params.not_after = now + time::Duration::seconds(lifetime.as_secs().min(i64::MAX as u64) as i64);
+}
+
 fn ca_params(cluster: &str) -> CertificateParams {
     let mut params = CertificateParams::default();
     let mut dn = DistinguishedName::new();
@@ -67,6 +83,7 @@ fn ca_params(cluster: &str) -> CertificateParams {
     params.distinguished_name = dn;
     params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+    validity(&mut params, CA_LIFETIME);
     params
 }
 
@@ -76,6 +93,33 @@ impl ClusterCa {
         let key = KeyPair::generate().map_err(|e| tls_err("generate CA key", e))?;
         let cert = ca_params(cluster).self_signed(&key).map_err(|e| tls_err("self-sign CA", e))?;
         Ok(ClusterCa { cert, key })
+    }
+
+    /// An existing CA, from its certificate and key (`ca.pem`, `ca.key`), to issue more
+    /// identities under it. What it issues names the same issuer and key identifier, so peers
+    /// holding the original `ca.pem` trust it.
+    pub fn from_pem(cert_pem: &str, key_pem: &str) -> Result<Self, NetError> {
+        use rustls_pki_types::pem::PemObject;
+        use x509_parser::prelude::{FromDer, X509Certificate};
+        let key = KeyPair::from_pem(key_pem).map_err(|e| tls_err("CA key", e))?;
+        // Signing with another key would issue certificates nobody trusts: check it is this CA's.
+        let der = CertificateDer::from_pem_slice(cert_pem.as_bytes()).map_err(|e| tls_err("CA certificate", e))?;
+        let (_, parsed) = X509Certificate::from_der(der.as_ref()).map_err(|e| tls_err("CA certificate", e))?;
+        if parsed.tbs_certificate.subject_pki.raw != key.public_key_der().as_slice() {
+            return Err(tls_err("CA key", "it is not the key of the CA certificate"));
+        }
+        let params = CertificateParams::from_ca_cert_pem(cert_pem).map_err(|e| tls_err("CA certificate", e))?;
+        let cert = params.self_signed(&key).map_err(|e| tls_err("CA certificate and key do not match", e))?;
+        Ok(ClusterCa { cert, key })
+    }
+
+    /// Reads `ca.pem` and `ca.key` from `dir`.
+    pub fn load_dir(dir: &Path) -> Result<Self, NetError> {
+        let read = |f: &str| {
+            let p = dir.join(f);
+            std::fs::read_to_string(&p).map_err(|e| tls_err(&format!("read {}", p.display()), e))
+        };
+        ClusterCa::from_pem(&read("ca.pem")?, &read("ca.key")?)
     }
 
     /// The CA certificate, PEM.
@@ -88,31 +132,53 @@ impl ClusterCa {
         self.key.serialize_pem()
     }
 
-    /// Issues a certificate for `name` with the given usage. Node certificates
-    /// name [`SERVER_NAME`] and `extra_sans` (hostnames or IPs); client
-    /// certificates name only [`CLIENT_NAME`].
-    pub fn issue(&self, name: &str, usage: Usage, extra_sans: &[String]) -> Result<Issued, NetError> {
-        let sans = match usage {
-            Usage::Node => std::iter::once(SERVER_NAME.to_string()).chain(extra_sans.iter().cloned()).collect(),
-            Usage::Client => vec![CLIENT_NAME.to_string()],
+    /// Issues a certificate for `name` with `role`, valid for the role's
+    /// [`default_lifetime`].
+    pub fn issue(&self, name: &str, role: &CertRole, extra_sans: &[String]) -> Result<Issued, NetError> {
+        self.issue_for(name, role, extra_sans, default_lifetime(role))
+    }
+
+    /// Issues a certificate for `name` with `role`, valid from now for `lifetime`. Node roles
+    /// name [`SERVER_NAME`] and `extra_sans` (hostnames or IPs) and may serve; admin and
+    /// client certificates name only [`CLIENT_NAME`] and may only call. The role goes in as a
+    /// URI ([`crate::identity`]), except for [`CertRole::Node`], the role-less node
+    /// certificate of clusters set up before roles.
+    pub fn issue_for(
+        &self,
+        name: &str,
+        role: &CertRole,
+        extra_sans: &[String],
+        lifetime: Duration,
+    ) -> Result<Issued, NetError> {
+        let sans: Vec<String> = if role.is_node() {
+            std::iter::once(SERVER_NAME.to_string()).chain(extra_sans.iter().cloned()).collect()
+        } else {
+            vec![CLIENT_NAME.to_string()]
         };
         let mut params = CertificateParams::new(sans).map_err(|e| tls_err("certificate names", e))?;
+        if let Some(uri) = role.uri() {
+            let uri = uri.try_into().map_err(|e| tls_err("role URI", e))?;
+            params.subject_alt_names.push(SanType::URI(uri));
+        }
         let mut dn = DistinguishedName::new();
         dn.push(DnType::CommonName, name);
         params.distinguished_name = dn;
         params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-        params.extended_key_usages = match usage {
-            Usage::Node => vec![ExtendedKeyUsagePurpose::ServerAuth, ExtendedKeyUsagePurpose::ClientAuth],
-            Usage::Client => vec![ExtendedKeyUsagePurpose::ClientAuth],
+        params.extended_key_usages = if role.is_node() {
+            vec![ExtendedKeyUsagePurpose::ServerAuth, ExtendedKeyUsagePurpose::ClientAuth]
+        } else {
+            vec![ExtendedKeyUsagePurpose::ClientAuth]
         };
+        params.serial_number = Some(random_serial());
+        validity(&mut params, lifetime);
         let key = KeyPair::generate().map_err(|e| tls_err("generate key", e))?;
         let cert = params.signed_by(&key, &self.cert, &self.key).map_err(|e| tls_err("sign certificate", e))?;
         Ok(Issued { cert_pem: cert.pem(), key_pem: key.serialize_pem() })
     }
 
-    /// Writes `ca.pem`, `ca.key`, `node.pem`/`node.key` and
-    /// `client.pem`/`client.key` into `dir` (keys mode 0600). Refuses to
-    /// overwrite an existing CA.
+    /// Writes `ca.pem`, `ca.key`, `node.pem`/`node.key` (every master and worker),
+    /// `admin.pem`/`admin.key` (the operator) and `client.pem`/`client.key` (applications)
+    /// into `dir` (keys mode 0600). Refuses to overwrite an existing CA.
     pub fn init_dir(dir: &Path, cluster: &str, node_sans: &[String]) -> Result<(), NetError> {
         if dir.join("ca.pem").exists() {
             return Err(NetError::new(
@@ -122,16 +188,34 @@ impl ClusterCa {
         }
         std::fs::create_dir_all(dir).map_err(|e| tls_err("create certificate directory", e))?;
         let ca = ClusterCa::generate(cluster)?;
-        let node = ca.issue("cv-node", Usage::Node, node_sans)?;
-        let client = ca.issue("cv-client", Usage::Client, &[])?;
         write_file(&dir.join("ca.pem"), &ca.cert_pem(), false)?;
         write_file(&dir.join("ca.key"), &ca.key_pem(), true)?;
-        write_file(&dir.join("node.pem"), &node.cert_pem, false)?;
-        write_file(&dir.join("node.key"), &node.key_pem, true)?;
-        write_file(&dir.join("client.pem"), &client.cert_pem, false)?;
-        write_file(&dir.join("client.key"), &client.key_pem, true)?;
+        for (file, name, role) in [
+            ("node", "cv-node", CertRole::Node),
+            ("admin", "cv-admin", CertRole::Admin),
+            ("client", "cv-client", CertRole::Client),
+        ] {
+            ca.issue(name, &role, if role.is_node() { node_sans } else { &[] })?.write(dir, file)?;
+        }
         Ok(())
     }
+}
+
+impl Issued {
+    /// Writes `<stem>.pem` and `<stem>.key` (mode 0600) into `dir`, refusing to overwrite.
+    pub fn write(&self, dir: &Path, stem: &str) -> Result<(), NetError> {
+        write_file(&dir.join(format!("{stem}.pem")), &self.cert_pem, false)?;
+        write_file(&dir.join(format!("{stem}.key")), &self.key_pem, true)
+    }
+}
+
+/// 16 random bytes, the top bit clear (a serial is a positive integer): unique per
+/// certificate, so a revocation names exactly one.
+fn random_serial() -> rcgen::SerialNumber {
+    let mut b: [u8; 16] = rand::random();
+    b[0] &= 0x7f;
+    b[0] |= 0x01;
+    rcgen::SerialNumber::from_slice(&b)
 }
 
 fn write_file(path: &Path, contents: &str, secret: bool) -> Result<(), NetError> {
@@ -144,15 +228,6 @@ fn write_file(path: &Path, contents: &str, secret: bool) -> Result<(), NetError>
         .open(path)
         .map_err(|e| tls_err(&format!("create {}", path.display()), e))?;
     f.write_all(contents.as_bytes()).map_err(|e| tls_err(&format!("write {}", path.display()), e))
-}
-
-/// Whether a peer's (already CA-verified) leaf certificate is a node
-/// certificate, i.e. names [`SERVER_NAME`]. Servers use it to refuse node
-/// roles (worker, master) to client identities.
-pub fn is_node_certificate(leaf: &CertificateDer<'_>) -> bool {
-    let Ok(cert) = webpki::EndEntityCert::try_from(leaf) else { return false };
-    let Ok(name) = rustls_pki_types::ServerName::try_from(SERVER_NAME) else { return false };
-    cert.verify_is_valid_for_subject_name(&name).is_ok()
 }
 
 /// The verified leaf certificate of a rustls/quinn peer identity.

@@ -6,15 +6,16 @@ use cv_net::quic::TransportSettings;
 mod common;
 
 use common::{identity, serve_one, serve_pings};
+use cv_net::identity::CertRole;
 use cv_net::rpc::{self, Conn};
-use cv_net::tls::{ClusterCa, Usage};
+use cv_net::tls::ClusterCa;
 use cv_wire::Limits;
 use cv_wire::msg::{Ping, Pong, Role};
 use std::net::SocketAddr;
 use std::time::Duration;
 
 async fn connect(ca: &ClusterCa, addr: SocketAddr) -> Conn {
-    let ep = rpc::client_endpoint(&identity(ca, Usage::Client), &TransportSettings::default()).unwrap();
+    let ep = rpc::client_endpoint(&identity(ca, CertRole::Client), &TransportSettings::default()).unwrap();
     tokio::time::timeout(Duration::from_secs(10), Conn::connect(&ep, addr, Role::Client, "test", Limits::DEFAULT))
         .await
         .expect("connect must not hang")

@@ -7,9 +7,10 @@ mod common;
 use common::{PingService, identity};
 use cv_net::NetErrorKind;
 use cv_net::dial::{Dial, Persist};
+use cv_net::identity::CertRole;
 use cv_net::quic::TransportSettings;
 use cv_net::rpc;
-use cv_net::tls::{ClusterCa, Usage};
+use cv_net::tls::ClusterCa;
 use cv_wire::Limits;
 use cv_wire::msg::Role;
 use std::net::SocketAddr;
@@ -32,14 +33,14 @@ fn dial<'a>(ep: &'a quinn::Endpoint, addr: SocketAddr, within: Duration, persist
 }
 
 fn client(ca: &ClusterCa) -> quinn::Endpoint {
-    rpc::client_endpoint(&identity(ca, Usage::Client), &TransportSettings::default()).unwrap()
+    rpc::client_endpoint(&identity(ca, CertRole::Client), &TransportSettings::default()).unwrap()
 }
 
 /// A ping server that takes each connection attempt only `hold` after it arrived (as a
 /// server too busy to get to it would) and answers its hello after `hello_late` more.
 fn slow_server(ca: &ClusterCa, hold: Duration, hello_late: Duration) -> SocketAddr {
-    let ep =
-        rpc::server_endpoint("127.0.0.1:0".parse().unwrap(), &identity(ca, Usage::Node), &Default::default()).unwrap();
+    let ep = rpc::server_endpoint("127.0.0.1:0".parse().unwrap(), &identity(ca, CertRole::Node), &Default::default())
+        .unwrap();
     let addr = ep.local_addr().unwrap();
     tokio::spawn(async move {
         while let Some(incoming) = ep.accept().await {
@@ -103,8 +104,8 @@ async fn a_silent_address_fails_at_the_deadline_naming_the_peer() {
 async fn a_refusing_server_is_not_dialed_again() {
     let ca = ClusterCa::generate("t").unwrap();
     let other = ClusterCa::generate("other").unwrap();
-    let ep =
-        rpc::server_endpoint("127.0.0.1:0".parse().unwrap(), &identity(&ca, Usage::Node), &Default::default()).unwrap();
+    let ep = rpc::server_endpoint("127.0.0.1:0".parse().unwrap(), &identity(&ca, CertRole::Node), &Default::default())
+        .unwrap();
     let addr = ep.local_addr().unwrap();
     tokio::spawn(rpc::serve(ep, Arc::new(PingService), Role::Master, "m".into(), Limits::DEFAULT));
     // A certificate of another CA: refused by TLS, which no attempt mends.

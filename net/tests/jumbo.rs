@@ -6,9 +6,10 @@
 mod common;
 
 use common::identity;
+use cv_net::identity::CertRole;
 use cv_net::quic::TransportSettings;
 use cv_net::rpc;
-use cv_net::tls::{ClusterCa, SERVER_NAME, Usage};
+use cv_net::tls::{ClusterCa, SERVER_NAME};
 use std::time::Duration;
 
 const BULK: usize = 32 << 20;
@@ -18,7 +19,8 @@ async fn bulk_transfer_at_jumbo_mtu_loses_no_packets() {
     let ca = ClusterCa::generate("jumbo").unwrap();
     let settings = TransportSettings::default();
     assert!(settings.udp_payload() > 8000, "the default is a jumbo payload");
-    let server = rpc::server_endpoint("127.0.0.1:0".parse().unwrap(), &identity(&ca, Usage::Node), &settings).unwrap();
+    let server =
+        rpc::server_endpoint("127.0.0.1:0".parse().unwrap(), &identity(&ca, CertRole::Node), &settings).unwrap();
     let addr = server.local_addr().unwrap();
     let sender = tokio::spawn(async move {
         let conn = server.accept().await.unwrap().await.unwrap();
@@ -30,7 +32,7 @@ async fn bulk_transfer_at_jumbo_mtu_loses_no_packets() {
         conn.stats()
     });
 
-    let client = rpc::client_endpoint(&identity(&ca, Usage::Client), &settings).unwrap();
+    let client = rpc::client_endpoint(&identity(&ca, CertRole::Client), &settings).unwrap();
     let conn = client.connect(addr, SERVER_NAME).unwrap().await.unwrap();
     // Let MTU discovery finish before the bulk transfer starts.
     let (mut send, mut recv) = conn.open_bi().await.unwrap();

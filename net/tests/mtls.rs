@@ -6,8 +6,9 @@ use cv_net::quic::TransportSettings;
 mod common;
 
 use common::{PingService, identity};
+use cv_net::identity::CertRole;
 use cv_net::rpc::{self, Conn};
-use cv_net::tls::{ClusterCa, Identity, Usage};
+use cv_net::tls::{ClusterCa, Identity};
 use cv_wire::msg::{Hello, Ping, Pong, Role};
 use cv_wire::{ErrorCode, Kind, Limits};
 use std::net::SocketAddr;
@@ -32,8 +33,8 @@ async fn connect(client_id: &Identity, addr: SocketAddr) -> Result<Conn, cv_net:
 #[tokio::test]
 async fn cluster_members_talk() {
     let ca = ClusterCa::generate("t").unwrap();
-    let (addr, _ep) = start_server(&identity(&ca, Usage::Node));
-    let conn = connect(&identity(&ca, Usage::Client), addr).await.unwrap();
+    let (addr, _ep) = start_server(&identity(&ca, CertRole::Node));
+    let conn = connect(&identity(&ca, CertRole::Client), addr).await.unwrap();
     assert_eq!(conn.peer_role(), Role::Master);
     let calls = (0..200u64).map(|n| {
         let conn = conn.clone();
@@ -56,7 +57,7 @@ async fn futures_join_all<F: std::future::Future<Output = ()> + Send + 'static>(
 #[tokio::test]
 async fn client_without_certificate_is_refused() {
     let ca = ClusterCa::generate("t").unwrap();
-    let (addr, _ep) = start_server(&identity(&ca, Usage::Node));
+    let (addr, _ep) = start_server(&identity(&ca, CertRole::Node));
     // A client that trusts the CA but presents no certificate of its own.
     let mut roots = rustls::RootCertStore::empty();
     for c in rustls_pki_types::CertificateDer::pem_slice_iter(ca.cert_pem().as_bytes()) {
@@ -88,9 +89,9 @@ use rustls_pki_types::pem::PemObject;
 async fn client_from_another_ca_is_refused() {
     let ca = ClusterCa::generate("t").unwrap();
     let other = ClusterCa::generate("intruder").unwrap();
-    let (addr, _ep) = start_server(&identity(&ca, Usage::Node));
+    let (addr, _ep) = start_server(&identity(&ca, CertRole::Node));
     // The intruder trusts the real CA but its own certificate is foreign.
-    let foreign = other.issue("intruder", Usage::Client, &[]).unwrap();
+    let foreign = other.issue("intruder", &CertRole::Client, &[]).unwrap();
     let id = Identity::from_pem(&ca.cert_pem(), &foreign.cert_pem, &foreign.key_pem).unwrap();
     let err = connect(&id, addr).await.expect_err("foreign client accepted");
     // Refused by TLS: permanent, not a connection to retry.
@@ -102,8 +103,8 @@ async fn client_from_another_ca_is_refused() {
 async fn server_from_another_ca_is_refused() {
     let ca = ClusterCa::generate("t").unwrap();
     let other = ClusterCa::generate("impostor").unwrap();
-    let (addr, _ep) = start_server(&identity(&other, Usage::Node));
-    let err = connect(&identity(&ca, Usage::Client), addr).await.expect_err("impostor server trusted");
+    let (addr, _ep) = start_server(&identity(&other, CertRole::Node));
+    let err = connect(&identity(&ca, CertRole::Client), addr).await.expect_err("impostor server trusted");
     // Refused by TLS: permanent, not a connection to retry.
     assert_eq!(err.kind(), NetErrorKind::Tls, "{err}");
     assert!(!err.retryable(), "{err}");
@@ -112,8 +113,8 @@ async fn server_from_another_ca_is_refused() {
 #[tokio::test]
 async fn client_certificate_cannot_serve() {
     let ca = ClusterCa::generate("t").unwrap();
-    let (addr, _ep) = start_server(&identity(&ca, Usage::Client));
-    let err = connect(&identity(&ca, Usage::Client), addr).await.expect_err("client cert accepted as server");
+    let (addr, _ep) = start_server(&identity(&ca, CertRole::Client));
+    let err = connect(&identity(&ca, CertRole::Client), addr).await.expect_err("client cert accepted as server");
     // Refused by TLS: permanent, not a connection to retry.
     assert_eq!(err.kind(), NetErrorKind::Tls, "{err}");
     assert!(!err.retryable(), "{err}");
@@ -122,8 +123,8 @@ async fn client_certificate_cannot_serve() {
 #[tokio::test]
 async fn incompatible_version_gets_a_clear_error() {
     let ca = ClusterCa::generate("t").unwrap();
-    let (addr, _ep) = start_server(&identity(&ca, Usage::Node));
-    let ep = rpc::client_endpoint(&identity(&ca, Usage::Client), &TransportSettings::default()).unwrap();
+    let (addr, _ep) = start_server(&identity(&ca, CertRole::Node));
+    let ep = rpc::client_endpoint(&identity(&ca, CertRole::Client), &TransportSettings::default()).unwrap();
     let conn = ep.connect(addr, cv_net::tls::SERVER_NAME).unwrap().await.unwrap();
     let (mut send, mut recv) = conn.open_bi().await.unwrap();
     let v = cv_wire::PROTOCOL_VERSION;
@@ -139,8 +140,8 @@ async fn incompatible_version_gets_a_clear_error() {
 #[tokio::test]
 async fn malformed_and_oversized_frames_are_refused_and_server_survives() {
     let ca = ClusterCa::generate("t").unwrap();
-    let (addr, _ep) = start_server(&identity(&ca, Usage::Node));
-    let conn = connect(&identity(&ca, Usage::Client), addr).await.unwrap();
+    let (addr, _ep) = start_server(&identity(&ca, CertRole::Node));
+    let conn = connect(&identity(&ca, CertRole::Client), addr).await.unwrap();
 
     // A valid frame with one payload bit flipped: checksum.
     let frame = cv_wire::encode(&Ping { nonce: 1 }, 5, &[1, 2, 3]).unwrap();
@@ -192,14 +193,14 @@ fn cert_init_writes_a_usable_directory() {
 #[tokio::test]
 async fn a_client_identity_cannot_claim_a_node_role() {
     let ca = ClusterCa::generate("t").unwrap();
-    let (addr, _ep) = start_server(&identity(&ca, Usage::Node));
-    let client_id = identity(&ca, Usage::Client);
+    let (addr, _ep) = start_server(&identity(&ca, CertRole::Node));
+    let client_id = identity(&ca, CertRole::Client);
     let ep = rpc::client_endpoint(&client_id, &TransportSettings::default()).unwrap();
     let err = Conn::connect(&ep, addr, Role::Worker, "pretender", Limits::DEFAULT).await.unwrap_err();
     assert_eq!(err.code(), Some(ErrorCode::PermissionDenied), "{err}");
     // The same identity as a client is fine, and a node identity may be a worker.
     Conn::connect(&ep, addr, Role::Client, "honest", Limits::DEFAULT).await.unwrap();
-    let node_ep = rpc::client_endpoint(&identity(&ca, Usage::Node), &TransportSettings::default()).unwrap();
+    let node_ep = rpc::client_endpoint(&identity(&ca, CertRole::Node), &TransportSettings::default()).unwrap();
     Conn::connect(&node_ep, addr, Role::Worker, "worker", Limits::DEFAULT).await.unwrap();
 }
 
@@ -207,15 +208,18 @@ async fn a_client_identity_cannot_claim_a_node_role() {
 #[tokio::test]
 async fn an_endpoint_bound_to_an_address_sends_from_it() {
     let ca = ClusterCa::generate("t").unwrap();
-    let (addr, server) = start_server(&identity(&ca, Usage::Node));
-    let ep = rpc::client_endpoint_at(&identity(&ca, Usage::Node), &TransportSettings::default(), addr.ip()).unwrap();
+    let (addr, server) = start_server(&identity(&ca, CertRole::Node));
+    let ep = rpc::client_endpoint_at(&identity(&ca, CertRole::Node), &TransportSettings::default(), addr.ip()).unwrap();
     assert_eq!(ep.local_addr().unwrap().ip(), addr.ip());
     let conn = Conn::connect(&ep, addr, Role::Client, "t", Limits::DEFAULT).await.unwrap();
     conn.call(&Ping { nonce: 1 }, &[]).await.unwrap();
     assert!(server.open_connections() >= 1);
     // Unspecified: every interface, as client_endpoint binds.
-    let any =
-        rpc::client_endpoint_at(&identity(&ca, Usage::Node), &TransportSettings::default(), "0.0.0.0".parse().unwrap())
-            .unwrap();
+    let any = rpc::client_endpoint_at(
+        &identity(&ca, CertRole::Node),
+        &TransportSettings::default(),
+        "0.0.0.0".parse().unwrap(),
+    )
+    .unwrap();
     assert!(any.local_addr().unwrap().ip().is_unspecified());
 }

@@ -5,16 +5,17 @@
 mod common;
 
 use common::{identity, serve_pings};
+use cv_net::identity::CertRole;
 use cv_net::quic::TransportSettings;
 use cv_net::rpc::{self, Conn, check_reply, read_frame};
-use cv_net::tls::{ClusterCa, Usage};
+use cv_net::tls::ClusterCa;
 use cv_wire::msg::{Ping, Pong, Role};
 use cv_wire::{ErrorCode, Limits};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 async fn connect(ca: &ClusterCa, addr: SocketAddr) -> Conn {
-    let ep = rpc::client_endpoint(&identity(ca, Usage::Client), &TransportSettings::default()).unwrap();
+    let ep = rpc::client_endpoint(&identity(ca, CertRole::Client), &TransportSettings::default()).unwrap();
     Conn::connect(&ep, addr, Role::Client, "test", Limits::DEFAULT).await.unwrap()
 }
 

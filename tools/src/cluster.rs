@@ -90,6 +90,8 @@ pub struct LocalCluster {
     transport: TransportSettings,
     client_tls: TlsConfig,
     client_config: PathBuf,
+    admin_tls: TlsConfig,
+    admin_config: PathBuf,
     master_addr: SocketAddr,
     other_masters: Vec<SocketAddr>,
 }
@@ -182,13 +184,16 @@ impl LocalCluster {
             transport,
             client_tls: TlsConfig::in_dir(&certs, "client"),
             client_config: opts.dir.join("client.toml"),
+            admin_tls: TlsConfig::in_dir(&certs, "admin"),
+            admin_config: opts.dir.join("admin.toml"),
             master_addr,
             other_masters,
         };
         if opts.worker {
             cluster.start_worker().await?;
         }
-        write_client_config(&cluster.client_config, &certs, &cluster.client_settings())?;
+        write_client_config(&cluster.client_config, &certs, "client", &cluster.client_settings())?;
+        write_client_config(&cluster.admin_config, &certs, "admin", &cluster.client_settings())?;
         Ok(cluster)
     }
 
@@ -269,6 +274,11 @@ impl LocalCluster {
         Ok(Identity::load(&self.client_tls)?)
     }
 
+    /// The admin identity of this cluster's `admin.toml`.
+    pub fn admin_identity(&self) -> Result<Identity, ClusterError> {
+        Ok(Identity::load(&self.admin_tls)?)
+    }
+
     /// Under Raft: the index of the master that leads now, if one does.
     pub fn leader(&self) -> Option<usize> {
         self.masters.iter().position(|(_, m)| m.as_ref().is_some_and(|m| m.core().is_leading()))
@@ -327,9 +337,16 @@ impl LocalCluster {
         self.worker.as_ref().map(|w| w.shard_addrs().to_vec()).unwrap_or_default()
     }
 
-    /// The client config file written for this cluster.
+    /// An application's config file written for this cluster (`client.toml`: a client
+    /// certificate, which may read and write files but not change the cluster).
     pub fn client_config(&self) -> &Path {
         &self.client_config
+    }
+
+    /// The operator's config file (`admin.toml`: an admin certificate, for mounts, drain,
+    /// free and the masters).
+    pub fn admin_config(&self) -> &Path {
+        &self.admin_config
     }
 
     /// Client settings pointing at this cluster.
@@ -337,14 +354,20 @@ impl LocalCluster {
         ClientSettings { master: self.master_addr, masters: self.other_masters.clone(), ..ClientSettings::default() }
     }
 
-    /// A new client with its own connections, using the client identity.
+    /// A new client with its own connections, using the admin identity: whoever runs a local
+    /// cluster is its operator (mounts, free), and reads the same as an application.
     pub async fn client(&self) -> Result<Client, ClusterError> {
         self.client_with(self.client_settings()).await
     }
 
-    /// A new client with the given settings (e.g. a short deadline).
+    /// As [`LocalCluster::client`], with the given settings (e.g. a short deadline).
     pub async fn client_with(&self, settings: ClientSettings) -> Result<Client, ClusterError> {
-        Ok(Client::connect(settings, &self.client_identity()?, &self.transport).await?)
+        Ok(Client::connect(settings, &self.admin_identity()?, &self.transport).await?)
+    }
+
+    /// A new client with an application's identity (`client.pem`): no rights over the cluster.
+    pub async fn app_client(&self) -> Result<Client, ClusterError> {
+        Ok(Client::connect(self.client_settings(), &self.client_identity()?, &self.transport).await?)
     }
 
     /// Stops the worker, then the master.

@@ -62,17 +62,27 @@ impl ClientArgs {
     }
 }
 
-/// One administrative call (the hello says `Admin`) to the master that leads: the configured
-/// masters are tried in turn, and a `NotLeader` answer naming the leader is followed. Waits at
-/// most `within` for an answer (adding a master waits until it has caught up).
+/// One administrative call (the hello says `Admin`, which the master grants only to an admin
+/// certificate) to the master that leads: see [`leader_call`].
 pub async fn admin_call<M: cv_wire::Message>(
     args: &ClientArgs,
     msg: &M,
     within: std::time::Duration,
 ) -> Result<cv_wire::Frame, Box<dyn std::error::Error + Send + Sync>> {
+    leader_call(args, msg, within, cv_wire::msg::Role::Admin).await
+}
+
+/// One call, with the hello saying `role`, to the master that leads: the configured masters
+/// are tried in turn, and a `NotLeader` answer naming the leader is followed. Waits at most
+/// `within` for an answer (adding a master waits until it has caught up).
+pub async fn leader_call<M: cv_wire::Message>(
+    args: &ClientArgs,
+    msg: &M,
+    within: std::time::Duration,
+    role: cv_wire::msg::Role,
+) -> Result<cv_wire::Frame, Box<dyn std::error::Error + Send + Sync>> {
     use cv_net::dial::{Dial, Persist};
     use cv_net::rpc::client_endpoint;
-    use cv_wire::msg::Role;
     let cfg = CvConfig::load(&args.config)?;
     let mut list = vec![args.master.unwrap_or(cfg.common.client.master)];
     list.extend(cfg.common.client.masters.iter().filter(|a| !list.contains(a)).copied().collect::<Vec<_>>());
@@ -92,7 +102,7 @@ pub async fn admin_call<M: cv_wire::Message>(
             endpoint: &ep,
             addr: target,
             peer: &"master",
-            role: Role::Admin,
+            role,
             node: "cvctl",
             limits: cv_wire::Limits::DEFAULT,
             answer_within: dial,
@@ -140,20 +150,21 @@ pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()
 }
 
-/// Writes a client config file pointing at `master` with identity files
-/// from a `cvctl cert init` directory.
+/// Writes a client config file pointing at `settings`' masters with the identity `who`
+/// (`client` for applications, `admin` for the operator) from a `cvctl cert init` directory.
 pub fn write_client_config(
     path: &std::path::Path,
     certs: &std::path::Path,
+    who: &str,
     settings: &ClientSettings,
 ) -> std::io::Result<()> {
     let text = format!(
-        "# Written by cvctl. Use with `cvctl fs --config {path}` or CV_CONFIG={path}.\n\
+        "# Written by cvctl: the {who} identity. Use with `cvctl fs --config {path}` or CV_CONFIG={path}.\n\
          [tls]\nca = \"{ca}\"\ncert = \"{cert}\"\nkey = \"{key}\"\n\n[client]\n{client}",
         path = path.display(),
         ca = certs.join("ca.pem").display(),
-        cert = certs.join("client.pem").display(),
-        key = certs.join("client.key").display(),
+        cert = certs.join(format!("{who}.pem")).display(),
+        key = certs.join(format!("{who}.key")).display(),
         client = toml::to_string(settings).map_err(std::io::Error::other)?,
     );
     std::fs::write(path, text)

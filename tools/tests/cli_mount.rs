@@ -29,7 +29,8 @@ impl Env {
         let s3 = S3Server::start(&root).unwrap();
         s3.create_bucket(BUCKET).unwrap();
         let cluster = LocalCluster::start(&ClusterOptions::ephemeral(&dir.path().join("c"))).await.unwrap();
-        let cfg = cluster.client_config().to_path_buf();
+        // The operator's file: mounts, load and free are theirs.
+        let cfg = cluster.admin_config().to_path_buf();
         Env { s3, cluster: Some(cluster), cfg, dir, seen: Default::default() }
     }
 

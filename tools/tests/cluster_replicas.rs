@@ -100,7 +100,7 @@ fn a_drained_worker_hands_its_copies_over_and_can_then_go() {
     let id = r.worker(&cluster.host_name(drained)).unwrap().worker_id.to_string();
     let out = Command::new(env!("CARGO_BIN_EXE_cvctl"))
         .args(["worker", "drain", "--config"])
-        .arg(cluster.client_config())
+        .arg(cluster.admin_config())
         .args([id.as_str(), "--wait", "--timeout", "30s"])
         .output()
         .unwrap();

@@ -94,7 +94,7 @@ async fn a_master_added_by_cvctl_catches_up_and_keeps_the_group_when_two_others_
     for i in 0..5 {
         write(&client, &format!("/m/a{i}"), b"before the fourth").await;
     }
-    let config = cluster.client_config().to_str().unwrap().to_string();
+    let config = cluster.admin_config().to_str().unwrap().to_string();
     let (fourth, addr) = cluster.start_extra_master(4).await.unwrap();
     // A master without files grants no vote, however high the term and long the log asked.
     let raft4 = cluster.master_raft(fourth).unwrap().clone();

@@ -229,8 +229,9 @@ fn cvctl_up(dir: &Path) -> Up {
     Up(child)
 }
 
+/// A client of `cvctl up`'s cluster with the operator's identity (these tests mount).
 async fn connect(dir: &Path) -> Client {
-    let args = cv_tools::connect::ClientArgs { config: dir.join("client.toml"), master: None, leader_hint: None };
+    let args = cv_tools::connect::ClientArgs { config: dir.join("admin.toml"), master: None, leader_hint: None };
     args.connect().await.unwrap()
 }
 

@@ -46,9 +46,15 @@ impl Drop for Server {
 
 /// `cvctl up` on `dir`, and the client config it printed.
 fn up(dir: &Path) -> (Server, PathBuf) {
+    let (server, client, _) = up_with_admin(dir);
+    (server, client)
+}
+
+/// `cvctl up` on `dir`, and the client and admin configs it printed.
+fn up_with_admin(dir: &Path) -> (Server, PathBuf, PathBuf) {
     let dir = dir.to_str().unwrap();
     let args = ["up", "--shards", "2", "--capacity", "1GiB", "--memory", "32MiB"];
-    let mut client_config = None;
+    let (mut client_config, mut admin_config) = (None, None);
     let server = Server::start(
         &[&args[..], &["--master-port", "0", "--worker-port", "0", "--dir", dir]].concat(),
         "Ctrl-C stops it",
@@ -56,9 +62,13 @@ fn up(dir: &Path) -> (Server, PathBuf) {
             if let Some(path) = line.trim().strip_prefix("client config ") {
                 client_config = Some(PathBuf::from(path.trim()));
             }
+            if let Some(path) = line.trim().strip_prefix("admin config ") {
+                admin_config = Some(PathBuf::from(path.trim()));
+            }
         },
     );
-    (server, client_config.expect("`cvctl up` printed no client config"))
+    let client = client_config.expect("`cvctl up` printed no client config");
+    (server, client, admin_config.expect("`cvctl up` printed no admin config"))
 }
 
 /// Sends `signal` (a `kill` name: INT, TERM) and waits for the exit, with the lines printed meanwhile.
@@ -208,4 +218,82 @@ fn master_and_worker_processes_serve_files_and_stop_cleanly_on_sigterm() {
         let (status, _) = stop(m, "TERM");
         assert!(status.success(), "master exit after SIGTERM: {status}");
     }
+}
+
+/// `cvctl args…` (the config flag among them), whatever it returns.
+fn cvctl(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_cvctl")).args(args).output().expect("run cvctl")
+}
+
+/// Fails with the admin right named and the client certificate shown; returns stderr.
+fn refused(out: std::process::Output, what: &str) -> String {
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "{what} was taken from a client certificate");
+    assert!(err.contains("needs an admin certificate"), "{what}: {err}");
+    assert!(err.contains("client certificate"), "{what}: the refusal names the certificate: {err}");
+    err
+}
+
+/// What `cvctl up`'s own client file could once do to the whole cluster (mount the directory
+/// holding the cluster's keys, drain the only worker, free every cached block) is refused now;
+/// the operator's admin file does it; and an identity from `cvctl cert issue` holds its role
+/// at once.
+#[test]
+fn the_client_file_of_cvctl_up_cannot_change_the_cluster() {
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().join("cv");
+    let (server, client, admin) = up_with_admin(&data_dir);
+    let c = client.to_str().unwrap();
+    let certs = data_dir.join("certs");
+    let keys = format!("fs://{}", certs.display());
+
+    refused(cvctl(&["mount", "--config", c, "add", &keys, "/x", "--mode", "cache"]), "mount add");
+    refused(cvctl(&["worker", "drain", "1", "--config", c]), "worker drain");
+    refused(cvctl(&["free", "/", "--config", c]), "free");
+    // Nothing changed: no mount, the worker still takes writes, the client still reads and writes.
+    let ls = String::from_utf8(cvctl_with_config(&admin, &["mount", "ls"])).unwrap();
+    assert!(!ls.contains("/x"), "{ls}");
+    let local = dir.path().join("f.bin");
+    std::fs::write(&local, b"a client's file").unwrap();
+    fs(&client, &["put", local.to_str().unwrap(), "/f.bin"]);
+    assert_eq!(fs(&client, &["cat", "/f.bin"]), b"a client's file");
+
+    // The operator mounts (a directory of its choosing) and unmounts.
+    let scratch = dir.path().join("scratch");
+    std::fs::create_dir_all(&scratch).unwrap();
+    std::fs::write(scratch.join("s.txt"), b"mounted").unwrap();
+    let url = format!("fs://{}", scratch.display());
+    cvctl_with_config(&admin, &["mount", "add", &url, "/s", "--mode", "cache"]);
+    assert_eq!(fs(&client, &["cat", "/s/s.txt"]), b"mounted");
+    refused(cvctl(&["mount", "--config", c, "rm", "/s"]), "mount rm");
+    cvctl_with_config(&admin, &["mount", "rm", "/s"]);
+
+    // New identities from the same CA, in another process: an admin that may, a client that may not.
+    let issue = |role: &str, name: &str| {
+        let out = cvctl(
+            &["cert", "issue", "--dir", certs.to_str().unwrap(), "--role", role, "--name", name, "--out"]
+                .iter()
+                .copied()
+                .chain([dir.path().join(name).to_str().unwrap()])
+                .collect::<Vec<_>>(),
+        );
+        assert!(out.status.success(), "cert issue {role}: {}", String::from_utf8_lossy(&out.stderr));
+        let text = std::fs::read_to_string(&admin).unwrap();
+        let cfg = dir.path().join(format!("{name}.toml"));
+        let pem = dir.path().join(format!("{name}.pem"));
+        let key = dir.path().join(format!("{name}.key"));
+        let text = text
+            .replace(&certs.join("admin.pem").display().to_string(), &pem.display().to_string())
+            .replace(&certs.join("admin.key").display().to_string(), &key.display().to_string());
+        std::fs::write(&cfg, text).unwrap();
+        cfg
+    };
+    let ops = issue("admin", "ops2");
+    cvctl_with_config(&ops, &["mount", "add", &url, "/s2", "--mode", "cache"]);
+    let app = issue("client", "app2");
+    let err = refused(cvctl(&["mount", "--config", app.to_str().unwrap(), "rm", "/s2"]), "mount rm (issued client)");
+    assert!(err.contains("app2"), "the refusal names the certificate's holder: {err}");
+    assert_eq!(fs(&app, &["cat", "/s2/s.txt"]), b"mounted");
+    let (status, _) = stop(server, "TERM");
+    assert!(status.success(), "exit after SIGTERM: {status}");
 }

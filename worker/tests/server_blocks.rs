@@ -10,7 +10,7 @@
 mod common;
 
 use common::*;
-use cv_wire::msg::{DeleteBlocks, Done, Ping, Pong, StatBlock, StatBlockOk};
+use cv_wire::msg::{DeleteBlocks, Done, Ping, Pong, Role, StatBlock, StatBlockOk};
 use cv_wire::{ErrorCode, block_id, block_shard};
 
 #[tokio::test(flavor = "current_thread")]
@@ -91,6 +91,9 @@ async fn wrong_shard_redirects_and_deletes_are_final() {
     assert_eq!(routes[1], format!("127.0.0.1:{}", worker.shard_addrs()[1].port()));
     let client = connect(&pki.client, worker.shard_addrs()).await;
     let (s0, s1) = (&client.shards[0], &client.shards[1]);
+    // Deletes are the master's orders.
+    let master = connect_as(&pki.master, worker.shard_addrs(), Role::Master, MASTER).await;
+    let (m0, m1) = (&master.shards[0], &master.shards[1]);
 
     // Every request for a shard-1 block sent to shard 0 is redirected to shard 1.
     let id = block_id(9, 1);
@@ -106,16 +109,21 @@ async fn wrong_shard_redirects_and_deletes_are_final() {
     // A delete naming a foreign block deletes nothing.
     let own = block_id(10, 0);
     write(s0, own, &pattern(own, 100)).await.unwrap();
-    assert_eq!(code(s0.call(&DeleteBlocks { block_ids: vec![own, id] }, &[]).await), ErrorCode::WrongShard);
+    assert_eq!(code(m0.call(&DeleteBlocks { block_ids: vec![own, id] }, &[]).await), ErrorCode::WrongShard);
     assert_eq!(read(s0, own, 0, 100).await.unwrap().1, pattern(own, 100));
+    // A client may not delete a block at all: nothing is dropped.
+    let e = s1.call(&DeleteBlocks { block_ids: vec![id] }, &[]).await.unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::PermissionDenied), "{e}");
+    assert!(e.message().contains("the master's order") && e.message().contains("client certificate"), "{e}");
+    assert_eq!(read(s1, id, 0, 10_000).await.unwrap().1, data);
     // A shard index this worker does not have is simply not here.
     assert_eq!(code(read(s0, block_id(1, 7), 0, 1).await), ErrorCode::NotFound);
 
     // Delete, then read: NotFound; deleting again is not an error.
-    let done = s1.call(&DeleteBlocks { block_ids: vec![id] }, &[]).await.unwrap();
+    let done = m1.call(&DeleteBlocks { block_ids: vec![id] }, &[]).await.unwrap();
     done.decode_body::<Done>().unwrap();
     assert_eq!(code(read(s1, id, 0, 10).await), ErrorCode::NotFound);
-    s1.call(&DeleteBlocks { block_ids: vec![id] }, &[]).await.unwrap();
+    m1.call(&DeleteBlocks { block_ids: vec![id] }, &[]).await.unwrap();
     assert_eq!(code(read(s1, block_id(12_345, 1), 0, 1).await), ErrorCode::NotFound);
 
     // A block larger than block_size is refused and not stored.
@@ -123,6 +131,14 @@ async fn wrong_shard_redirects_and_deletes_are_final() {
     assert_eq!(code(write(s0, big, &vec![7u8; (1 << 20) + 1]).await), ErrorCode::InvalidArgument);
     assert_eq!(code(read(s0, big, 0, 1).await), ErrorCode::NotFound);
     client.endpoint.close(0u32.into(), b"done");
+    master.endpoint.close(0u32.into(), b"done");
+    // Nor may a client certificate say it is the master, at the shard's hello.
+    let ep = cv_net::rpc::client_endpoint(&pki.client, &Default::default()).unwrap();
+    let e = cv_net::rpc::Conn::connect(&ep, worker.shard_addrs()[0], Role::Master, MASTER, cv_wire::Limits::DEFAULT)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::PermissionDenied), "{e}");
+    ep.close(0u32.into(), b"done");
     worker.shutdown().unwrap();
 }
 

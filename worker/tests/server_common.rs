@@ -13,30 +13,37 @@ use std::path::Path;
 
 use cv_net::NetError;
 use cv_net::config::{ByteSize, Dur};
+use cv_net::identity::CertRole;
 use cv_net::quic::TransportSettings;
 use cv_net::rpc::{Conn, client_endpoint};
-use cv_net::tls::{ClusterCa, Identity, Usage};
+use cv_net::tls::{ClusterCa, Identity};
 use cv_wire::msg::{ReadBlock, ReadBlockOk, Role, WriteBlock, WriteBlockOk};
 use cv_wire::{ErrorCode, Limits};
 use cv_worker::{DataDirSettings, WorkerHandle, WorkerServer, WorkerSettings};
 
-/// Identities under one test CA: the worker's node identity and a client's.
+/// Identities under one test CA: the worker's node identity, a client's and a master's (named
+/// [`MASTER`]).
 #[derive(Debug)]
 pub struct Pki {
     pub ca: ClusterCa,
     pub node: Identity,
     pub client: Identity,
+    pub master: Identity,
 }
+
+/// The node name of [`Pki::master`].
+pub const MASTER: &str = "m1";
 
 pub fn pki() -> Pki {
     let ca = ClusterCa::generate("test").unwrap();
     let ident = |usage| {
-        let issued = ca.issue("t", usage, &[]).unwrap();
+        let issued = ca.issue("t", &usage, &[]).unwrap();
         Identity::from_pem(&ca.cert_pem(), &issued.cert_pem, &issued.key_pem).unwrap()
     };
-    let node = ident(Usage::Node);
-    let client = ident(Usage::Client);
-    Pki { ca, node, client }
+    let node = ident(CertRole::Node);
+    let client = ident(CertRole::Client);
+    let master = ident(CertRole::Master(MASTER.into()));
+    Pki { ca, node, client, master }
 }
 
 /// A scratch directory on the target's file system (ext4 here; O_DIRECT works).
@@ -77,10 +84,15 @@ pub struct Client {
 }
 
 pub async fn connect(identity: &Identity, addrs: &[SocketAddr]) -> Client {
+    connect_as(identity, addrs, Role::Client, "test-client").await
+}
+
+/// [`connect`], saying `role` and `node` in the hello.
+pub async fn connect_as(identity: &Identity, addrs: &[SocketAddr], role: Role, node: &str) -> Client {
     let endpoint = client_endpoint(identity, &TransportSettings::default()).unwrap();
     let mut shards = Vec::new();
     for &a in addrs {
-        shards.push(Conn::connect(&endpoint, a, Role::Client, "test-client", Limits::DEFAULT).await.unwrap());
+        shards.push(Conn::connect(&endpoint, a, role, node, Limits::DEFAULT).await.unwrap());
     }
     Client { endpoint, shards }
 }

@@ -13,8 +13,9 @@ mod common;
 use std::sync::Arc;
 
 use common::*;
+use cv_net::identity::CertRole;
 use cv_net::rpc::{Conn, check_reply, read_frame};
-use cv_net::tls::{ClusterCa, Identity, SERVER_NAME, Usage};
+use cv_net::tls::{ClusterCa, Identity, SERVER_NAME};
 use cv_wire::msg::{Hello, Ping, Pong, Role, Stat, WriteBlock};
 use cv_wire::{ErrorCode, HEADER_LEN, Limits, block_id};
 
@@ -164,7 +165,7 @@ async fn peers_without_a_cluster_identity_or_version_are_refused() {
 
     // A certificate from another CA, presented to a server it trusts.
     let other = ClusterCa::generate("other").unwrap();
-    let issued = other.issue("intruder", Usage::Client, &[]).unwrap();
+    let issued = other.issue("intruder", &CertRole::Client, &[]).unwrap();
     let intruder = Identity::from_pem(&pki.ca.cert_pem(), &issued.cert_pem, &issued.key_pem).unwrap();
     let ep = cv_net::rpc::client_endpoint(&intruder, &Default::default()).unwrap();
     let r = Conn::connect(&ep, addr, Role::Client, "intruder", Limits::DEFAULT).await;

@@ -7,9 +7,10 @@
 use super::series::{Series, Source, Workload};
 use super::{ReadBenchError, ReadBenchErrorKind, Result};
 use crate::report::histogram;
+use cv_net::identity::CertRole;
 use cv_net::quic::TransportSettings;
 use cv_net::rpc;
-use cv_net::tls::{ClusterCa, Identity, SERVER_NAME, Usage};
+use cv_net::tls::{ClusterCa, Identity, SERVER_NAME};
 use hdrhistogram::Histogram;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -36,8 +37,8 @@ pub struct QuicBaseline {
 fn identities() -> Result<(Identity, Identity)> {
     let e = |e: cv_net::NetError| quic_err("bench identities").with_source(e);
     let ca = ClusterCa::generate("bench-read").map_err(e)?;
-    let node = ca.issue("bench-node", Usage::Node, &[]).map_err(e)?;
-    let client = ca.issue("bench-client", Usage::Client, &[]).map_err(e)?;
+    let node = ca.issue("bench-node", &CertRole::Node, &[]).map_err(e)?;
+    let client = ca.issue("bench-client", &CertRole::Client, &[]).map_err(e)?;
     Ok((
         Identity::from_pem(&ca.cert_pem(), &node.cert_pem, &node.key_pem).map_err(e)?,
         Identity::from_pem(&ca.cert_pem(), &client.cert_pem, &client.key_pem).map_err(e)?,

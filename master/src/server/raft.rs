@@ -345,11 +345,14 @@ pub(super) fn list_masters(raft: &RaftMaster, frame: &Frame) -> Result<Reply, Fa
 }
 
 /// Raft RPCs: only from a peer whose hello says it is a master.
-pub(super) fn master_only(role: Role, kind: cv_wire::Kind) -> Result<(), Fail> {
-    if role == Role::Master {
+pub(super) fn master_only(peer: &cv_net::rpc::Peer, kind: cv_wire::Kind) -> Result<(), Fail> {
+    if peer.role == Role::Master && peer.cert.role.may_lead() {
         return Ok(());
     }
-    Err(Fail::new(ErrorCode::PermissionDenied, format!("{} is for masters; this peer said {role:?}", kind.name())))
+    Err(Fail::new(
+        ErrorCode::PermissionDenied,
+        format!("{} is for masters; this peer holds a {}", kind.name(), peer.cert),
+    ))
 }
 
 /// On a master that started without files: asks the leader, once one reaches it, how far it

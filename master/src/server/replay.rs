@@ -5,7 +5,9 @@
 //! `AlreadyExists`, a second `Delete` `NotFound`. Every attempt of one call carries the same
 //! request id (`cv_net::rpc::Conn::call_as`); ids start at a random number per client and
 //! per connection, so two calls do not share one. The master keeps the reply of each recent
-//! mutation under (role, node, request id) and answers a repeat with it; a repeat that
+//! mutation under (certificate serial, node, request id) and answers a repeat with it (the
+//! serial is what the peer's certificate proves, so no peer can meet another's replies by
+//! naming its node); a repeat that
 //! arrives while the first attempt still runs waits for its reply.
 //!
 //! Kept in memory only: a master restart between applying a mutation and answering it
@@ -17,7 +19,6 @@
 
 use cv_net::rpc::{Peer, Reply};
 use cv_wire::Kind;
-use cv_wire::msg::Role;
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -51,7 +52,7 @@ pub(super) fn is_mutation(kind: Kind) -> bool {
     )
 }
 
-type Key = (Role, String, u64);
+type Key = (String, String, u64);
 type Slot = Arc<OnceCell<Reply>>;
 
 /// The recent mutations' replies.
@@ -76,7 +77,7 @@ impl Replays {
     where
         F: Future<Output = (Reply, bool)>,
     {
-        let key: Key = (peer.role, peer.node.clone(), request_id);
+        let key: Key = (peer.cert.serial.clone(), peer.node.clone(), request_id);
         let slot = self.slot(&key, now);
         let mut keep = true;
         let reply = slot
@@ -135,7 +136,19 @@ mod tests {
     use std::sync::atomic::{AtomicU32, Ordering};
 
     fn peer(node: &str) -> Peer {
-        Peer { addr: "127.0.0.1:1".parse().unwrap(), role: Role::Client, node: node.into(), conn: 0 }
+        let cert = cv_net::identity::PeerCert {
+            role: cv_net::identity::CertRole::Client,
+            name: "t".into(),
+            serial: "01".into(),
+            not_after: 0,
+        };
+        Peer {
+            addr: "127.0.0.1:1".parse().unwrap(),
+            role: cv_wire::msg::Role::Client,
+            node: node.into(),
+            conn: 0,
+            cert,
+        }
     }
 
     fn reply(nonce: u64) -> Reply {

@@ -134,11 +134,16 @@ impl MasterService {
                 r
             }
             Kind::Compose => req_namespace::compose(self, Req::of(frame)?).await,
-            Kind::Mount => req_mounts::mount(self, Req::of(frame)?).await,
-            Kind::Unmount => req_mounts::unmount(self, Req::of(frame)?).await,
+            Kind::Mount | Kind::Unmount | Kind::SyncMount | Kind::Free => {
+                admin_only(peer, frame.kind())?;
+                match frame.kind() {
+                    Kind::Mount => req_mounts::mount(self, Req::of(frame)?).await,
+                    Kind::Unmount => req_mounts::unmount(self, Req::of(frame)?).await,
+                    Kind::SyncMount => req_mounts::sync(self, Req::of(frame)?).await,
+                    _ => req_mounts::free(self, Req::of(frame)?).await,
+                }
+            }
             Kind::ListMounts => req_mounts::list(self, Req::of(frame)?).await,
-            Kind::SyncMount => req_mounts::sync(self, Req::of(frame)?).await,
-            Kind::Free => req_mounts::free(self, Req::of(frame)?).await,
             Kind::GetMount => {
                 // Credentials go only to workers, which fetch blocks with them.
                 worker_only(peer, frame.kind())?;
@@ -152,6 +157,8 @@ impl MasterService {
                 worker_only(peer, frame.kind())?;
                 req_workers::heartbeat(self, peer, Req::of(frame)?).await
             }
+            // Open to clients for now: the FUSE mount's df and Hadoop's getStatus read capacity
+            // from it (a capacity-only request for them is left to the tenants issue).
             Kind::Report => req_workers::report(self, Req::of(frame)?).await,
             Kind::DrainWorker => {
                 admin_only(peer, frame.kind())?;
@@ -163,7 +170,7 @@ impl MasterService {
             }
             Kind::ListMasters => super::raft::list_masters(self.raft_master(frame.kind())?, frame),
             Kind::RaftAppend | Kind::RaftVoteReq | Kind::RaftSnapshot | Kind::RaftProbe => {
-                super::raft::master_only(peer.role, frame.kind())?;
+                super::raft::master_only(peer, frame.kind())?;
                 let master = self.raft_master(frame.kind())?;
                 match frame.kind() {
                     Kind::RaftAppend => super::raft::append(master, frame).await,
@@ -179,26 +186,31 @@ impl MasterService {
     }
 }
 
-/// Identity is the mTLS certificate; the role is what the peer said in its hello. Only a peer
-/// that said it is a worker may act as one.
+/// Only a worker acts as one: a peer whose certificate may work (`cv_net::identity`) and that
+/// said so in its hello (a worker certificate may also call as a plain client).
 fn worker_only(peer: &Peer, kind: Kind) -> Result<(), Fail> {
-    if peer.role == Role::Worker {
+    if peer.role == Role::Worker && peer.cert.role.may_work() {
         return Ok(());
     }
     Err(Fail::new(
         ErrorCode::PermissionDenied,
-        format!("{} is for workers; this peer said {:?}", kind.name(), peer.role),
+        format!("{} is for workers; this peer holds a {}", kind.name(), peer.cert),
     ))
 }
 
-/// Administrative changes to the cluster: only a peer that said it is an operator tool.
+/// Changes to the cluster (mounts, free, drain, membership): only a peer whose certificate is
+/// an admin's, whatever its hello said.
 fn admin_only(peer: &Peer, kind: Kind) -> Result<(), Fail> {
-    if peer.role == Role::Admin {
+    if peer.cert.role.is_admin() {
         return Ok(());
     }
     Err(Fail::new(
         ErrorCode::PermissionDenied,
-        format!("{} is for cvctl (admin); this peer said {:?}", kind.name(), peer.role),
+        format!(
+            "{} needs an admin certificate (`cvctl cert issue --role admin`); this peer holds a {}",
+            kind.name(),
+            peer.cert
+        ),
     ))
 }
 

@@ -6,9 +6,10 @@ use cv_master::server::{MasterServer, ServerConfig};
 use cv_master_core::config::Clock;
 use cv_net::NetError;
 use cv_net::config::Dur;
+use cv_net::identity::CertRole;
 use cv_net::quic::TransportSettings;
 use cv_net::rpc::{self, Conn};
-use cv_net::tls::{ClusterCa, Identity, Usage};
+use cv_net::tls::{ClusterCa, Identity};
 use cv_wire::msg::Role;
 use cv_wire::{ErrorCode, Frame, Limits, Message};
 use std::path::{Path, PathBuf};
@@ -18,15 +19,23 @@ use std::time::Duration;
 pub struct Harness {
     pub ca: ClusterCa,
     pub dir: tempfile::TempDir,
+    issued: std::sync::Mutex<std::collections::HashMap<CertRole, cv_net::tls::Issued>>,
 }
 
 impl Harness {
     pub fn new() -> Self {
-        Harness { ca: ClusterCa::generate("test").unwrap(), dir: tempfile::tempdir().unwrap() }
+        Harness {
+            ca: ClusterCa::generate("test").unwrap(),
+            dir: tempfile::tempdir().unwrap(),
+            issued: Default::default(),
+        }
     }
 
-    pub fn identity(&self, usage: Usage) -> Identity {
-        let issued = self.ca.issue("test", usage, &[]).unwrap();
+    /// The harness's certificate for `usage`: one per role, as one process holds one (a retry
+    /// on a new connection is known by its certificate's serial).
+    pub fn identity(&self, usage: CertRole) -> Identity {
+        let mut issued = self.issued.lock().unwrap();
+        let issued = issued.entry(usage.clone()).or_insert_with(|| self.ca.issue("test", &usage, &[]).unwrap());
         Identity::from_pem(&self.ca.cert_pem(), &issued.cert_pem, &issued.key_pem).unwrap()
     }
 
@@ -43,7 +52,7 @@ impl Harness {
     }
 
     pub async fn start_with(&self, cfg: &ServerConfig, clock: Option<Arc<dyn Clock>>) -> MasterServer {
-        let id = self.identity(Usage::Node);
+        let id = self.identity(CertRole::Node);
         let t = TransportSettings::default();
         match clock {
             Some(c) => MasterServer::start_with_clock(cfg, &id, &t, c).await.unwrap(),
@@ -51,9 +60,26 @@ impl Harness {
         }
     }
 
+    /// Connects holding a certificate of `cert`'s role, saying `role` and `node` in the hello.
+    pub async fn connect_as(
+        &self,
+        server: &MasterServer,
+        cert: CertRole,
+        role: Role,
+        node: &str,
+    ) -> Result<Conn, NetError> {
+        let ep = rpc::client_endpoint(&self.identity(cert), &TransportSettings::default()).unwrap();
+        let fut = Conn::connect(&ep, server.local_addr(), role, node, Limits::DEFAULT);
+        tokio::time::timeout(Duration::from_secs(10), fut).await.expect("connect hangs")
+    }
+
     pub async fn connect(&self, server: &MasterServer, role: Role) -> Conn {
-        // Node roles need a node certificate; everything else connects as a client.
-        let usage = if matches!(role, Role::Worker | Role::Master) { Usage::Node } else { Usage::Client };
+        // Node roles need a node certificate, the admin role an admin's; clients hold a client's.
+        let usage = match role {
+            Role::Worker | Role::Master => CertRole::Node,
+            Role::Admin => CertRole::Admin,
+            Role::Client => CertRole::Client,
+        };
         let ep = rpc::client_endpoint(&self.identity(usage), &TransportSettings::default()).unwrap();
         let fut = Conn::connect(&ep, server.local_addr(), role, "test-peer", Limits::DEFAULT);
         tokio::time::timeout(Duration::from_secs(10), fut).await.expect("connect hangs").unwrap()

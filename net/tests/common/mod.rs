@@ -4,8 +4,9 @@
 
 #![allow(dead_code)] // each test file uses its own subset
 
+use cv_net::identity::CertRole;
 use cv_net::rpc::{self, BoxFuture, Peer, Reply, Service};
-use cv_net::tls::{ClusterCa, Identity, Usage};
+use cv_net::tls::{ClusterCa, Identity};
 use cv_wire::msg::Role;
 use cv_wire::{Frame, Limits};
 use std::future::Future;
@@ -22,16 +23,16 @@ impl Service for PingService {
 }
 
 /// A certificate for `usage` issued by `ca`.
-pub fn identity(ca: &ClusterCa, usage: Usage) -> Identity {
-    let issued = ca.issue("test", usage, &[]).unwrap();
+pub fn identity(ca: &ClusterCa, usage: CertRole) -> Identity {
+    let issued = ca.issue("test", &usage, &[]).unwrap();
     Identity::from_pem(&ca.cert_pem(), &issued.cert_pem, &issued.key_pem).unwrap()
 }
 
 /// A `PingService` master of `ca` on a loopback port (spawned on the test's runtime).
 /// Returns its address.
 pub fn serve_pings(ca: &ClusterCa) -> SocketAddr {
-    let ep =
-        rpc::server_endpoint("127.0.0.1:0".parse().unwrap(), &identity(ca, Usage::Node), &Default::default()).unwrap();
+    let ep = rpc::server_endpoint("127.0.0.1:0".parse().unwrap(), &identity(ca, CertRole::Node), &Default::default())
+        .unwrap();
     let addr = ep.local_addr().unwrap();
     tokio::spawn(rpc::serve(ep, Arc::new(PingService), Role::Master, "m".into(), Limits::DEFAULT));
     addr
@@ -44,8 +45,8 @@ where
     F: FnOnce(quinn::SendStream, u64) -> Fut + Send + 'static,
     Fut: Future<Output = ()> + Send,
 {
-    let ep =
-        rpc::server_endpoint("127.0.0.1:0".parse().unwrap(), &identity(ca, Usage::Node), &Default::default()).unwrap();
+    let ep = rpc::server_endpoint("127.0.0.1:0".parse().unwrap(), &identity(ca, CertRole::Node), &Default::default())
+        .unwrap();
     let addr = ep.local_addr().unwrap();
     tokio::spawn(async move {
         let conn = ep.accept().await.unwrap().await.unwrap();

@@ -1,7 +1,8 @@
 //! A cv cluster on a [`Rig`]: `cvctl master` on host 1 (or a Raft group of masters on hosts
 //! 1..=M, master/HA.md), `cvctl worker` on the hosts after them, driven
 //! through the real `cvctl` binary (its path given by the caller), with a cluster CA from
-//! `cvctl cert init` and a client config for `cvctl fs` / `cvctl report` in the root namespace.
+//! `cvctl cert init`, an application's client config and the operator's admin config for `cvctl`
+//! in the root namespace.
 
 use std::net::SocketAddrV4;
 use std::path::{Path, PathBuf};
@@ -81,7 +82,10 @@ impl ClusterSpec {
 pub struct CvCluster {
     rig: Rig,
     cvctl: PathBuf,
+    /// An application's file (client certificate).
     client_config: PathBuf,
+    /// The operator's file (admin certificate), which [`CvCluster::cvctl`] runs with.
+    admin_config: PathBuf,
     /// Per master: its process, and its command to start it again.
     masters: Vec<(ProcId, Command)>,
     /// Per master: a client file naming only it, with a short deadline (who leads?).
@@ -182,8 +186,11 @@ impl CvCluster {
         }
         let client_config =
             write(&rig.dir().join("client.toml"), &cv_config::client(&certs, &master_addrs, spec.client_deadline))?;
+        let admin = cv_config::client_as(&certs, "admin", &master_addrs, spec.client_deadline);
+        let admin_config = write(&rig.dir().join("admin.toml"), &admin)?;
         let later = Later { spec: spec.clone(), certs, master_addrs };
-        let cluster = CvCluster { rig, cvctl: spec.cvctl.clone(), client_config, masters, probes, workers, later };
+        let cluster =
+            CvCluster { rig, cvctl: spec.cvctl.clone(), client_config, admin_config, masters, probes, workers, later };
         let hosts: Vec<String> = cluster.worker_hosts().iter().map(|&h| cluster.host_name(h)).collect();
         cluster.wait_for("every worker live", spec.ready_timeout, |r| hosts.iter().all(|h| r.live(h)))?;
         if m > 1 {
@@ -366,17 +373,28 @@ impl CvCluster {
         self.rig.host(index).map(|h| h.addr.to_string()).unwrap_or_default()
     }
 
-    /// The client config file (`cvctl fs --config …`).
+    /// An application's config file (`cvctl fs --config …`): a client certificate, no rights
+    /// over the cluster.
     pub fn client_config(&self) -> &Path {
         &self.client_config
     }
 
-    /// Runs `cvctl <args…>` in the root namespace with the client config after `args[0]` (e.g.
-    /// `["fs", "put", a, b]` runs `cvctl fs --config client.toml put a b`).
+    /// The operator's config file: an admin certificate (mounts, drain, masters).
+    pub fn admin_config(&self) -> &Path {
+        &self.admin_config
+    }
+
+    /// Runs `cvctl <args…>` in the root namespace with the operator's config after `args[0]`
+    /// (e.g. `["fs", "put", a, b]` runs `cvctl fs --config admin.toml put a b`).
     pub fn cvctl(&self, args: &[&str]) -> Result<Output, RigError> {
+        self.cvctl_with(&self.admin_config, args)
+    }
+
+    /// As [`CvCluster::cvctl`], with the config file `config`.
+    pub fn cvctl_with(&self, config: &Path, args: &[&str]) -> Result<Output, RigError> {
         let mut cmd = Command::new(&self.cvctl);
         if let Some((first, rest)) = args.split_first() {
-            cmd.arg(first).arg("--config").arg(&self.client_config).args(rest);
+            cmd.arg(first).arg("--config").arg(config).args(rest);
         }
         run(&mut cmd)
     }

@@ -11,7 +11,7 @@ pub(crate) const MASTER_PORT: u16 = 7700;
 /// Shard 0's port on every worker host.
 pub(crate) const WORKER_PORT: u16 = 7100;
 
-/// `[tls]` with the identity `who` (`node` or `client`) from a `cvctl cert init` directory.
+/// `[tls]` with the identity `who` (`node`, `admin` or `client`) from a `cvctl cert init` directory.
 fn tls(certs: &Path, who: &str) -> String {
     let p = |f: &str| toml_str(&certs.join(f).to_string_lossy());
     format!("[tls]\nca = {}\ncert = {}\nkey = {}\n", p("ca.pem"), p(&format!("{who}.pem")), p(&format!("{who}.key")))
@@ -120,9 +120,14 @@ fn quoted(addrs: &[SocketAddrV4]) -> String {
 /// The client's file (for `cvctl fs` and `cvctl report` in the root namespace): the first
 /// master, then the others.
 pub(crate) fn client(certs: &Path, masters: &[SocketAddrV4], deadline: Duration) -> String {
+    client_as(certs, "client", masters, deadline)
+}
+
+/// A client file with the identity `who` (`client`, or `admin` for the operator's commands).
+pub(crate) fn client_as(certs: &Path, who: &str, masters: &[SocketAddrV4], deadline: Duration) -> String {
     format!(
         "{}\n[client]\nmaster = \"{}\"\nmasters = [{}]\ndeadline = {}\nnode = \"rig-client\"\n",
-        tls(certs, "client"),
+        tls(certs, who),
         masters[0],
         quoted(&masters[1..]),
         ms(deadline)

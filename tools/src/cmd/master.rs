@@ -5,7 +5,7 @@
 
 use super::CmdResult;
 use crate::config::CvConfig;
-use crate::connect::{ClientArgs, admin_call, runtime};
+use crate::connect::{ClientArgs, admin_call, leader_call, runtime};
 use crate::signal::shutdown_signal;
 use clap::{Args, Subcommand};
 use cv_master::server::{MasterServer, ServerConfig};
@@ -111,7 +111,9 @@ impl GroupCmd {
                     println!("master {id}: removed from the group");
                 }
                 GroupCmd::List { conn } => {
-                    let ok: ListMastersOk = admin_call(&conn, &ListMasters {}, within).await?.decode_body()?;
+                    // Any certificate may look.
+                    let role = cv_wire::msg::Role::Client;
+                    let ok: ListMastersOk = leader_call(&conn, &ListMasters {}, within, role).await?.decode_body()?;
                     for m in &ok.members {
                         let role = if ok.leader == Some(m.id) {
                             "leader"
@@ -223,7 +225,7 @@ mod tests {
                 let talk = async {
                     let addr = addr_rx.await.unwrap();
                     let ep = client_endpoint(&client, &cfg.common.transport).unwrap();
-                    let conn = Conn::connect(&ep, addr, Role::Admin, "test", Limits::DEFAULT).await.unwrap();
+                    let conn = Conn::connect(&ep, addr, Role::Client, "test", Limits::DEFAULT).await.unwrap();
                     if round == 0 {
                         conn.call(&Mkdir { path: "/kept".into(), parents: false, mode: 0o755 }, &[]).await.unwrap();
                     } else {

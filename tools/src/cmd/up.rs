@@ -73,7 +73,10 @@ impl UpArgs {
                 println!("  metrics       {role} http://{}/metrics", m.local_addr());
             }
             println!("  data          {}", dir.display());
+            // Applications get the client file (files only); the operator's cvctl the admin file
+            // (mounts, drain, free, masters).
             println!("  client config {}", cluster.client_config().display());
+            println!("  admin config  {}", cluster.admin_config().display());
             println!("try: cvctl fs --config {} ls /", cluster.client_config().display());
             println!("Ctrl-C stops it.");
             stop.await;

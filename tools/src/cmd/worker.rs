@@ -215,7 +215,7 @@ mod tests {
         let addr = std::cell::Cell::new(None);
         let stop = async {
             let ep = client_endpoint(&client, &cfg.common.transport).unwrap();
-            let conn = Conn::connect(&ep, addr.get().unwrap(), Role::Admin, "test", Limits::DEFAULT).await.unwrap();
+            let conn = Conn::connect(&ep, addr.get().unwrap(), Role::Client, "test", Limits::DEFAULT).await.unwrap();
             let pong: Pong = conn.call(&Ping { nonce: 3 }, &[]).await.unwrap().decode_body().unwrap();
             assert_eq!(pong.nonce, 3);
             ep.close(0u32.into(), b"done");

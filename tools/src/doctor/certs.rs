@@ -123,7 +123,16 @@ fn chain_findings(
         }
         _ => out.push(Finding::ok(Check::Cert, subject.clone(), format!("chains to {}, {until}", ca_path.display()))),
     }
-    out.push(role_finding(&subject, &leaf, node, verify(at(now), KeyUsage::server_auth()).is_ok()));
+    // The role the servers will read from it (`cv_net::identity`): one they cannot read is
+    // refused at every hello.
+    let role = match cv_net::identity::PeerCert::parse(&chain[0]) {
+        Ok(c) => c.role,
+        Err(e) => {
+            out.push(Finding::fail(Check::Cert, subject, Problem::WrongRole, format!("servers refuse it: {e}")));
+            return out;
+        }
+    };
+    out.push(role_finding(&subject, &leaf, node, verify(at(now), KeyUsage::server_auth()).is_ok(), &role));
     out
 }
 
@@ -162,7 +171,13 @@ fn explain(e: &webpki::Error, ca_path: &Path) -> (Problem, String) {
 
 /// Whether the certificate is what the role needs: servers present `cv.cluster` with
 /// serverAuth (clients check both); clients carry `client.cv.cluster` and clientAuth only.
-fn role_finding(subject: &str, leaf: &EndEntityCert<'_>, node: bool, serves: bool) -> Finding {
+fn role_finding(
+    subject: &str,
+    leaf: &EndEntityCert<'_>,
+    node: bool,
+    serves: bool,
+    role: &cv_net::identity::CertRole,
+) -> Finding {
     let names = |n: &'static str| {
         ServerName::try_from(n).is_ok_and(|name| leaf.verify_is_valid_for_subject_name(&name).is_ok())
     };
@@ -170,7 +185,7 @@ fn role_finding(subject: &str, leaf: &EndEntityCert<'_>, node: bool, serves: boo
     let s = subject.to_string();
     match (node, names(server), serves) {
         (true, true, true) => {
-            Finding::ok(Check::Cert, s, format!("node certificate: names {server}, serverAuth + clientAuth"))
+            Finding::ok(Check::Cert, s, format!("node certificate ({role}): names {server}, serverAuth + clientAuth"))
         }
         (true, false, _) => Finding::fail(
             Check::Cert,
@@ -195,7 +210,7 @@ fn role_finding(subject: &str, leaf: &EndEntityCert<'_>, node: bool, serves: boo
             ),
         ),
         (false, false, false) if names(client) => {
-            Finding::ok(Check::Cert, s, format!("client certificate: names {client}, clientAuth only"))
+            Finding::ok(Check::Cert, s, format!("client certificate ({role}): names {client}, clientAuth only"))
         }
         (false, false, false) => Finding::warn(
             Check::Cert,

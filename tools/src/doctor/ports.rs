@@ -167,7 +167,7 @@ impl Prober {
             IpAddr::V6(ip) if ip.is_unspecified() => SocketAddr::new(Ipv6Addr::LOCALHOST.into(), addr.port()),
             _ => addr,
         };
-        let connect = Conn::connect(ep, target, cv_wire::msg::Role::Admin, "cvctl doctor", cv_wire::Limits::DEFAULT);
+        let connect = Conn::connect(ep, target, cv_wire::msg::Role::Client, "cvctl doctor", cv_wire::Limits::DEFAULT);
         let conn = tokio::time::timeout(self.within, connect).await.ok()?.ok()?;
         conn.quinn().close(0u32.into(), b"doctor");
         Some(format!("{:?}", conn.peer_role()).to_lowercase())

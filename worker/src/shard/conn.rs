@@ -4,10 +4,11 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
+use cv_net::identity::{PeerCert, hello_allowed};
 use cv_net::timeline;
 use cv_rt::Gate;
 use cv_wire::msg::{Hello, HelloOk, Role};
-use cv_wire::{Held, Inbound, Limits, PROTOCOL_VERSION, RequestBudget};
+use cv_wire::{ErrorCode, Held, Inbound, Limits, PROTOCOL_VERSION, RequestBudget};
 
 use super::fill::Fills;
 use super::frame_io::{ReadFail, read_body, read_frame, read_header};
@@ -66,12 +67,15 @@ pub(crate) async fn accept_loop(ep: Endpoint, ctx: Rc<ShardCtx>) {
 }
 
 async fn serve_conn(conn: Connection, ctx: Rc<ShardCtx>) {
-    if let Err(why) = hello(&conn, &ctx).await {
-        tracing::info!(shard = ctx.index, peer = %conn.remote_address(), %why, "hello refused");
-        let _ = cv_rt::timeout(LINGER, conn.closed()).await;
-        conn.close(VarInt::from_u32(CODE_HELLO_FAILED), b"hello failed");
-        return;
-    }
+    let peer = match hello(&conn, &ctx).await {
+        Ok(peer) => Rc::new(peer),
+        Err(why) => {
+            tracing::info!(shard = ctx.index, peer = %conn.remote_address(), %why, "hello refused");
+            let _ = cv_rt::timeout(LINGER, conn.closed()).await;
+            conn.close(VarInt::from_u32(CODE_HELLO_FAILED), b"hello failed");
+            return;
+        }
+    };
     let budget = RequestBudget::for_limits(&ctx.limits);
     ctx.counters.conn_opened(&conn);
     loop {
@@ -83,7 +87,7 @@ async fn serve_conn(conn: Connection, ctx: Rc<ShardCtx>) {
                 return;
             }
         };
-        match ctx.gate.spawn(serve_stream(send, recv, ctx.clone(), budget.clone())) {
+        match ctx.gate.spawn(serve_stream(send, recv, ctx.clone(), peer.clone(), budget.clone())) {
             Ok(task) => {
                 task.detach();
             }
@@ -96,8 +100,10 @@ async fn serve_conn(conn: Connection, ctx: Rc<ShardCtx>) {
 }
 
 /// Reads the peer's `Hello` on the first stream and answers `HelloOk`, or refuses versions
-/// this build does not speak with `VersionMismatch` (`cv_wire::hello`).
-async fn hello(conn: &Connection, ctx: &ShardCtx) -> Result<(), String> {
+/// this build does not speak with `VersionMismatch` (`cv_wire::hello`), and roles the peer's
+/// certificate does not allow with `PermissionDenied` (`cv_net::identity::hello_allowed`).
+/// Returns what the certificate proves, which decides what the peer may ask.
+async fn hello(conn: &Connection, ctx: &ShardCtx) -> Result<PeerCert, String> {
     let (mut send, mut recv) = conn.accept_bi().await.map_err(|e| format!("no hello stream: {e}"))?;
     let frame = match read_frame(&mut recv, &ctx.limits).await {
         Ok(f) => f,
@@ -129,10 +135,21 @@ async fn hello(conn: &Connection, ctx: &ShardCtx) -> Result<(), String> {
             return Err(refusal.message);
         }
     };
+    let leaf = conn.peer_certificates().and_then(|c| c.first());
+    let cert = match leaf.ok_or_else(|| "peer presented no certificate".to_string()).and_then(|leaf| {
+        let cert = PeerCert::parse(leaf).map_err(|e| e.message().to_string())?;
+        hello_allowed(hello.role, &hello.node, &cert).map(|()| cert)
+    }) {
+        Ok(cert) => cert,
+        Err(msg) => {
+            let _ = Reply::error(id, ErrorCode::PermissionDenied, &msg, None).send(&mut send).await;
+            return Err(msg);
+        }
+    };
     let ok = HelloOk { version, role: Role::Worker, node: ctx.node.clone() };
     Reply::ok(id, &ok).send(&mut send).await.map_err(|e| format!("hello reply: {e}"))?;
-    tracing::debug!(shard = ctx.index, peer = %conn.remote_address(), role = ?hello.role, node = %hello.node, "hello");
-    Ok(())
+    tracing::debug!(shard = ctx.index, peer = %conn.remote_address(), role = ?hello.role, node = %hello.node, %cert, "hello");
+    Ok(cert)
 }
 
 /// Reads a request's header, reserves from `budget` what the request will buffer, then reads
@@ -150,14 +167,20 @@ async fn read_request(
 /// One request: read its frame, answer it. A malformed frame, or one that does not fit in
 /// the connection's `budget`, gets an error reply; only a vanished stream or connection ends
 /// the task without one.
-async fn serve_stream(mut send: SendStream, mut recv: RecvStream, ctx: Rc<ShardCtx>, budget: RequestBudget) {
+async fn serve_stream(
+    mut send: SendStream,
+    mut recv: RecvStream,
+    ctx: Rc<ShardCtx>,
+    peer: Rc<PeerCert>,
+    budget: RequestBudget,
+) {
     let _in_flight = ctx.counters.request();
     // The reservation lasts until the reply is sent: a ping's reply carries its payload.
     let (reply, _held) = match read_request(&mut recv, &ctx.limits, &budget).await {
         Ok((head, held)) => {
             let id = head.header().request_id;
             cv_net::timeline_mark!(timeline::ARRIVED, ctx.port, id);
-            let reply = handler::dispatch(&ctx, head, &mut recv).await;
+            let reply = handler::dispatch(&ctx, &peer, head, &mut recv).await;
             cv_net::timeline_mark!(timeline::READY, ctx.port, id);
             (reply, Some(held))
         }

@@ -16,10 +16,11 @@ use super::fill::FillError;
 use super::frame_io::{ReadFail, read_payload};
 use super::reply::Reply;
 use crate::store::{ErrorKind, StoreError, Verify, clamp};
+use cv_net::identity::PeerCert;
 use cv_rt::quic::{RecvStream, VarInt};
 
 /// Answers one request whose header and body have been read.
-pub(crate) async fn dispatch(ctx: &ShardCtx, head: Inbound, recv: &mut RecvStream) -> Reply {
+pub(crate) async fn dispatch(ctx: &ShardCtx, peer: &PeerCert, head: Inbound, recv: &mut RecvStream) -> Reply {
     let id = head.header().request_id;
     if head.header().kind == Kind::WriteBlock {
         return write_block(ctx, head, recv).await;
@@ -46,7 +47,7 @@ pub(crate) async fn dispatch(ctx: &ShardCtx, head: Inbound, recv: &mut RecvStrea
         Kind::StatBlock => stat_block(ctx, &frame),
         Kind::LocalHello => local_hello(ctx, &frame),
         Kind::LeaseBlock => lease_block(ctx, &frame),
-        Kind::DeleteBlocks => delete_blocks(ctx, &frame).await,
+        Kind::DeleteBlocks => delete_blocks(ctx, peer, &frame).await,
         Kind::Ping => match frame.access::<Ping>() {
             Ok(p) => {
                 let nonce = p.nonce.to_native();
@@ -239,7 +240,13 @@ fn lease_block(ctx: &ShardCtx, frame: &Frame) -> Result<Reply, Refusal> {
 }
 
 /// Deletes every listed block, or none if any belongs to another shard.
-async fn delete_blocks(ctx: &ShardCtx, frame: &Frame) -> Result<Reply, Refusal> {
+/// Deletes are the master's orders (sent at once, and again in heartbeat replies): no client
+/// and no other worker may drop a block.
+async fn delete_blocks(ctx: &ShardCtx, peer: &PeerCert, frame: &Frame) -> Result<Reply, Refusal> {
+    if !peer.role.may_lead() {
+        let msg = format!("DeleteBlocks is the master's order; this peer holds a {peer}");
+        return Err(Refusal::new(ErrorCode::PermissionDenied, msg));
+    }
     let req = frame.access::<DeleteBlocks>()?;
     let ids: Vec<u64> = req.block_ids.iter().map(|id| id.to_native()).collect();
     for &id in &ids {
