@@ -9,6 +9,12 @@ use quinn_proto::{AckFrequencyConfig, EndpointConfig, IdleTimeout, MtuDiscoveryC
 use serde::{Deserialize, Serialize};
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::Arc;
+use std::time::Duration;
+
+/// How long a server waits for a new connection's hello. A peer's QUIC stack keeps an idle
+/// connection alive with keep-alives, so without this a connection that never says hello would
+/// hold its slot for ever. A real client sends its hello right after the handshake.
+pub const HELLO_WITHIN: Duration = Duration::from_secs(5);
 
 /// Flow-control windows, stream limits and timers of every cv connection.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

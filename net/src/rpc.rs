@@ -449,9 +449,15 @@ pub async fn serve_counted<S: Service>(
                     return;
                 }
             };
-            let peer = match accept_hello(&conn, role, &node, &limits).await {
-                Ok(p) => Arc::new(p),
-                Err(e) => {
+            let hello = tokio::time::timeout(crate::quic::HELLO_WITHIN, accept_hello(&conn, role, &node, &limits));
+            let peer = match hello.await {
+                Ok(Ok(p)) => Arc::new(p),
+                Err(_) => {
+                    tracing::info!(%addr, within = ?crate::quic::HELLO_WITHIN, "no hello in time; closing");
+                    conn.close(quinn::VarInt::from_u32(1), b"no hello in time");
+                    return;
+                }
+                Ok(Err(e)) => {
                     tracing::info!(%addr, error = %e, "hello failed");
                     // Let the peer read why before the connection goes.
                     let _ = tokio::time::timeout(std::time::Duration::from_secs(2), conn.closed()).await;

@@ -137,6 +137,25 @@ async fn incompatible_version_gets_a_clear_error() {
     assert!(err.message().contains("speaks"), "{err}");
 }
 
+/// A peer that completes the handshake and then says nothing (its QUIC stack keeps the
+/// connection alive) is closed once the hello is overdue, instead of holding a slot for ever.
+#[tokio::test]
+async fn a_connection_that_never_says_hello_is_closed() {
+    let ca = ClusterCa::generate("t").unwrap();
+    let (addr, _ep) = start_server(&identity(&ca, CertRole::Node));
+    let ep = rpc::client_endpoint(&identity(&ca, CertRole::Client), &TransportSettings::default()).unwrap();
+    let started = std::time::Instant::now();
+    let conn = ep.connect(addr, cv_net::tls::SERVER_NAME).unwrap().await.unwrap();
+    let within = cv_net::quic::HELLO_WITHIN + Duration::from_secs(5);
+    let why = tokio::time::timeout(within, conn.closed()).await.expect("a silent connection is kept open");
+    let took = started.elapsed();
+    assert!(took >= cv_net::quic::HELLO_WITHIN, "closed before the hello was due: {took:?}");
+    match why {
+        quinn::ConnectionError::ApplicationClosed(c) => assert_eq!(&c.reason[..], b"no hello in time"),
+        other => panic!("closed for another reason: {other}"),
+    }
+}
+
 #[tokio::test]
 async fn malformed_and_oversized_frames_are_refused_and_server_survives() {
     let ca = ClusterCa::generate("t").unwrap();

@@ -182,6 +182,17 @@ async fn peers_without_a_cluster_identity_or_version_are_refused() {
     let e = check_reply(read_frame(&mut recv, &Limits::DEFAULT).await.unwrap()).unwrap_err();
     assert_eq!(e.code(), Some(ErrorCode::VersionMismatch));
 
+    // A member of the cluster that never says hello is closed once it is overdue.
+    let silent = good.endpoint.connect(addr, SERVER_NAME).unwrap().await.unwrap();
+    let started = std::time::Instant::now();
+    let within = cv_net::quic::HELLO_WITHIN + std::time::Duration::from_secs(5);
+    let why = tokio::time::timeout(within, silent.closed()).await.expect("a silent connection is kept open");
+    assert!(started.elapsed() >= cv_net::quic::HELLO_WITHIN - std::time::Duration::from_millis(100));
+    match why {
+        quinn::ConnectionError::ApplicationClosed(c) => assert_eq!(&c.reason[..], b"no hello in time"),
+        other => panic!("closed for another reason: {other}"),
+    }
+
     // Members of the cluster are still served.
     let ok = connect(&pki.client, worker.shard_addrs()).await;
     still_serves(&ok.shards[0]).await;

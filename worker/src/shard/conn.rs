@@ -67,9 +67,14 @@ pub(crate) async fn accept_loop(ep: Endpoint, ctx: Rc<ShardCtx>) {
 }
 
 async fn serve_conn(conn: Connection, ctx: Rc<ShardCtx>) {
-    let peer = match hello(&conn, &ctx).await {
-        Ok(peer) => Rc::new(peer),
-        Err(why) => {
+    let peer = match cv_rt::timeout(cv_net::quic::HELLO_WITHIN, hello(&conn, &ctx)).await {
+        Ok(Ok(peer)) => Rc::new(peer),
+        Err(_) => {
+            tracing::info!(shard = ctx.index, peer = %conn.remote_address(), "no hello in time; closing");
+            conn.close(VarInt::from_u32(CODE_HELLO_FAILED), b"no hello in time");
+            return;
+        }
+        Ok(Err(why)) => {
             tracing::info!(shard = ctx.index, peer = %conn.remote_address(), %why, "hello refused");
             let _ = cv_rt::timeout(LINGER, conn.closed()).await;
             conn.close(VarInt::from_u32(CODE_HELLO_FAILED), b"hello failed");
