@@ -66,6 +66,15 @@ pub struct GatewaySettings {
     /// HTTPS, or plain HTTP.
     #[serde(default)]
     pub tls: GatewayTls,
+    /// How long a connection may take to send a request's headers, counted from the TLS
+    /// handshake's start or from the last answer on a kept-alive connection: a client that
+    /// connects and says nothing, or trickles its headers, is closed after this.
+    #[serde(default = "default_header_timeout")]
+    pub header_timeout: Dur,
+    /// Connections served at once; beyond them new ones wait in the listen backlog until one
+    /// ends, so a crowd cannot take the gateway's memory.
+    #[serde(default = "default_max_connections")]
+    pub max_connections: u32,
     /// Buckets, each a cv directory.
     #[serde(default)]
     pub buckets: Vec<Bucket>,
@@ -141,6 +150,14 @@ fn default_metrics() -> MetricsAddr {
     MetricsAddr::loopback(9467)
 }
 
+fn default_header_timeout() -> Dur {
+    Dur::secs(30)
+}
+
+fn default_max_connections() -> u32 {
+    4096
+}
+
 fn default_cache() -> ByteSize {
     ByteSize::mib(512)
 }
@@ -168,6 +185,8 @@ impl Default for GatewaySettings {
             open_ttl: Dur::default(),
             cache: default_cache(),
             tls: GatewayTls::OFF,
+            header_timeout: default_header_timeout(),
+            max_connections: default_max_connections(),
             buckets: Vec::new(),
             keys: Vec::new(),
         }
@@ -222,6 +241,13 @@ impl GatewaySettings {
         }
         if self.open_ttl.get() > std::time::Duration::from_secs(3600) {
             return Err(ConfigError::new(field("open_ttl"), "at most 1h"));
+        }
+        let t = self.header_timeout.get();
+        if t < std::time::Duration::from_millis(100) || t > std::time::Duration::from_secs(600) {
+            return Err(ConfigError::new(field("header_timeout"), "between 100ms and 10m"));
+        }
+        if self.max_connections == 0 {
+            return Err(ConfigError::new(field("max_connections"), "at least 1"));
         }
         if self.buckets.is_empty() {
             return Err(ConfigError::new(field("buckets"), "name at least one bucket ([[gateway.buckets]])"));

@@ -92,7 +92,11 @@ impl Gateway {
             .map_err(|source| GatewayError::Bind { addr: settings.bind, source })?;
         let addr = listener.local_addr().map_err(|source| GatewayError::Bind { addr: settings.bind, source })?;
         let https = tls.is_some();
-        let task = tokio::spawn(server::accept_loop(listener, service, tls, rx));
+        let limits = server::ConnLimits {
+            header_timeout: settings.header_timeout.get(),
+            max_connections: settings.max_connections,
+        };
+        let task = tokio::spawn(server::accept_loop(listener, service, tls, limits, rx));
         tracing::info!(%addr, https, buckets = settings.buckets.len(), "gateway: serving S3");
         Ok(Gateway { addr, https, stop, task, counters })
     }

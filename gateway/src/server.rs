@@ -1,21 +1,23 @@
 //! The HTTP(S) listener: hyper's HTTP/1.1 connections (keep-alive, no Nagle:
 //! small GETs would otherwise wait on delayed ACKs) in front of s3s, each on
-//! a task of its own.
+//! a task of its own; at most `max_connections` at once, each closed when its TLS handshake or
+//! a request's headers take longer than `header_timeout`.
 
 use hyper::body::Incoming;
 use hyper::header::{CONNECTION, EXPECT, HeaderValue};
 use hyper::server::conn::http1;
 use hyper::service::Service;
 use hyper::{Request, Response};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use s3s::service::S3Service;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
+use tokio::sync::{Semaphore, watch};
 use tokio_rustls::TlsAcceptor;
 
 /// A rustls server config for HTTPS from a PEM certificate chain and key.
@@ -39,14 +41,30 @@ pub(crate) fn tls_acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, crate
     Ok(TlsAcceptor::from(Arc::new(cfg)))
 }
 
-/// Accepts until `stop` turns true; connections under way are served to their end.
+/// What bounds the connections a listener serves.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ConnLimits {
+    /// Time for a TLS handshake, and for a request's headers.
+    pub(crate) header_timeout: Duration,
+    /// Connections served at once.
+    pub(crate) max_connections: u32,
+}
+
+/// Accepts until `stop` turns true; connections under way are served to their end. At most
+/// `limits.max_connections` are served at once: the next is accepted only when one ends.
 pub(crate) async fn accept_loop(
     listener: TcpListener,
     s3: S3Service,
     tls: Option<TlsAcceptor>,
+    limits: ConnLimits,
     mut stop: watch::Receiver<bool>,
 ) {
+    let slots = Arc::new(Semaphore::new(limits.max_connections as usize));
     loop {
+        let slot = tokio::select! {
+            s = slots.clone().acquire_owned() => s.expect("the semaphore is never closed"),
+            _ = stop.changed() => return,
+        };
         let (stream, peer) = tokio::select! {
             r = listener.accept() => match r {
                 Ok(c) => c,
@@ -58,7 +76,11 @@ pub(crate) async fn accept_loop(
             },
             _ = stop.changed() => return,
         };
-        tokio::spawn(serve(stream, peer, s3.clone(), tls.clone()));
+        let (s3, tls) = (s3.clone(), tls.clone());
+        tokio::spawn(async move {
+            serve(stream, peer, s3, tls, limits.header_timeout).await;
+            drop(slot);
+        });
     }
 }
 
@@ -89,16 +111,23 @@ impl Service<Request<Incoming>> for Closing {
     }
 }
 
-async fn serve(stream: TcpStream, peer: SocketAddr, s3: S3Service, tls: Option<TlsAcceptor>) {
+async fn serve(stream: TcpStream, peer: SocketAddr, s3: S3Service, tls: Option<TlsAcceptor>, within: Duration) {
     let _ = stream.set_nodelay(true);
-    let http = http1::Builder::new();
+    let mut http = http1::Builder::new();
+    // hyper's header timeout counts only with a timer; it also ends a kept-alive connection
+    // that sends no next request.
+    http.timer(TokioTimer::new()).header_read_timeout(within);
     let s3 = Closing(s3);
     let result = match tls {
         None => http.serve_connection(TokioIo::new(stream), s3).await,
-        Some(acceptor) => match acceptor.accept(stream).await {
-            Ok(tls) => http.serve_connection(TokioIo::new(tls), s3).await,
-            Err(e) => {
+        Some(acceptor) => match tokio::time::timeout(within, acceptor.accept(stream)).await {
+            Ok(Ok(tls)) => http.serve_connection(TokioIo::new(tls), s3).await,
+            Ok(Err(e)) => {
                 tracing::debug!(%peer, error = %e, "gateway: TLS handshake failed");
+                return;
+            }
+            Err(_) => {
+                tracing::debug!(%peer, ?within, "gateway: TLS handshake not done in time");
                 return;
             }
         },

@@ -329,3 +329,42 @@ async fn incomplete_multipart_uploads_are_listed_and_expire() {
     assert_eq!(left, 0, "the expired upload's parts were removed");
     b.stop().await;
 }
+
+/// A peer that connects and says nothing, or trickles its headers, is closed after
+/// `header_timeout`; beyond `max_connections` a new connection waits for a slot instead of
+/// taking memory, and is served once one frees.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_and_slow_connections_are_closed_and_a_crowd_waits_for_a_slot() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let within = std::time::Duration::from_secs(1);
+    let settings = GatewaySettings {
+        header_timeout: cv_net::config::Dur(within),
+        max_connections: 2,
+        ..settings(GatewayTls::OFF)
+    };
+    let b = bed_with(settings).await;
+    let addr = b.gateway.addr();
+    let started = std::time::Instant::now();
+    // Two connections take both slots: one silent, one stopping mid-header.
+    let mut silent = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut slow = tokio::net::TcpStream::connect(addr).await.unwrap();
+    slow.write_all(b"GET /open-data?list-type=2 HTTP/1.1\r\nHost: x\r\n").await.unwrap();
+    // A third, complete request waits until one of them is closed.
+    let third = tokio::spawn(async move {
+        let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
+        c.write_all(b"GET /open-data?list-type=2 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await.unwrap();
+        let mut answer = Vec::new();
+        c.read_to_end(&mut answer).await.unwrap();
+        (started.elapsed(), String::from_utf8_lossy(&answer).into_owned())
+    });
+    for (name, conn) in [("silent", &mut silent), ("slow", &mut slow)] {
+        let mut buf = [0u8; 256];
+        let n = tokio::time::timeout(within * 10, conn.read(&mut buf)).await.expect("kept open").unwrap_or(0);
+        assert_eq!(n, 0, "{name}: answered instead of closed: {}", String::from_utf8_lossy(&buf[..n]));
+        assert!(started.elapsed() >= within, "{name} closed before its headers were due");
+    }
+    let (took, answer) = tokio::time::timeout(within * 10, third).await.expect("never served").unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(took >= within, "served at {took:?}, while both slots were taken");
+    b.stop().await;
+}
