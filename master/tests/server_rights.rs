@@ -94,3 +94,43 @@ async fn a_named_node_certificate_speaks_only_as_its_node() {
     h.connect_as(&server, CertRole::Node, Role::Worker, "any").await.unwrap();
     server.shutdown().await;
 }
+
+/// By default only buckets at their own endpoint may be mounted; whatever the operator allows,
+/// never the master's own directory (its journal holds every mount's credentials).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mounts_are_limited_to_what_the_operator_allows() {
+    let h = Harness::new();
+    let cfg = cv_master::server::ServerConfig { mounts: Default::default(), ..h.config() };
+    let server = h.start_with(&cfg, None).await;
+    let admin = h.connect_as(&server, CertRole::Admin, Role::Admin, "ops").await.unwrap();
+    let store = tempfile::tempdir().unwrap();
+    let refused = |r: Result<cv_wire::Frame, cv_net::NetError>, why: &str| {
+        let e = r.expect_err("mounted");
+        assert_eq!(e.code(), Some(ErrorCode::PermissionDenied), "{e}");
+        assert!(e.message().contains(why), "{e}");
+    };
+    refused(call_frame(&admin, &fs_mount(store.path(), "/x"), &[]).await, "not among the mountable locations");
+    let imds = Mount {
+        ufs_url: "s3://b".into(),
+        cv_path: "/y".into(),
+        mode: MountMode::Cache,
+        options: vec![cv_wire::msg::KeyValue { key: "endpoint".into(), value: "http://169.254.169.254".into() }],
+    };
+    refused(call_frame(&admin, &imds, &[]).await, "not among the endpoints");
+    let (list, _): (ListMountsOk, _) = call(&admin, &ListMounts {}, &[]).await;
+    assert!(list.mounts.is_empty());
+    server.shutdown().await;
+
+    // With local directories allowed: its own journal directory, or one holding it, still not.
+    let open = cv_master::server::ServerConfig {
+        mounts: cv_master::server::MountPolicy { allow: vec!["fs://".into()], ..Default::default() },
+        ..h.config()
+    };
+    let server = h.start_with(&open, None).await;
+    let admin = h.connect_as(&server, CertRole::Admin, Role::Admin, "ops").await.unwrap();
+    for dir in [h.journal_dir(), h.dir.path().to_path_buf()] {
+        refused(call_frame(&admin, &fs_mount(&dir, "/j"), &[]).await, "the master's own files");
+    }
+    let _: (Done, _) = call(&admin, &fs_mount(store.path(), "/x"), &[]).await;
+    server.shutdown().await;
+}

@@ -4,7 +4,7 @@
 
 use crate::connect::write_client_config;
 use cv_client::{Client, ClientSettings};
-use cv_master::server::{MasterServer, PeerConfig, RaftReads, ServerConfig};
+use cv_master::server::{MasterServer, MountPolicy, PeerConfig, RaftReads, ServerConfig};
 use cv_net::config::{ByteSize, Dur, TlsConfig};
 use cv_net::quic::TransportSettings;
 use cv_net::tls::{ClusterCa, Identity};
@@ -121,6 +121,13 @@ impl LocalCluster {
             tail_budget: opts.tail_budget,
             raft_reads: opts.raft_reads,
             check_tails: opts.check_tails,
+            // A local sandbox: local directories and stores on this host may be mounted, never
+            // the cluster's own directory (certificates, journal, blocks).
+            mounts: MountPolicy {
+                allow: vec!["s3://".into(), "fs://".into()],
+                endpoints: vec!["http://127.0.0.1:*".into(), "http://localhost:*".into()],
+                private: vec![opts.dir.clone()],
+            },
             ..ServerConfig::default()
         };
         let configs = match opts.masters {

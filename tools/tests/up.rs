@@ -258,6 +258,11 @@ fn the_client_file_of_cvctl_up_cannot_change_the_cluster() {
     fs(&client, &["put", local.to_str().unwrap(), "/f.bin"]);
     assert_eq!(fs(&client, &["cat", "/f.bin"]), b"a client's file");
 
+    // Not even the operator mounts the cluster's own directory (its keys).
+    let out = cvctl(&["mount", "--config", admin.to_str().unwrap(), "add", &keys, "/x", "--mode", "cache"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("the master's own files"), "{err}");
+
     // The operator mounts (a directory of its choosing) and unmounts.
     let scratch = dir.path().join("scratch");
     std::fs::create_dir_all(&scratch).unwrap();

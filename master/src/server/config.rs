@@ -1,6 +1,7 @@
 //! The `[master]` section of the cv configuration file, typed and validated, and its
 //! conversion into [`MasterConfig`].
 
+use super::mount_policy::MountPolicy;
 use cv_master_core::config::MasterConfig;
 use cv_net::config::{ByteSize, ConfigError, Dur, MetricsAddr};
 use serde::{Deserialize, Serialize};
@@ -84,6 +85,8 @@ pub struct ServerConfig {
     /// Under Raft: a follower that hears nothing from the leader for this long (to twice
     /// as long, at random) stands for election. Heartbeats go out at a quarter of it.
     pub election_timeout: Dur,
+    /// What may be mounted (`[master.mounts]`; `mount_policy.rs`).
+    pub mounts: MountPolicy,
 }
 
 /// One master of a Raft group.
@@ -129,6 +132,7 @@ impl Default for ServerConfig {
             bootstrap: false,
             raft_reads: RaftReads::Lease,
             election_timeout: Dur::millis(250),
+            mounts: MountPolicy::default(),
         }
     }
 }
@@ -173,6 +177,7 @@ impl ServerConfig {
         if self.tail_budget < self.default_tail {
             return Err(ConfigError::new(f("tail_budget"), "must be at least default_tail"));
         }
+        self.mounts.validate(&f("mounts"))?;
         self.validate_raft(section)
     }
 

@@ -11,6 +11,7 @@ mod deletes;
 mod errors;
 mod export;
 mod metrics;
+mod mount_policy;
 mod push_deletes;
 mod raft;
 mod replay;
@@ -27,5 +28,6 @@ mod ufs;
 
 pub use config::{PeerConfig, RaftReads, ServerConfig};
 pub use errors::{ServerError, ServerErrorKind, code_of};
+pub use mount_policy::MountPolicy;
 pub use run::MasterServer;
 pub use service::MasterService;

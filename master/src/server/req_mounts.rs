@@ -3,6 +3,7 @@
 
 use super::convert::{mode_to_state, mode_to_wire, mount_info};
 use super::errors::Fail;
+use super::mount_policy::Denied;
 use super::req_namespace::{parsed, parsed_new};
 use super::request::Req;
 use super::service::MasterService;
@@ -14,6 +15,11 @@ pub(super) async fn mount(s: &MasterService, q: Req<'_, Mount>) -> Result<Reply,
     let options: Vec<(String, String)> = req.options.into_iter().map(|kv| (kv.key, kv.value)).collect();
     let mode = mode_to_state(req.mode);
     let path = parsed_new(&req.cv_path)?;
+    // Only what the operator allows, before the store is asked anything.
+    s.mount_policy.check(&req.ufs_url, &options).map_err(|d| match d {
+        Denied::Invalid(m) => Fail::new(cv_wire::ErrorCode::InvalidArgument, m),
+        Denied::NotAllowed(m) => Fail::new(cv_wire::ErrorCode::PermissionDenied, m),
+    })?;
     let mount =
         cv_master_core::state::MountEntry { path: path.as_str().to_owned(), ufs_url: req.ufs_url, mode, options };
     // The store must answer before the mount is recorded: a typo fails here, not at first read.

@@ -168,7 +168,8 @@ impl MasterServer {
             endpoint.local_addr().map_err(|e| ServerError::new(ServerErrorKind::Net, format!("local addr: {e}")))?;
         let service = Arc::new(
             MasterService::new(core.clone(), clock, config.heartbeat_every(), exporter.clone(), raft.clone())
-                .checking_tails(config.check_tails),
+                .checking_tails(config.check_tails)
+                .mounting(config.mounts.with_private(&config.journal_dir)),
         );
         let ufs = service.ufs.clone();
         // Before serving, so the first opens after a restart find the tails and checks saved.

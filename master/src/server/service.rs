@@ -29,6 +29,8 @@ pub struct MasterService {
     pub(super) exporter: Arc<super::export::Exporter>,
     /// Read a completion's tail back from its blocks before keeping it (`tail_check.rs`).
     pub(super) check_tails: bool,
+    /// What may be mounted.
+    pub(super) mount_policy: super::mount_policy::MountPolicy,
     /// Tails being read back from their blocks before they are kept.
     pub(super) tail_checks: Arc<super::tail_check::TailChecks>,
     /// Replies of recent mutations, for their retries.
@@ -64,6 +66,7 @@ impl MasterService {
             ufs: Default::default(),
             exporter,
             check_tails: true,
+            mount_policy: Default::default(),
             tail_checks: Default::default(),
             replays: Default::default(),
             worker_conns: Mutex::new(HashMap::new()),
@@ -78,6 +81,12 @@ impl MasterService {
     /// Whether a completion's tail is read back from its blocks before it is kept.
     pub(super) fn checking_tails(mut self, on: bool) -> Self {
         self.check_tails = on;
+        self
+    }
+
+    /// What may be mounted.
+    pub(super) fn mounting(mut self, policy: super::mount_policy::MountPolicy) -> Self {
+        self.mount_policy = policy;
         self
     }
 

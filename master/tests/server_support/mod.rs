@@ -93,6 +93,12 @@ pub fn config_in(journal_dir: &Path) -> ServerConfig {
         heartbeat_timeout: Dur::secs(10),
         // The workers of these tests are stand-ins that serve no blocks to read a tail back from.
         check_tails: false,
+        // Local directories and stores on loopback, as the tests mount them.
+        mounts: cv_master::server::MountPolicy {
+            allow: vec!["s3://".into(), "fs://".into()],
+            endpoints: vec!["http://127.0.0.1:*".into()],
+            private: vec![],
+        },
         ..ServerConfig::default()
     }
 }

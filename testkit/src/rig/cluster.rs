@@ -171,6 +171,7 @@ impl CvCluster {
                     peers: peers.clone(),
                     bootstrap: i == 0,
                 }),
+                store_host: rig.bridge_addr(),
             };
             let mconf = write(&mdir.join("cv.toml"), &cv_config::master(&certs, &mfile))?;
             let cmd = cvctl_cmd(&spec.cvctl, &["master", "--config"], &mconf);

@@ -39,6 +39,8 @@ pub(crate) struct MasterFile<'a> {
     pub(crate) block_size: Option<u64>,
     /// In a Raft group: this master's place in it.
     pub(crate) raft: Option<RaftMember>,
+    /// Where the rig's object store may listen (the bridge): mounts may name it as endpoint.
+    pub(crate) store_host: std::net::Ipv4Addr,
 }
 
 /// A Raft group's member: its id, every master `(id, address)`, and whether it makes the
@@ -71,7 +73,7 @@ pub(crate) fn master(certs: &Path, m: &MasterFile<'_>) -> String {
         ms(m.replica_grace),
         m.block_size.map(|b| format!("block_size = {b}\n")).unwrap_or_default(),
         raft_lines(&m.raft),
-    )
+    ) + &format!("\n[master.mounts]\nallow = [\"s3://\"]\nendpoints = [\"http://{}:*\"]\n", m.store_host)
 }
 
 /// What varies between worker files.

@@ -44,6 +44,11 @@ impl MasterArgs {
             m.journal_dir = d.clone();
         }
         m.validate("master")?;
+        // No mount may reach the node's key or the CA beside it.
+        let tls = &file.common.tls;
+        m.mounts
+            .private
+            .extend([&tls.key, &tls.cert, &tls.ca].iter().filter_map(|p| p.parent()).map(|p| p.to_path_buf()));
         Ok(m)
     }
 
