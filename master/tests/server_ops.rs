@@ -140,7 +140,11 @@ async fn namespace_operations_and_error_codes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mounts_never_return_secrets() {
+    use std::os::unix::fs::PermissionsExt;
     let h = Harness::new();
+    // A journal directory made by hand, readable by everyone.
+    std::fs::create_dir_all(h.journal_dir()).unwrap();
+    std::fs::set_permissions(h.journal_dir(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let server = h.start().await;
     let c = h.connect(&server, Role::Admin).await;
     let kv = |k: &str, v: &str| KeyValue { key: k.into(), value: v.into() };
@@ -192,6 +196,19 @@ async fn mounts_never_return_secrets() {
     let (list, _): (ListMountsOk, _) = call(&c, &ListMounts {}, &[]).await;
     assert!(list.mounts.is_empty());
     server.shutdown().await;
+    // The journal holds the secret (workers need it): only the master's user may read it.
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&h.journal_dir()), 0o700, "the journal directory");
+    let mut holds_secret = false;
+    for f in std::fs::read_dir(h.journal_dir()).unwrap() {
+        let p = f.unwrap().path();
+        assert_eq!(mode(&p) & 0o077, 0, "{} is readable by others", p.display());
+        let bytes = std::fs::read(&p).unwrap();
+        holds_secret |= bytes
+            .windows(cv_testkit::S3Server::SECRET_KEY.len())
+            .any(|w| w == cv_testkit::S3Server::SECRET_KEY.as_bytes());
+    }
+    assert!(holds_secret, "no file of the journal holds the secret: the check above proves nothing");
 }
 
 /// A worker may advertise a name; the master resolves it once, at registration, and block

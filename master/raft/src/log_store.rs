@@ -213,7 +213,8 @@ impl FileLog {
     /// Opens (or creates) the log in `dir`, cutting a torn last frame, and starts its writer
     /// thread. Damage anywhere else is `InvalidData`, naming the file.
     pub fn open(dir: &Path) -> std::io::Result<Self> {
-        std::fs::create_dir_all(dir)?;
+        // The log holds every mount's credentials: the master's user only.
+        cv_master_core::journal::private_dir(dir)?;
         let mut log = FileStorage::new(dir.join("raft-log"));
         let mut vote_file = FileStorage::new(dir.join("raft-vote"));
         let vote = decode_vote(&vote_file.read_all()?).map_err(|e| damaged(dir, &e))?;

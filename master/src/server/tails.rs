@@ -78,7 +78,12 @@ pub(super) fn save(file: &Path, core: &MasterCore) -> std::io::Result<usize> {
             .map(|(path, age)| TailRecord::Fresh { path, checked_at_ms: now.saturating_sub(age.as_millis() as u64) }),
     );
     let tmp = file.with_extension("tmp");
-    let written = std::fs::File::create(&tmp).and_then(|f| {
+    // Mode 0600 like every file beside the journal: tails are the files' own bytes.
+    let create = || {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new().create(true).write(true).truncate(true).mode(0o600).open(&tmp)
+    };
+    let written = create().and_then(|f| {
         let mut w = std::io::BufWriter::new(f);
         tail_file::write(&mut w, &records)?;
         w.into_inner().map_err(std::io::IntoInnerError::into_error)?.sync_data()

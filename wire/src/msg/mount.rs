@@ -16,9 +16,9 @@ pub enum MountMode {
     Fs,
 }
 
-/// Mount an object-store location at a cv path.
-#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
-#[rkyv(derive(Debug))]
+/// Mount an object-store location at a cv path. Its `Debug` names the options but shows none
+/// of their values: they carry credentials, and a request may end up in a log or a panic.
+#[derive(Archive, Serialize, Deserialize, Clone, PartialEq, Eq)]
 pub struct Mount {
     /// OpenDAL-style URL, e.g. `s3://bucket/prefix`.
     pub ufs_url: String,
@@ -28,6 +28,18 @@ pub struct Mount {
     pub mode: MountMode,
     /// Service options (endpoint, region, credentials...).
     pub options: Vec<KeyValue>,
+}
+
+impl std::fmt::Debug for Mount {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let keys: Vec<&str> = self.options.iter().map(|kv| kv.key.as_str()).collect();
+        f.debug_struct("Mount")
+            .field("ufs_url", &self.ufs_url)
+            .field("cv_path", &self.cv_path)
+            .field("mode", &self.mode)
+            .field("options (values not shown)", &keys)
+            .finish()
+    }
 }
 
 /// Remove a mount.
@@ -79,7 +91,6 @@ pub struct GetMount {
 
 /// Reply to [`GetMount`].
 #[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
-#[rkyv(derive(Debug))]
 pub struct GetMountOk {
     /// The mount, options unredacted.
     pub mount: Mount,
@@ -167,3 +178,21 @@ impl CheckLimits for ArchivedListMountsOk {
 }
 
 no_limits!(ArchivedListMounts, ArchivedFreeOk);
+
+#[cfg(test)]
+mod debug_tests {
+    use super::*;
+
+    #[test]
+    fn debug_output_never_shows_an_option_value() {
+        let m = Mount {
+            ufs_url: "s3://b/p".into(),
+            cv_path: "/m".into(),
+            mode: MountMode::Cache,
+            options: vec![KeyValue { key: "secret_access_key".into(), value: "hunter2".into() }],
+        };
+        for text in [format!("{m:?}"), format!("{:?}", GetMountOk { mount: m.clone() })] {
+            assert!(text.contains("secret_access_key") && !text.contains("hunter2"), "{text}");
+        }
+    }
+}

@@ -138,7 +138,8 @@ fn cv(raw: &str) -> Result<CvPath> {
 impl MasterCore {
     /// Opens with real files `journal` and `snapshot` in `config.journal_dir`.
     pub fn start_dir(config: MasterConfig, clock: Arc<dyn Clock>) -> Result<Self> {
-        std::fs::create_dir_all(&config.journal_dir).map_err(|e| Error::io("create journal dir", &e))?;
+        // The journal and snapshot hold every mount's credentials: the master's user only.
+        crate::journal::private_dir(&config.journal_dir).map_err(|e| Error::io("create journal dir", &e))?;
         let storages = Storages {
             journal: Box::new(FileStorage::new(config.journal_dir.join("journal"))),
             snapshot: Box::new(FileStorage::new(config.journal_dir.join("snapshot"))),

@@ -17,7 +17,7 @@ pub use format::{
 pub use log::Log;
 pub use mem::MemStorage;
 pub use snapshot::{SNAPSHOT_FORMAT_VERSION, SNAPSHOT_MAGIC, decode_snapshot, encode_snapshot};
-pub use storage::{FileStorage, Storage};
+pub use storage::{FileStorage, Storage, private_dir};
 pub use ticket::Ticket;
 pub use writer::WriterStats;
 

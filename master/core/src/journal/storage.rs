@@ -2,6 +2,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 /// One durable byte sequence (the journal, or the snapshot).
@@ -28,6 +29,28 @@ pub trait Storage: Send + std::fmt::Debug {
     }
 }
 
+/// Mode of every file a master writes: mount credentials are in its records, so only the
+/// master's own user may read them (its directory is 0700 too, [`private_dir`]).
+const SECRET: u32 = 0o600;
+
+/// Creates (or truncates) `path` with mode [`SECRET`].
+fn create_secret(path: &Path) -> io::Result<File> {
+    OpenOptions::new().create(true).write(true).truncate(true).mode(SECRET).open(path)
+}
+
+/// Creates `dir` if needed and makes it 0700, also when it existed with a wider mode (a
+/// directory made by hand, or by a build before this rule): the journal, snapshot and Raft
+/// files hold every mount's credentials.
+pub fn private_dir(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(dir)?;
+    let mode = std::fs::metadata(dir)?.permissions().mode() & 0o777;
+    if mode != 0o700 {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(())
+}
+
 /// A real file: `write` + `fdatasync`; `replace` = temp file, fsync, rename, fsync the directory.
 #[derive(Debug)]
 pub struct FileStorage {
@@ -46,7 +69,7 @@ impl FileStorage {
 
     fn file(&mut self) -> io::Result<&mut File> {
         if self.file.is_none() {
-            let f = OpenOptions::new().create(true).append(true).read(true).open(&self.path)?;
+            let f = OpenOptions::new().create(true).append(true).read(true).mode(SECRET).open(&self.path)?;
             self.file = Some(f);
         }
         // Just set above when it was missing.
@@ -91,7 +114,7 @@ impl Storage for FileStorage {
 
     fn replace(&mut self, bytes: &[u8]) -> io::Result<()> {
         let tmp = self.sibling(".tmp");
-        let written = File::create(&tmp).and_then(|mut f| {
+        let written = create_secret(&tmp).and_then(|mut f| {
             f.write_all(bytes)?;
             f.sync_all()
         });

@@ -98,13 +98,26 @@ pub enum MountMode {
     Fs,
 }
 
-/// A row of the mount table (cv-wire's `Mount` is the request that asks for one).
-#[derive(Debug, Clone, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+/// A row of the mount table (cv-wire's `Mount` is the request that asks for one). Its `Debug`
+/// names the options but shows none of their values (credentials).
+#[derive(Clone, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 pub struct MountEntry {
     pub path: String,
     pub ufs_url: String,
     pub mode: MountMode,
     pub options: Vec<(String, String)>,
+}
+
+impl std::fmt::Debug for MountEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let keys: Vec<&str> = self.options.iter().map(|(k, _)| k.as_str()).collect();
+        f.debug_struct("MountEntry")
+            .field("path", &self.path)
+            .field("ufs_url", &self.ufs_url)
+            .field("mode", &self.mode)
+            .field("options (values not shown)", &keys)
+            .finish()
+    }
 }
 
 /// The object a file was cached from (cache mode): its bytes are that
