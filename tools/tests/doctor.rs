@@ -208,6 +208,14 @@ fn certificates_from_another_ca_expired_or_with_the_wrong_key_fail_naming_the_fi
     let (out, report) = doctor(&cfg);
     assert_fails(&out, &report, "cert", key.to_str().unwrap(), "key_mismatch");
 
+    // A key file others may read (0644, as a copy made without care would be).
+    let exposed = dir.path().join("exposed.key");
+    std::fs::copy(ours.join("node.key"), &exposed).unwrap();
+    std::fs::set_permissions(&exposed, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let cfg = write("exposed.toml", tls(&ours.join("ca.pem"), &ours.join("node.pem"), &exposed));
+    let (out, report) = doctor(&cfg);
+    assert_fails(&out, &report, "cert", exposed.to_str().unwrap(), "key_exposed");
+
     // A client certificate where a worker needs a node's.
     let client = ours.join("client.pem");
     let text = tls(&ours.join("ca.pem"), &client, &ours.join("client.key"))
@@ -234,7 +242,9 @@ fn certificates_from_another_ca_expired_or_with_the_wrong_key_fail_naming_the_fi
         let key = rcgen::KeyPair::generate().unwrap();
         let cert = p.signed_by(&key, &ca, &ca_key).unwrap();
         std::fs::write(made.join(format!("{name}.pem")), cert.pem()).unwrap();
-        std::fs::write(made.join(format!("{name}.key")), key.serialize_pem()).unwrap();
+        let key_path = made.join(format!("{name}.key"));
+        std::fs::write(&key_path, key.serialize_pem()).unwrap();
+        std::fs::set_permissions(&key_path, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
         (made.join(format!("{name}.pem")), made.join(format!("{name}.key")))
     };
     let (expired, expired_key) = issue("expired", rcgen::date_time_ymd(2020, 1, 1), rcgen::date_time_ymd(2021, 1, 1));
@@ -287,9 +297,8 @@ fn a_data_dir_this_user_cannot_write_fails_naming_it() {
         for p in [dir.path(), &certs] {
             std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
         }
-        for f in ["node.key", "ca.key", "client.key"] {
-            std::fs::set_permissions(certs.join(f), std::fs::Permissions::from_mode(0o644)).unwrap();
-        }
+        // The node's key becomes nobody's, still 0600, as it would be the service user's.
+        std::os::unix::fs::chown(certs.join("node.key"), Some(65_534), None).unwrap();
     }
     let (out, report) = doctor_as(&cfg, run_as);
     assert_fails(&out, &report, "data_dir", data.to_str().unwrap(), "not_writable");

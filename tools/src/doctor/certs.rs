@@ -1,7 +1,7 @@
 //! `[tls]`: the three files are read and parsed, the certificate chains to the configured CA
 //! at the current time with the usage its role needs and names what that role's peers check
 //! (`cv.cluster` for nodes, `client.cv.cluster` for clients, as `cv_net::tls` issues them), it
-//! is not about to expire, and the key is the certificate's. The handshake would refuse any of
+//! is not about to expire, and the key is the certificate's and readable by its owner only. The handshake would refuse any of
 //! these later, with a less precise message and only once a peer is there.
 
 use super::{Check, Finding, Problem, needs_node_identity};
@@ -34,6 +34,9 @@ pub(super) fn check(cfg: &CvConfig, now: SystemTime) -> Vec<Finding> {
     };
     let chain = read_certs(&tls.cert, "certificate").map_err(|f| out.push(f)).ok();
     let key = read_key(&tls.key).map_err(|f| out.push(f)).ok();
+    if key.is_some() {
+        out.extend(key_mode_finding(&tls.key));
+    }
     if let (Some(ca), Some(chain)) = (&ca, &chain) {
         out.extend(chain_findings(&tls.cert, &tls.ca, ca, chain, node, now));
     }
@@ -41,6 +44,20 @@ pub(super) fn check(cfg: &CvConfig, now: SystemTime) -> Vec<Finding> {
         out.push(key_finding(&tls.key, &tls.cert, chain, key));
     }
     out
+}
+
+/// A key file readable by its group or by everyone fails: whoever reads it is this node.
+fn key_mode_finding(path: &Path) -> Option<Finding> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(path).ok()?.permissions().mode() & 0o777;
+    (mode & 0o077 != 0).then(|| {
+        Finding::fail(
+            Check::Cert,
+            path.display().to_string(),
+            Problem::KeyExposed,
+            format!("private key is mode {mode:o}: others may read it; chmod 600 it (owned by the service's user)"),
+        )
+    })
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, Finding> {

@@ -90,6 +90,8 @@ pub enum Problem {
     WrongRole,
     /// The private key is not the certificate's.
     KeyMismatch,
+    /// A private key file others than its owner may read.
+    KeyExposed,
     /// Something else listens on an address a server binds.
     InUse,
     /// The address cannot be bound for another reason (not this host's, privileged).
@@ -123,6 +125,7 @@ impl Problem {
             Problem::WrongCa => "wrong_ca",
             Problem::WrongRole => "wrong_role",
             Problem::KeyMismatch => "key_mismatch",
+            Problem::KeyExposed => "key_exposed",
             Problem::InUse => "in_use",
             Problem::Unbindable => "unbindable",
             Problem::NotWritable => "not_writable",
