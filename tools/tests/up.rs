@@ -302,3 +302,79 @@ fn the_client_file_of_cvctl_up_cannot_change_the_cluster() {
     let (status, _) = stop(server, "TERM");
     assert!(status.success(), "exit after SIGTERM: {status}");
 }
+
+/// One identity per node from `cvctl cert issue`: a master and a worker each on a certificate
+/// naming its node serve as before; the worker's certificate used for another node name is
+/// refused by the master, and that worker exits saying why.
+#[test]
+fn per_node_certificates_serve_and_bind_each_to_its_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = dir.path().join("certs");
+    let ok = |out: std::process::Output, what: &str| {
+        assert!(out.status.success(), "{what}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    ok(cvctl(&["cert", "init", "--dir", certs.to_str().unwrap()]), "cert init");
+    for (role, name) in [("master", "m1"), ("worker", "w1")] {
+        let out = certs.join(name);
+        let args = ["cert", "issue", "--dir", certs.to_str().unwrap(), "--role", role, "--name", name];
+        ok(cvctl(&[&args[..], &["--san", "127.0.0.1", "--out", out.to_str().unwrap()]].concat()), "cert issue");
+    }
+    let tls = |name: &str| {
+        let p = |f: String| format!("{:?}", certs.join(f).to_str().unwrap());
+        format!(
+            "[tls]\nca = {}\ncert = {}\nkey = {}\n",
+            p("ca.pem".into()),
+            p(format!("{name}.pem")),
+            p(format!("{name}.key"))
+        )
+    };
+    let worker_file = |node: &str, data: &str| {
+        let path = dir.path().join(format!("{node}-{data}.toml"));
+        let text = format!(
+            "{}[worker]\nnode = {node:?}\nhost = \"127.0.0.1\"\nbind = \"127.0.0.1\"\nbase_port = 0\nshards = 1\n\
+             pin_cores = false\nmemory_tier = \"16MiB\"\n[[worker.data_dirs]]\npath = {:?}\ncapacity = \"1GiB\"\n",
+            tls("w1"),
+            dir.path().join(data).to_str().unwrap()
+        );
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let master_file = dir.path().join("master.toml");
+    let journal = dir.path().join("journal");
+    let text = format!("{}[master]\nnode = \"m1\"\nlisten = \"127.0.0.1:0\"\njournal_dir = {journal:?}\n", tls("m1"));
+    std::fs::write(&master_file, text).unwrap();
+
+    let (m, addr) = master(&master_file);
+    let (w, ports) = worker(&worker_file("w1", "data"), &addr);
+    let client = dir.path().join("client.toml");
+    std::fs::write(&client, format!("{}[client]\nmaster = {addr:?}\n", tls("client"))).unwrap();
+    wait_registered(&client, &ports);
+    let local = dir.path().join("in.bin");
+    std::fs::write(&local, vec![7u8; 3 << 20]).unwrap();
+    fs(&client, &["put", local.to_str().unwrap(), "/f.bin"]);
+    assert_eq!(fs(&client, &["cat", "/f.bin"]), vec![7u8; 3 << 20]);
+
+    // The same certificate as another worker: refused at the master, and the worker says so.
+    let mut other = Command::new(env!("CARGO_BIN_EXE_cvctl"))
+        .args(["worker", "--config", worker_file("w2", "data2").to_str().unwrap(), "--master", &addr])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while other.try_wait().unwrap().is_none() && started.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    if other.try_wait().unwrap().is_none() {
+        other.kill().unwrap();
+    }
+    let out = other.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a worker on another node's certificate kept running: {err}");
+    assert!(err.contains("may not speak as node \"w2\""), "{err}");
+
+    let (status, _) = stop(w, "TERM");
+    assert!(status.success(), "worker exit after SIGTERM: {status}");
+    let (status, _) = stop(m, "TERM");
+    assert!(status.success(), "master exit after SIGTERM: {status}");
+}
