@@ -22,6 +22,10 @@ use super::master::MasterLink;
 /// the master is asked again.
 const RETRY_DOWN_MASTER: Duration = Duration::from_secs(5);
 
+/// Slots past this many are swept of those holding no mount: a read names its mount, so a
+/// peer sending made-up names would otherwise grow the map without end.
+const MAX_SLOTS: usize = 1024;
+
 /// One cached mount.
 #[derive(Debug, Clone)]
 struct Entry {
@@ -70,6 +74,10 @@ impl Mounts {
 
     fn slot(&self, mount: &str) -> Slot {
         let mut slots = self.slots.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if slots.len() >= MAX_SLOTS && !slots.contains_key(mount) {
+            // Kept: slots with a mount, and those someone holds (a resolution under way).
+            slots.retain(|_, s| Arc::strong_count(s) > 1 || s.try_lock().map(|e| e.is_some()).unwrap_or(true));
+        }
         slots.entry(mount.to_owned()).or_default().clone()
     }
 
@@ -128,5 +136,42 @@ impl Mounts {
             .map_err(|e| FetchError::from_ufs(&format!("mount {mount} ({})", said.0), &e))?
             .with_stats(self.stats.clone());
         Ok((ufs, said))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::master::MasterSpec;
+    use super::*;
+
+    fn mounts() -> Mounts {
+        let ca = cv_net::tls::ClusterCa::generate("t").unwrap();
+        let node = ca.issue("w", &cv_net::identity::CertRole::Node, &[]).unwrap();
+        let identity = cv_net::tls::Identity::from_pem(&ca.cert_pem(), &node.cert_pem, &node.key_pem).unwrap();
+        let spec = MasterSpec {
+            masters: Arc::new(cv_net::masters::MasterList::new("127.0.0.1:9".to_string(), &[])),
+            node: "w".into(),
+            identity,
+            transport: Default::default(),
+            bind: "127.0.0.1".parse().unwrap(),
+            timeout: Duration::from_millis(100),
+        };
+        Mounts::new(MasterLink::new(spec), UfsSettings::default(), Duration::from_secs(60), Default::default())
+    }
+
+    #[test]
+    fn made_up_mount_names_are_not_kept_but_real_mounts_are() {
+        let m = mounts();
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("fs://{}", dir.path().display());
+        let ufs = Ufs::connect(&url, &[], &UfsSettings::default()).unwrap();
+        let real = Entry { ufs, fresh_until: Instant::now(), said: (url, vec![]) };
+        *m.slot("/real").try_lock().unwrap() = Some(real);
+        for i in 0..10_000 {
+            drop(m.slot(&format!("/made-up-{i}")));
+        }
+        let slots = m.slots.lock().unwrap();
+        assert!(slots.len() <= MAX_SLOTS, "{} slots kept", slots.len());
+        assert!(slots["/real"].try_lock().unwrap().is_some(), "a real mount was swept");
     }
 }
