@@ -311,6 +311,15 @@ async fn deleting_a_file_sends_delete_blocks_in_the_next_heartbeat() {
     let report = BlockReport { block_id: block.block_id, len: 10_000, shard: 0 };
     let (ok, _): (HeartbeatOk, _) = call(&worker, &hb(vec![report]), &[]).await;
     assert!(ok.commands.is_empty(), "{:?}", ok.commands);
+    // An admin's report counts the worker's blocks; a client's has the workers' capacity but no
+    // per-block walk (it never names paths).
+    let admin = h.connect(&server, Role::Admin).await;
+    let (full, _): (ReportOk, _) = call(&admin, &Report {}, &[]).await;
+    assert_eq!(full.workers[0].blocks, 1, "{full:?}");
+    let (view, _): (ReportOk, _) = call(&c, &Report {}, &[]).await;
+    assert_eq!((view.workers[0].capacity, view.workers[0].used, view.workers[0].live), (1 << 30, 10_000, true));
+    assert_eq!((view.workers[0].blocks, view.workers[0].only_copies), (0, 0), "{view:?}");
+    assert_eq!((view.inodes, view.blocks), (full.inodes, full.blocks));
 
     let _: (Done, _) = call(&c, &Delete { path: "/doomed".into(), recursive: false }, &[]).await;
     let (ok, _): (HeartbeatOk, _) = call(&worker, &hb(vec![]), &[]).await;

@@ -74,21 +74,31 @@ pub(super) async fn heartbeat(s: &MasterService, peer: &Peer, q: Req<'_, Heartbe
     Ok(q.reply(&HeartbeatOk { commands }))
 }
 
-pub(super) async fn report(s: &MasterService, q: Req<'_, cv_wire::msg::Report>) -> Result<Reply, Fail> {
-    // Copies the whole state (an admin call, rare): off the reactor.
+/// The cluster's report. An admin's certificate gets all of it; any other gets the workers and
+/// the counts (what the FUSE mount's `df` and Hadoop's `getStatus` read), without the per-block
+/// summary, which walks every block and names lost and under-replicated paths.
+pub(super) async fn report(s: &MasterService, peer: &Peer, q: Req<'_, cv_wire::msg::Report>) -> Result<Reply, Fail> {
+    let admin = peer.cert.role.is_admin();
+    // No copy of the namespace: the workers, two counts and, for an admin, the block summary
+    // (off the reactor: it walks every block).
     let core = s.core.clone();
     let replicas = s.core.replica_target();
-    let (data, blocks) =
-        tokio::task::spawn_blocking(move || (core.state_data(), core.inspect(|st| st.block_summary(replicas, 100))))
-            .await
-            .map_err(|e| Fail::new(ErrorCode::Internal, format!("report task: {e}")))?;
+    let (workers_now, inodes, block_count, blocks) = tokio::task::spawn_blocking(move || {
+        core.inspect(|st| {
+            let d = st.data();
+            let workers: Vec<_> = d.workers.values().cloned().collect();
+            let summary = if admin { st.block_summary(replicas, 100) } else { Default::default() };
+            (workers, d.inodes.len() as u64, d.blocks.len() as u64, summary)
+        })
+    })
+    .await
+    .map_err(|e| Fail::new(ErrorCode::Internal, format!("report task: {e}")))?;
     let now = s.clock.now_ms();
     let tails = s.core.tail_stats();
     let backlog = s.core.export_backlog();
     let tiers = s.tiers.lock().unwrap_or_else(|p| p.into_inner()).clone();
-    let workers = data
-        .workers
-        .values()
+    let workers = workers_now
+        .iter()
         .map(|w| WorkerInfo {
             worker_id: w.id,
             host: w.host.clone(),
@@ -110,8 +120,8 @@ pub(super) async fn report(s: &MasterService, q: Req<'_, cv_wire::msg::Report>) 
         .collect();
     let ok = ReportOk {
         workers,
-        inodes: data.inodes.len() as u64,
-        blocks: data.blocks.len() as u64,
+        inodes,
+        blocks: block_count,
         tail_bytes: tails.bytes,
         tail_budget: s.core.config().tail_budget_bytes,
         tail_hits: tails.hits,

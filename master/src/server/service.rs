@@ -166,9 +166,9 @@ impl MasterService {
                 worker_only(peer, frame.kind())?;
                 req_workers::heartbeat(self, peer, Req::of(frame)?).await
             }
-            // Open to clients for now: the FUSE mount's df and Hadoop's getStatus read capacity
-            // from it (a capacity-only request for them is left to the tenants issue).
-            Kind::Report => req_workers::report(self, Req::of(frame)?).await,
+            // Any peer: the FUSE mount's df and Hadoop's getStatus read capacity from it; what
+            // only an admin sees is decided inside.
+            Kind::Report => req_workers::report(self, peer, Req::of(frame)?).await,
             Kind::DrainWorker => {
                 admin_only(peer, frame.kind())?;
                 req_workers::drain(self, Req::of(frame)?).await
