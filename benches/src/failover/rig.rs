@@ -242,8 +242,14 @@ async fn measure(
             }
         }
     }
-    // The report: nothing lost, the dead worker's blocks short of a copy until the grace ends.
-    let report = client.report().await?;
+    // The report: nothing lost, the dead worker's blocks short of a copy until the grace ends
+    // (the per-block summary is the operator's: asked with the admin identity).
+    let admin_cfg = ClientConfig::load(cluster.admin_config())?;
+    let admin_id = Identity::load(&admin_cfg.tls)?;
+    let admin = Client::connect(admin_cfg.client.clone(), &admin_id, &admin_cfg.transport).await?;
+    let report = admin.report().await;
+    admin.shutdown().await;
+    let report = report?;
     let victim_only_copies = report.workers.iter().find(|w| w.worker_id == victim_id).map_or(0, |w| w.only_copies);
 
     // Now the master dies too. Files opened before the first kill still name the dead worker
