@@ -176,15 +176,7 @@ fn master_and_worker_processes_serve_files_and_stop_cleanly_on_sigterm() {
     let certs = dir.path().join("certs");
     let init = Command::new(env!("CARGO_BIN_EXE_cvctl")).args(["cert", "init", "--dir"]).arg(&certs).output().unwrap();
     assert!(init.status.success(), "cert init: {}", String::from_utf8_lossy(&init.stderr));
-    let tls = |name: &str| {
-        let p = |f: String| format!("{:?}", certs.join(f).to_str().unwrap());
-        format!(
-            "[tls]\nca = {}\ncert = {}\nkey = {}\n",
-            p("ca.pem".into()),
-            p(format!("{name}.pem")),
-            p(format!("{name}.key"))
-        )
-    };
+    let tls = |name: &str| tls_section(&certs, name);
     let node = dir.path().join("node.toml");
     let data = dir.path().join("data");
     std::fs::write(
@@ -218,6 +210,17 @@ fn master_and_worker_processes_serve_files_and_stop_cleanly_on_sigterm() {
         let (status, _) = stop(m, "TERM");
         assert!(status.success(), "master exit after SIGTERM: {status}");
     }
+}
+
+/// The `[tls]` section naming `certs/ca.pem` and the identity `name` (`certs/<name>.pem`, `.key`).
+fn tls_section(certs: &Path, name: &str) -> String {
+    let p = |f: String| format!("{:?}", certs.join(f).to_str().unwrap());
+    format!(
+        "[tls]\nca = {}\ncert = {}\nkey = {}\n",
+        p("ca.pem".into()),
+        p(format!("{name}.pem")),
+        p(format!("{name}.key"))
+    )
 }
 
 /// `cvctl args…` (the config flag among them), whatever it returns.
@@ -319,15 +322,7 @@ fn per_node_certificates_serve_and_bind_each_to_its_node() {
         let args = ["cert", "issue", "--dir", certs.to_str().unwrap(), "--role", role, "--name", name];
         ok(cvctl(&[&args[..], &["--san", "127.0.0.1", "--out", out.to_str().unwrap()]].concat()), "cert issue");
     }
-    let tls = |name: &str| {
-        let p = |f: String| format!("{:?}", certs.join(f).to_str().unwrap());
-        format!(
-            "[tls]\nca = {}\ncert = {}\nkey = {}\n",
-            p("ca.pem".into()),
-            p(format!("{name}.pem")),
-            p(format!("{name}.key"))
-        )
-    };
+    let tls = |name: &str| tls_section(&certs, name);
     let worker_file = |node: &str, data: &str| {
         let path = dir.path().join(format!("{node}-{data}.toml"));
         let text = format!(
