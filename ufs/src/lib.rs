@@ -15,7 +15,7 @@ mod store;
 mod stream;
 
 pub use error::{UfsError, UfsErrorKind};
-pub use location::Location;
+pub use location::{Location, canonical_scheme};
 pub use secrets::{is_secret, redact};
 pub use settings::{CV_OPTIONS, UfsSettings, is_cv_option};
 pub use stats::{BOUNDS_MS, UfsOp, UfsOpSnapshot, UfsStats};

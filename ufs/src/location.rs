@@ -22,14 +22,8 @@ impl Location {
     pub fn parse(url: &str) -> Result<Location, UfsError> {
         let (scheme, rest) =
             url.split_once("://").ok_or_else(|| bad(format!("{url:?} is not a URL (scheme://...)")))?;
-        let scheme: &'static str = match scheme {
-            "s3" => "s3",
-            "fs" | "file" => "fs",
-            "oss" if cfg!(feature = "oss") => "oss",
-            "gcs" | "gs" if cfg!(feature = "gcs") => "gcs",
-            "azblob" if cfg!(feature = "azblob") => "azblob",
-            other => return Err(bad(format!("object store {other:?} is not built in (s3, fs{})", extra()))),
-        };
+        let scheme = canonical_scheme(scheme)
+            .ok_or_else(|| bad(format!("object store {scheme:?} is not built in (s3, fs{})", extra())))?;
         if scheme == "fs" {
             if !rest.starts_with('/') {
                 return Err(bad(format!("{url:?}: fs URLs name an absolute directory, fs:///path")));
@@ -63,6 +57,19 @@ impl Location {
         cfg.extend(options.iter().cloned());
         cfg
     }
+}
+
+/// The OpenDAL scheme a URL's scheme names (`file` is `fs`, `gs` is `gcs`), if built in: what
+/// a mount of that URL opens, so rules about mounts (the master's allow-list) match the same.
+pub fn canonical_scheme(scheme: &str) -> Option<&'static str> {
+    Some(match scheme {
+        "s3" => "s3",
+        "fs" | "file" => "fs",
+        "oss" if cfg!(feature = "oss") => "oss",
+        "gcs" | "gs" if cfg!(feature = "gcs") => "gcs",
+        "azblob" if cfg!(feature = "azblob") => "azblob",
+        _ => return None,
+    })
 }
 
 fn extra() -> &'static str {

@@ -63,7 +63,7 @@ impl MountPolicy {
     /// Every entry parses; the error names the field and the entry.
     pub fn validate(&self, section: &str) -> Result<(), cv_net::config::ConfigError> {
         for a in &self.allow {
-            split_url(a).map_err(|e| cv_net::config::ConfigError::new(format!("{section}.allow"), e))?;
+            allowed_entry(a).map_err(|e| cv_net::config::ConfigError::new(format!("{section}.allow"), e))?;
         }
         for e in &self.endpoints {
             Endpoint::parse(e, true)
@@ -74,9 +74,15 @@ impl MountPolicy {
 
     /// Whether `url` with `options` may be mounted.
     pub(crate) fn check(&self, url: &str, options: &[(String, String)]) -> Result<(), Denied> {
-        let (scheme, rest) = split_url(url).map_err(Denied::Invalid)?;
-        let rest = if scheme == "fs" { fs_root(rest) } else { clean(rest) }.map_err(Denied::Invalid)?;
-        let allowed = self.allow.iter().any(|a| match split_url(a) {
+        // Parsed as the store will open it (cv-ufs), so `file://` is `fs://` here too.
+        let place = cv_ufs::Location::parse(url).map_err(|e| Denied::Invalid(e.to_string()))?;
+        let scheme = place.scheme;
+        let rest = match &place.bucket {
+            None => fs_root(&place.root),
+            Some(bucket) => clean(&format!("{bucket}{}", place.root)),
+        }
+        .map_err(Denied::Invalid)?;
+        let allowed = self.allow.iter().any(|a| match allowed_entry(a) {
             Ok((s, r)) => s == scheme && under(&rest, r.trim_end_matches('/')),
             Err(_) => false,
         });
@@ -87,7 +93,7 @@ impl MountPolicy {
                 self.allow
             )));
         }
-        if scheme == "fs" {
+        if place.bucket.is_none() {
             let root = Path::new(&rest);
             for p in &self.private {
                 let p = std::fs::canonicalize(p).unwrap_or_else(|_| p.clone());
@@ -121,6 +127,13 @@ fn split_url(url: &str) -> Result<(&str, &str), Refused> {
         Some((s, r)) if !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric()) => Ok((s, r)),
         _ => Err(format!("{url:?} is not a URL (scheme://…)")),
     }
+}
+
+/// An allow-list entry: the store's scheme (as cv-ufs names it) and the path prefix after it.
+fn allowed_entry(entry: &str) -> Result<(&'static str, &str), Refused> {
+    let (scheme, rest) = split_url(entry)?;
+    let scheme = cv_ufs::canonical_scheme(scheme).ok_or_else(|| format!("{entry:?}: no such object store"))?;
+    Ok((scheme, rest))
 }
 
 /// `rest` without a trailing slash, refusing `.` and `..` components (they would walk out of
@@ -232,6 +245,9 @@ mod tests {
         assert!(p.check("s3://lake", &kv("endpoint", "https://s3.example.com:8443")).is_err());
         assert!(p.check("s3://lake", &kv("sts_endpoint", "http://10.0.0.1:80")).is_err());
         assert!(p.check(&format!("fs://{}", dir.path().join("lakehouse").display()), &[]).is_err());
+        // `file://` opens the same as `fs://`: the private directory stays out of reach.
+        let e = p.check(&format!("file://{}/t", lake.display()), &[]).unwrap_err();
+        assert!(e.message().contains("the master's own files"), "{e:?}");
         // A link out of the allowed directory leads where it points: refused.
         assert!(p.check(&format!("fs://{}/out", lake.display()), &[]).is_err());
         // The private directory, and any directory holding it, never.
