@@ -39,7 +39,7 @@ fn mutations() -> Vec<Mutation> {
             path: s("/warehouse"),
             ufs_url: s("s3://bucket/wh"),
             mode: MountMode::Cache,
-            options: vec![(s("region"), s("us-east-1"))],
+            options: vec![(s("region"), s("us-east-1"))].into(),
         },
         Mutation::Heartbeat {
             worker_id: 1,
@@ -102,7 +102,7 @@ fn mutations_v2() -> Vec<Mutation> {
             path: s("/lake"),
             ufs_url: s("s3://bucket/lake"),
             mode: MountMode::Cache,
-            options: vec![(s("secret_access_key"), s("k"))],
+            options: vec![(s("secret_access_key"), s("k"))].into(),
         },
         Mutation::UfsFile {
             path: s("/lake/t/a.parquet"),

@@ -14,7 +14,12 @@ impl MasterCore {
         options: Vec<(String, String)>,
     ) -> Result<Pending<()>> {
         let (_, t) = self.submit(|_, _| {
-            Ok(Mutation::Mount { path: path.as_str().to_owned(), ufs_url: ufs_url.to_owned(), mode, options })
+            Ok(Mutation::Mount {
+                path: path.as_str().to_owned(),
+                ufs_url: ufs_url.to_owned(),
+                mode,
+                options: options.into(),
+            })
         })?;
         Ok(Self::done((), t))
     }

@@ -22,8 +22,8 @@ pub use mounts::key_of;
 pub use mutation::{Applied, Mutation};
 pub use policy::{CachePolicy, parse_duration};
 pub use types::{
-    BlockId, BlockInfo, Expect, FileBody, FileState, Inode, InodeBody, InodeId, MountEntry, MountMode, ROOT_ID,
-    StateData, UfsObject, Worker, WorkerId,
+    BlockId, BlockInfo, Expect, FileBody, FileState, Inode, InodeBody, InodeId, MountEntry, MountMode, MountOptions,
+    ROOT_ID, StateData, UfsObject, Worker, WorkerId,
 };
 pub use ufs::{ObjectCopy, PendingExport};
 pub use view::{DirEntry, EntryKind, EntryStat, ListPage, OpenFile, PlacedBlock, Tail};

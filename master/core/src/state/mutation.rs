@@ -2,7 +2,7 @@
 //! pure function of the prior state (clock readings, placement, new ids) is chosen by the caller
 //! and carried in the value, so replaying the journal rebuilds exactly the same state.
 
-use super::types::{BlockId, Expect, InodeId, MountMode, UfsObject, WorkerId};
+use super::types::{BlockId, Expect, InodeId, MountMode, MountOptions, UfsObject, WorkerId};
 
 #[derive(Debug, Clone, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 pub enum Mutation {
@@ -55,7 +55,7 @@ pub enum Mutation {
         path: String,
         ufs_url: String,
         mode: MountMode,
-        options: Vec<(String, String)>,
+        options: MountOptions,
     },
     Unmount {
         path: String,

@@ -260,11 +260,14 @@ fn mounts_are_stored() {
         path: p("/data"),
         ufs_url: p("s3://bucket/prefix"),
         mode: MountMode::Cache,
-        options: vec![(p("region"), p("us-east-1"))],
+        options: vec![(p("region"), p("us-east-1"))].into(),
     };
     st.apply(&m).unwrap();
     assert_eq!(kind(st.apply(&m)), ErrorKind::AlreadyExists);
-    let bad = Mutation::Mount { path: p("/x"), ufs_url: p("nope"), mode: MountMode::Fs, options: vec![] };
+    // A mutation in a log line names its options, never their values (credentials).
+    let shown = format!("{m:?}");
+    assert!(shown.contains("region=<hidden>") && !shown.contains("us-east-1"), "{shown}");
+    let bad = Mutation::Mount { path: p("/x"), ufs_url: p("nope"), mode: MountMode::Fs, options: Default::default() };
     assert_eq!(kind(st.apply(&bad)), ErrorKind::InvalidArgument);
     assert_eq!(st.mounts().len(), 1);
     assert_eq!(st.mount_for(&cv("/data/t/1.parquet")).unwrap().ufs_url, "s3://bucket/prefix");
@@ -313,7 +316,7 @@ fn a_restarted_worker_with_a_new_id_keeps_its_blocks() {
 fn renames_stay_inside_their_mount_and_exports_land_where_the_file_is() {
     let mut st = State::new();
     for (path, mode) in [("/m", MountMode::Fs), ("/n", MountMode::Cache)] {
-        let m = Mutation::Mount { path: p(path), ufs_url: p("s3://b/x"), mode, options: vec![] };
+        let m = Mutation::Mount { path: p(path), ufs_url: p("s3://b/x"), mode, options: Default::default() };
         st.apply(&m).unwrap();
     }
     for d in ["/m/a", "/n", "/top"] {
@@ -333,7 +336,7 @@ fn renames_stay_inside_their_mount_and_exports_land_where_the_file_is() {
         path: p("/outer/inner"),
         ufs_url: p("fs:///tmp"),
         mode: MountMode::Fs,
-        options: vec![],
+        options: Default::default(),
     })
     .unwrap();
     assert_eq!(kind(st.apply(&mv("/outer", "/outer2"))), ErrorKind::InvalidArgument);
@@ -356,7 +359,13 @@ fn renames_stay_inside_their_mount_and_exports_land_where_the_file_is() {
 #[test]
 fn object_deletes_are_queued_with_the_delete_and_voided_by_a_new_copy() {
     let mut st = State::new();
-    st.apply(&Mutation::Mount { path: p("/m"), ufs_url: p("s3://b/x"), mode: MountMode::Fs, options: vec![] }).unwrap();
+    st.apply(&Mutation::Mount {
+        path: p("/m"),
+        ufs_url: p("s3://b/x"),
+        mode: MountMode::Fs,
+        options: Default::default(),
+    })
+    .unwrap();
     mkdir(&mut st, "/m", false).unwrap();
     let at = |key: &str, v: &str| UfsObject { mount: p("/m"), key: p(key), version: p(v) };
     let file = |st: &mut State, path: &str| {
@@ -405,8 +414,13 @@ fn object_deletes_are_queued_with_the_delete_and_voided_by_a_new_copy() {
 fn unmount_removes_the_copies_of_its_objects_and_keeps_cv_only_files() {
     let mut st = State::new();
     let w = worker(&mut st, 1);
-    st.apply(&Mutation::Mount { path: p("/m"), ufs_url: p("s3://b/x"), mode: MountMode::Cache, options: vec![] })
-        .unwrap();
+    st.apply(&Mutation::Mount {
+        path: p("/m"),
+        ufs_url: p("s3://b/x"),
+        mode: MountMode::Cache,
+        options: Default::default(),
+    })
+    .unwrap();
     mkdir(&mut st, "/m", false).unwrap();
     for key in ["t/a.parquet", "t/deep/b.parquet", "c.parquet"] {
         let object = UfsObject { mount: p("/m"), key: p(key), version: p("e1") };
@@ -441,7 +455,7 @@ fn copies_of_one_object_through_two_mounts_share_blocks_until_the_last_goes() {
     // Two mounts of the same store prefix, and a third of a deeper prefix of it.
     let ep = vec![("endpoint".to_owned(), "http://s3:9000".to_owned())];
     for (m, url) in [("/a", "s3://b/x"), ("/b", "s3://b/x/"), ("/c", "s3://b/x/t")] {
-        st.apply(&Mutation::Mount { path: p(m), ufs_url: p(url), mode: MountMode::Cache, options: ep.clone() })
+        st.apply(&Mutation::Mount { path: p(m), ufs_url: p(url), mode: MountMode::Cache, options: ep.clone().into() })
             .unwrap();
     }
     let record = |st: &mut State, mount: &str, key: &str, version: &str| -> Mutation {
@@ -490,7 +504,8 @@ fn copies_of_one_object_through_two_mounts_share_blocks_until_the_last_goes() {
     assert!(st.data().blocks.is_empty());
 
     // A share whose source changed since it was chosen is refused, and changes nothing.
-    st.apply(&Mutation::Mount { path: p("/b"), ufs_url: p("s3://b/x"), mode: MountMode::Cache, options: ep }).unwrap();
+    st.apply(&Mutation::Mount { path: p("/b"), ufs_url: p("s3://b/x"), mode: MountMode::Cache, options: ep.into() })
+        .unwrap();
     let m = record(&mut st, "/a", "g", "e1");
     st.apply(&m).unwrap();
     let shared = record(&mut st, "/b", "g", "e1");
@@ -657,7 +672,13 @@ fn compose_lists_the_sources_blocks_and_keeps_them_while_any_file_does() {
     assert_eq!(gone, want);
 
     // Under a mount the bytes belong to a store: refused, so the caller copies.
-    st.apply(&Mutation::Mount { path: p("/m"), ufs_url: p("s3://b/m"), mode: MountMode::Fs, options: vec![] }).unwrap();
+    st.apply(&Mutation::Mount {
+        path: p("/m"),
+        ufs_url: p("s3://b/m"),
+        mode: MountMode::Fs,
+        options: Default::default(),
+    })
+    .unwrap();
     let c = create(&mut st, "/c", false).unwrap();
     complete(&mut st, c, &[]).unwrap();
     let (file_id, version) = (st.next_inode_id(), st.next_version());

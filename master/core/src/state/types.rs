@@ -98,6 +98,32 @@ pub enum MountMode {
     Fs,
 }
 
+/// A mount's `key=value` options as a [`Mutation::Mount`](super::Mutation) carries them. Its
+/// `Debug` names the keys only: values hold credentials. (Same archived layout as the
+/// `Vec` it wraps, so journals written before it read unchanged.)
+#[derive(Clone, Default, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+pub struct MountOptions(pub Vec<(String, String)>);
+
+impl std::fmt::Debug for MountOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let keys: Vec<String> = self.0.iter().map(|(k, _)| format!("{k}=<hidden>")).collect();
+        f.debug_list().entries(keys).finish()
+    }
+}
+
+impl From<Vec<(String, String)>> for MountOptions {
+    fn from(v: Vec<(String, String)>) -> Self {
+        Self(v)
+    }
+}
+
+impl std::ops::Deref for MountOptions {
+    type Target = [(String, String)];
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
 /// A row of the mount table (cv-wire's `Mount` is the request that asks for one). Its `Debug`
 /// names the options but shows none of their values (credentials).
 #[derive(Clone, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]

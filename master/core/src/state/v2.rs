@@ -108,7 +108,9 @@ impl From<Mutation> for Current {
             }
             Mutation::Rename { src, dst, mtime } => Current::Rename { src, dst, mtime },
             Mutation::Delete { path, recursive, mtime } => Current::Delete { path, recursive, mtime },
-            Mutation::Mount { path, ufs_url, mode, options } => Current::Mount { path, ufs_url, mode, options },
+            Mutation::Mount { path, ufs_url, mode, options } => {
+                Current::Mount { path, ufs_url, mode, options: options.into() }
+            }
             Mutation::Unmount { path } => Current::Unmount { path },
             Mutation::RegisterWorker { worker_id, host, shard_ports, capacity, now } => {
                 Current::RegisterWorker { worker_id, host, shard_ports, capacity, now, zone: String::new() }
