@@ -289,7 +289,8 @@ impl Calls {
                 if pool.closed(addr) {
                     pool.mark_down(addr);
                 }
-                if !self.relocate(addr, deadline).await {
+                tracing::debug!(%addr, "{what}: master down, asking the others who leads");
+                if !self.relocate(addr, false, deadline).await {
                     tokio::time::sleep(ELECTION_PAUSE).await;
                 }
                 if attempts.expired() {
@@ -341,7 +342,9 @@ impl Calls {
                 }
                 Err(e) if elsewhere(&e) => {
                     let leader = e.redirect().and_then(|r| r.parse().ok()).filter(|l| *l != addr && !down(*l));
-                    if e.code().is_none() {
+                    tracing::debug!(%addr, ?leader, error = %e, "{what}: master did not serve the call");
+                    let answered = e.code().is_some();
+                    if !answered {
                         pool.mark_down(addr);
                     }
                     last = Some(e);
@@ -349,7 +352,11 @@ impl Calls {
                         Some(l) => {
                             masters.moved(&addr, Some(l));
                         }
-                        None if !self.relocate(addr, deadline).await => tokio::time::sleep(ELECTION_PAUSE).await,
+                        // One that answered is asked again with the others: it may learn the
+                        // new leader first, and its answer ends the wait for a dead master.
+                        None if !self.relocate(addr, answered, deadline).await => {
+                            tokio::time::sleep(ELECTION_PAUSE).await
+                        }
                         None => {}
                     }
                 }
@@ -360,12 +367,16 @@ impl Calls {
 
     /// `failed` did not serve a call and named no leader: the other masters (but those down)
     /// are asked at once who leads, and calls go there, or to one that answers, else to the
-    /// next master. Returns whether a leader was found or named.
-    async fn relocate(&self, failed: SocketAddr, deadline: tokio::time::Instant) -> bool {
+    /// next master. Returns whether a leader was found or named. A `failed` master that
+    /// `answered` (it lives, but knew no leader: an election) is asked too: otherwise a
+    /// round whose only other master is dead but not yet known down would wait for that
+    /// master's dial until the call's deadline, while the election ends in a moment.
+    async fn relocate(&self, failed: SocketAddr, answered: bool, deadline: tokio::time::Instant) -> bool {
         let masters = &self.masters;
-        let skip = |a: SocketAddr| a == failed || self.pool.master_down(a);
+        let skip = |a: SocketAddr| (a == failed && !answered) || self.pool.master_down(a);
         let others: Vec<SocketAddr> = masters.list().iter().copied().filter(|a| !skip(*a)).collect();
         let found = leader::find_leader(&self.pool, &others, &skip, deadline, HEDGE).await;
+        tracing::debug!(%failed, ?others, ?found, "asked the masters who leads");
         masters.moved(&failed, found.best());
         found.leader.or(found.named).is_some()
     }

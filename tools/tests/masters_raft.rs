@@ -5,6 +5,13 @@
 use cv_tools::cluster::{ClusterOptions, LocalCluster};
 use std::time::{Duration, Instant};
 
+/// The masters' Raft and leadership log, captured per test (cargo shows it for a failure).
+fn log() {
+    let filter =
+        tracing_subscriber::EnvFilter::new("cv_master_raft=info,cv_master=info,cv_client=debug,openraft=error");
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_test_writer().try_init();
+}
+
 async fn leader(cluster: &LocalCluster, not: Option<usize>, within: Duration) -> usize {
     let end = Instant::now() + within;
     loop {
@@ -32,6 +39,7 @@ async fn read(client: &cv_client::Client, path: &str) -> Vec<u8> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_leader_stops_and_the_group_keeps_every_acknowledged_file() {
+    log();
     let dir = tempfile::tempdir().unwrap();
     let opts = ClusterOptions { masters: 3, ..ClusterOptions::ephemeral(dir.path()) };
     let mut cluster = LocalCluster::start(&opts).await.unwrap();
@@ -86,6 +94,7 @@ fn cvctl(args: &[&str]) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_master_added_by_cvctl_catches_up_and_keeps_the_group_when_two_others_go() {
+    log();
     let dir = tempfile::tempdir().unwrap();
     let opts = ClusterOptions { masters: 3, ..ClusterOptions::ephemeral(dir.path()) };
     let mut cluster = LocalCluster::start(&opts).await.unwrap();
