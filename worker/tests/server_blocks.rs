@@ -52,6 +52,19 @@ async fn blocks_round_trip_on_their_shards_and_survive_restart() {
         }
     }
 
+    // A committed block is never overwritten: the same bytes again are acknowledged (a
+    // writer retrying after a lost answer), other bytes are refused and change nothing.
+    let (id, data) = &blocks[9];
+    let conn = &client.shards[usize::from(block_shard(*id))];
+    assert_eq!(write(conn, *id, data).await.unwrap().crc32, crc32fast::hash(data));
+    let mut forged = data.clone();
+    forged[100] ^= 1;
+    let e = write(conn, *id, &forged).await.unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::AlreadyExists), "{e}");
+    assert!(e.message().contains("never overwritten"), "{e}");
+    assert_eq!(code(write(conn, *id, &data[..10]).await), ErrorCode::AlreadyExists);
+    assert_eq!(read(conn, *id, 0, data.len() as u64).await.unwrap().1, *data);
+
     // Stat and ping.
     let (id, data) = &blocks[5];
     let stat: StatBlockOk = client.shards[usize::from(block_shard(*id))]

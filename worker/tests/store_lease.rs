@@ -68,7 +68,9 @@ fn a_rewritten_block_keeps_its_old_extent_for_the_lease_and_no_space_waits_for_n
         store.on_revoke(move |id| t.borrow_mut().push(id));
         put(&store, 1, &pattern(1, BLOCK), true).await;
         let (old, _) = store.lease(1, LEASE).unwrap();
-        // A new incarnation of block 1 goes elsewhere; the old extent is held, not freed.
+        // A new incarnation of block 1 (deleted first: a committed block is never
+        // overwritten) goes elsewhere; the old extent is held, not freed.
+        assert!(store.delete(1).await.unwrap());
         put(&store, 1, &pattern(101, BLOCK), true).await;
         let new = store.lookup(1).unwrap().stat();
         assert_ne!(new.disk_offset, old.disk_offset);

@@ -73,7 +73,9 @@ fn rewritten_between_lookup_and_read_is_not_found_even_from_memory() {
             store.read_block(&block, 0, LEN as u64, Verify::Here).await.unwrap();
         }
         assert!(store.in_memory(&block));
-        // A new incarnation of the same id, of another length.
+        // A new incarnation of the same id, of another length (after a delete: a committed
+        // block is never overwritten).
+        store.delete(1).await.unwrap();
         put(&store, 1, &pattern(77, 3000), false).await;
         assert!(!store.in_memory(&block), "the old incarnation's chunks went with it");
         let err = store.read_block(&block, 0, 3000, Verify::ByReader).await.unwrap_err();

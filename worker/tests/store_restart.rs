@@ -214,6 +214,7 @@ fn index_log_is_compacted_and_stays_correct() {
     run(|| async move {
         let store = BlockStore::open(c).await.unwrap();
         for round in 0..40u64 {
+            store.delete(round % 5).await.unwrap();
             put(&store, round % 5, &pattern(round, 3000), false).await;
         }
         store.delete(0).await.unwrap();

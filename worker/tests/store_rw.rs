@@ -115,24 +115,45 @@ fn uncommitted_block_is_invisible_and_abort_frees_space() {
 }
 
 #[test]
-fn rewrite_replaces_delete_removes_and_reports_deltas() {
+fn a_committed_block_is_never_overwritten_delete_removes_and_reports_deltas() {
     let dir = scratch();
+    let path = dir.path().to_path_buf();
+    let again_path = path.clone();
     run(|| async move {
-        let store = BlockStore::open(config(dir.path(), 4 << 20)).await.unwrap();
-        put(&store, 1, &pattern(1, 70_000), false).await;
+        let store = BlockStore::open(config(&path, 4 << 20)).await.unwrap();
+        let first = put(&store, 1, &pattern(1, 70_000), false).await;
         put(&store, 2, &pattern(2, 1000), false).await;
         let r = store.drain_report();
         assert_eq!((r.added, r.removed), (vec![1, 2], vec![]));
 
-        put(&store, 1, &pattern(77, 3000), false).await;
-        assert_eq!(get(&store, 1).await, pattern(77, 3000));
+        // The same bytes again (a writer retrying after a lost answer) are the committed block.
+        let again = put(&store, 1, &pattern(1, 70_000), false).await;
+        assert_eq!((again.len, again.disk_offset), (first.len, first.disk_offset));
+        // Other bytes are refused: another length at once, the same length at the commit.
+        let Err(e) = store.begin_write(1, 3000, false).await else { panic!("another length is accepted") };
+        assert_eq!(e.kind(), ErrorKind::Committed, "{e}");
+        let mut w = store.begin_write(1, 70_000, true).await.unwrap();
+        w.append(&pattern(77, 70_000)).await.unwrap();
+        let e = w.commit().await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Committed, "{e}");
+        assert!(e.to_string().contains("never overwritten"), "{e}");
+        assert_eq!(get(&store, 1).await, pattern(1, 70_000));
+        let (stat, _) = store.lease(1, std::time::Duration::ZERO).unwrap();
+        assert!(!stat.pinned, "a refused write changed the pin");
+
         assert!(store.delete(2).await.unwrap());
         assert!(!store.delete(2).await.unwrap());
         assert_eq!(store.read(2, 0, 1).await.unwrap_err().kind(), ErrorKind::NotFound);
         let r = store.drain_report();
-        assert_eq!((r.added, r.removed), (vec![1], vec![2]));
+        assert_eq!((r.added, r.removed), (vec![], vec![2]));
         assert_eq!(store.block_ids(), vec![1]);
-        assert_eq!(store.usage().used_bytes, 4096);
+        // Neither the twin nor the refused writes hold space.
+        assert_eq!(store.usage().used_bytes, 70_000u64.div_ceil(4096) * 4096);
+    });
+    // Nor does a restart bring anything else back.
+    run(|| async move {
+        let store = BlockStore::open(config(&again_path, 4 << 20)).await.unwrap();
+        assert_eq!(get(&store, 1).await, pattern(1, 70_000));
     });
 }
 
@@ -164,16 +185,18 @@ fn memory_tier_counts_hits_after_second_touch() {
         assert!(store.in_memory(&store.lookup(3).unwrap()));
         assert_eq!(store.stats().disk.hits, 3);
         assert_eq!(store.stats().memory.hits, 2, "a stat is not a read");
-        // Rewriting the block is a new incarnation: none of it is in memory.
+        // The same bytes written again are the committed block: still in memory.
+        put(&store, 3, &data, false).await;
+        assert!(store.in_memory(&store.lookup(3).unwrap()));
+        // Deleting the block drops its chunks from memory; written again it is a new
+        // incarnation, none of it in memory until read twice.
+        store.delete(3).await.unwrap();
+        assert_eq!(store.stats().memory.bytes_used, 0, "the old incarnation's chunks went with it");
         put(&store, 3, &data, false).await;
         assert!(!store.in_memory(&store.lookup(3).unwrap()));
-        assert_eq!(store.stats().memory.bytes_used, 0, "the old incarnation's chunks went with it");
-        // Read twice, it is admitted again; deleting the block drops its chunks from memory.
         assert_eq!(store.read(3, 0, 100_000).await.unwrap().to_vec(), data);
         store.read(3, 0, 100_000).await.unwrap();
         assert!(store.in_memory(&store.lookup(3).unwrap()));
-        store.delete(3).await.unwrap();
-        assert_eq!(store.stats().memory.bytes_used, 0);
     });
 }
 

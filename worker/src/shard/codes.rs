@@ -13,6 +13,7 @@ pub(crate) fn store_code(e: &StoreError) -> ErrorCode {
         ErrorKind::Corrupt => ErrorCode::Corrupt,
         ErrorKind::NoSpace => ErrorCode::NoSpace,
         ErrorKind::InvalidArgument => ErrorCode::InvalidArgument,
+        ErrorKind::Committed => ErrorCode::AlreadyExists,
         // Another writer holds the id, or the disk failed an I/O: may pass if tried again.
         ErrorKind::Busy | ErrorKind::Io => ErrorCode::Unavailable,
         // Only opening a store fails so; listed so a new kind is mapped on purpose.

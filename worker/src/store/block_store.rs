@@ -368,6 +368,17 @@ impl BlockStore {
         if self.state().writing.contains(&block_id) {
             return Err(StoreError::new(ErrorKind::Busy, format!("block {block_id} is being written")));
         }
+        // Other bytes of a committed block are refused at once (same length: at the commit,
+        // `BlockWriter::commit`): a committed block is never overwritten.
+        if let Some(old) = self.state().blocks.get(&block_id)
+            && old.len != expected_len
+        {
+            let msg = format!(
+                "block {block_id} is committed with {} bytes, not {expected_len}: a committed block is never overwritten",
+                old.len
+            );
+            return Err(StoreError::new(ErrorKind::Committed, msg));
+        }
         let alloc_len = expected_len.div_ceil(ALIGN) * ALIGN;
         let (dir, offset) = self.allocate(alloc_len).await?;
         let seq = {

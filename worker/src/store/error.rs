@@ -18,6 +18,9 @@ pub enum ErrorKind {
     InvalidArgument,
     /// Another writer holds this block id right now.
     Busy,
+    /// The block id is committed with other bytes: a block id names one content for ever,
+    /// and a committed block is never overwritten.
+    Committed,
     /// The operating system failed an I/O call.
     Io,
     /// An on-disk structure has an unknown version or belongs to another store.
@@ -36,6 +39,7 @@ impl ErrorKind {
             ErrorKind::NoSpace => "no_space",
             ErrorKind::InvalidArgument => "invalid_argument",
             ErrorKind::Busy => "busy",
+            ErrorKind::Committed => "committed",
             ErrorKind::Io => "io",
             ErrorKind::Incompatible => "incompatible",
             ErrorKind::Damaged => "damaged",

@@ -160,6 +160,10 @@ impl BlockWriter {
             self.crcs.push(h.finalize());
             self.chunk_fill = 0;
         }
+        if let Some(same) = self.committed_twin()? {
+            // Dropping the writer frees the new extent; the committed block stays as it is.
+            return Ok(same);
+        }
         self.flush().await?;
         if self.inner.cfg.sync_data && self.written > 0 {
             self.file().sync().await?;
@@ -185,6 +189,25 @@ impl BlockWriter {
         self.finished = true;
         store.housekeep().await;
         Ok(stat)
+    }
+
+    /// A block id names one content for ever, so a committed block is never overwritten:
+    /// the same bytes again (a writer retrying after a lost answer, a copy that is already
+    /// here) are the committed block's stat, other bytes are `Committed`. Compared by length
+    /// and chunk crcs; the store's writes (`writing`) hold the id, so nothing commits it meanwhile.
+    fn committed_twin(&self) -> Result<Option<BlockStat>> {
+        let st = self.inner.state.borrow();
+        let Some(old) = st.blocks.get(&self.block_id) else { return Ok(None) };
+        if old.len == self.written && old.chunk_size == self.chunk_size && old.crcs[..] == self.crcs[..] {
+            return Ok(Some(old.stat(self.block_id)));
+        }
+        Err(StoreError::new(
+            ErrorKind::Committed,
+            format!(
+                "block {} is committed with other bytes ({} bytes, {} now): a committed block is never overwritten",
+                self.block_id, old.len, self.written
+            ),
+        ))
     }
 
     /// Discards the block and frees its space (the same as dropping the writer).
