@@ -12,6 +12,7 @@ pub struct ConnStats {
     inner: Mutex<Inner>,
     /// Counted apart from the lock: one per request.
     streams: AtomicU64,
+    retries: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -29,6 +30,10 @@ impl ConnStats {
         let mut g = self.lock();
         g.closed.connections_total += 1;
         g.live.insert(c.stable_id(), c.clone());
+    }
+
+    pub(crate) fn retried(&self) {
+        self.retries.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn stream(&self) {
@@ -51,6 +56,7 @@ impl ConnStats {
         }
         t.connections_open = g.live.len() as u64;
         t.streams_total = self.streams.load(Ordering::Relaxed);
+        t.retries_total = self.retries.load(Ordering::Relaxed);
         t
     }
 }

@@ -16,6 +16,12 @@ use std::time::Duration;
 /// hold its slot for ever. A real client sends its hello right after the handshake.
 pub const HELLO_WITHIN: Duration = Duration::from_secs(5);
 
+/// Handshakes in flight at a server from which a new peer must first prove its address with
+/// a QUIC Retry (one round trip more; the server keeps no state for it until then), as the
+/// shards' `cv_rt::quic::EndpointOptions::retry_above`. A flood from spoofed addresses then
+/// costs no handshake work; clients below it connect in one round trip.
+pub const RETRY_ABOVE: usize = 64;
+
 /// Flow-control windows, stream limits and timers of every cv connection.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]

@@ -21,6 +21,8 @@ pub struct QuicTotals {
     pub lost_bytes: u64,
     /// Congestion events (window reductions).
     pub congestion_events: u64,
+    /// QUIC Retry packets sent: handshakes were many, so new peers first proved their address.
+    pub retries_total: u64,
 }
 
 impl QuicTotals {
@@ -41,5 +43,6 @@ impl QuicTotals {
         self.lost_packets += o.lost_packets;
         self.lost_bytes += o.lost_bytes;
         self.congestion_events += o.congestion_events;
+        self.retries_total += o.retries_total;
     }
 }

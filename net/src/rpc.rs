@@ -436,13 +436,23 @@ pub async fn serve_counted<S: Service>(
     limits: Limits,
     stats: Arc<crate::conn_stats::ConnStats>,
 ) {
+    let handshaking = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     while let Some(incoming) = endpoint.accept().await {
+        if incoming.may_retry() && handshaking.load(std::sync::atomic::Ordering::Relaxed) >= crate::quic::RETRY_ABOVE {
+            // `retry` fails only for a peer that has proved its address: `may_retry` said not.
+            let _ = incoming.retry();
+            stats.retried();
+            continue;
+        }
         let service = service.clone();
         let node = node.clone();
         let stats = stats.clone();
+        let handshake = Handshaking::new(&handshaking);
         tokio::spawn(async move {
             let addr = incoming.remote_address();
-            let conn = match incoming.await {
+            let handshaken = incoming.await;
+            drop(handshake);
+            let conn = match handshaken {
                 Ok(c) => c,
                 Err(e) => {
                     tracing::info!(%addr, error = %e, "handshake refused");
@@ -469,6 +479,22 @@ pub async fn serve_counted<S: Service>(
             serve_connection(&conn, peer, service, limits, &stats).await;
             stats.closed(&conn);
         });
+    }
+}
+
+/// One handshake in flight at [`serve_counted`], counted until dropped.
+struct Handshaking(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Handshaking {
+    fn new(count: &Arc<std::sync::atomic::AtomicUsize>) -> Self {
+        count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Self(count.clone())
+    }
+}
+
+impl Drop for Handshaking {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
     }
 }
 

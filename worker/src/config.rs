@@ -123,6 +123,9 @@ pub struct WorkerSettings {
     /// refused at their first packet. Every client process holds one per shard it reads
     /// from, so a crowd of short-lived ones (a thousand `cvctl` calls at once) must fit.
     pub max_connections: u32,
+    /// Handshakes in flight at a shard from which a new peer must first prove its address
+    /// (QUIC Retry: one round trip more, no state kept for it meanwhile).
+    pub retry_above: u32,
 }
 
 impl Default for WorkerSettings {
@@ -154,6 +157,7 @@ impl Default for WorkerSettings {
             local_socket: PathBuf::new(),
             local_lease: Dur::secs(5),
             max_connections: 4096,
+            retry_above: cv_net::quic::RETRY_ABOVE as u32,
         }
     }
 }
@@ -249,6 +253,9 @@ impl WorkerSettings {
         if self.max_connections == 0 || self.max_connections > 1 << 16 {
             return Err(ConfigError::new(f("max_connections"), "must be between 1 and 65536"));
         }
+        if self.retry_above == 0 || self.retry_above > self.max_connections {
+            return Err(ConfigError::new(f("retry_above"), "must be between 1 and max_connections"));
+        }
         if self.local_socket.as_os_str().len() > MAX_SOCKET_PATH {
             return Err(ConfigError::new(f("local_socket"), format!("must be at most {MAX_SOCKET_PATH} bytes")));
         }
@@ -324,6 +331,7 @@ mod tests {
             "worker.master_call_timeout"
         );
         assert_eq!(field(WorkerSettings { max_connections: 0, ..valid() }), "worker.max_connections");
+        assert_eq!(field(WorkerSettings { retry_above: 0, ..valid() }), "worker.retry_above");
         let mut s = valid();
         s.data_dirs.push(s.data_dirs[0].clone());
         assert_eq!(field(s), "worker.data_dirs[1].path");

@@ -62,6 +62,7 @@ impl WorkerServer {
             socket_buffer_bytes: usize::try_from(transport.socket_buffer.bytes()).unwrap_or(usize::MAX),
             max_udp_payload: transport.udp_payload(),
             max_connections: settings.max_connections as usize,
+            retry_above: settings.retry_above as usize,
             ..EndpointOptions::default()
         };
 

@@ -139,6 +139,11 @@ impl Scrape {
         self.counter("quic_lost_packets", "QUIC packets declared lost", t.lost_packets);
         self.counter("quic_lost_bytes", "Bytes in lost QUIC packets", t.lost_bytes);
         self.counter("quic_congestion_events", "QUIC congestion window reductions", t.congestion_events);
+        self.counter(
+            "quic_retries",
+            "QUIC Retry packets sent (many handshakes: new peers prove their address)",
+            t.retries_total,
+        );
     }
 
     /// The Prometheus text exposition (format 0.0.4).

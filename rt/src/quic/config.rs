@@ -13,6 +13,10 @@ pub struct EndpointOptions {
     pub socket_buffer_bytes: usize,
     /// Connections (handshaking or established) beyond this are refused at the first packet.
     pub max_connections: usize,
+    /// Handshakes in flight from which a new peer must first prove its address (a QUIC Retry:
+    /// one round trip more, no state kept for it): a flood from spoofed addresses then costs the
+    /// endpoint no handshake work. Below it, clients connect in one round trip.
+    pub retry_above: usize,
     /// UDP sends (GSO batches) one connection may emit before the driver lets others run.
     pub transmit_budget: usize,
     /// Datagrams per GSO send (further capped by the kernel's support and 64 KiB per send).
@@ -34,6 +38,7 @@ impl Default for EndpointOptions {
         Self {
             socket_buffer_bytes: 4 << 20,
             max_connections: 1024,
+            retry_above: 64,
             transmit_budget: 8,
             // The 64 KiB-per-send cap binds first (7 segments of a 8952-byte jumbo datagram,
             // 44 at Ethernet's 1452): a 64 KiB reply leaves in two sends.

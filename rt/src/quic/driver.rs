@@ -257,6 +257,19 @@ fn admit(shared: &Rc<Shared>, st: &mut EndpointState, incoming: Incoming, now: I
         send_or_keep(st, tx, buf);
         return;
     }
+    if incoming.may_retry() && handshaking(st) >= st.opts.retry_above {
+        match st.proto.retry(incoming, &mut buf) {
+            Ok(tx) => {
+                st.retries += 1;
+                send_or_keep(st, tx, buf);
+            }
+            Err(e) => {
+                let tx = st.proto.refuse(e.into_incoming(), &mut buf);
+                send_or_keep(st, tx, buf);
+            }
+        }
+        return;
+    }
     match st.proto.accept(incoming, now, &mut buf, None) {
         Ok((handle, inner)) => {
             let conn = ConnShared::new(handle, shared.me.clone(), inner);
@@ -270,6 +283,12 @@ fn admit(shared: &Rc<Shared>, st: &mut EndpointState, incoming: Incoming, now: I
             }
         }
     }
+}
+
+/// Connections whose handshake is not done (counted when a new peer arrives: at most
+/// `max_connections`, and only while the shard is being connected to).
+fn handshaking(st: &EndpointState) -> usize {
+    st.conns.values().filter(|c| c.state.try_borrow().is_ok_and(|s| s.inner.is_handshaking())).count()
 }
 
 enum Progress {

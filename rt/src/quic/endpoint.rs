@@ -35,6 +35,8 @@ pub(crate) struct EndpointState {
     pub(crate) unsent: VecDeque<OwnedTransmit>,
     pub(crate) tx_buf: Vec<u8>,
     pub(crate) rx: Vec<Datagram>,
+    /// QUIC Retry packets sent to new peers (`EndpointOptions::retry_above`).
+    pub(crate) retries: u64,
 }
 
 /// Everything the driver, the reader and the handles share (one executor, so `Rc`).
@@ -147,6 +149,7 @@ impl Endpoint {
                 unsent: VecDeque::new(),
                 tx_buf: Vec::new(),
                 rx: Vec::new(),
+                retries: 0,
             }),
             wake: Notify::default(),
             rearm: Notify::default(),
@@ -202,6 +205,11 @@ impl Endpoint {
             Poll::Pending
         })
         .await
+    }
+
+    /// QUIC Retry packets sent to new peers, handshakes being many (`retry_above`).
+    pub fn retries_sent(&self) -> u64 {
+        self.shared().state.borrow().retries
     }
 
     /// Connections currently held (handshaking, established or draining).

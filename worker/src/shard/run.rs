@@ -15,6 +15,7 @@ use crate::fetch::Fetcher;
 use crate::local::LocalServe;
 use crate::store::BlockStore;
 use crate::store::StoreConfig;
+use cv_net::quic_stats::QuicTotals;
 use cv_rt::quic::{Endpoint, EndpointOptions, ServerConfig, VarInt};
 use cv_rt::{Gate, Runtime, RuntimeConfig};
 
@@ -110,7 +111,7 @@ async fn shard_main(
         if let Ok(task) = gate.spawn(accept_loop(ep.clone(), c.clone())) {
             task.detach();
         }
-        command_loop(&c, &cmds).await;
+        command_loop(&c, &cmds, &ep).await;
         ctx = Some(c);
     }
     ep.close(VarInt::from_u32(0), b"worker shutting down");
@@ -123,7 +124,7 @@ async fn shard_main(
 }
 
 /// Serves control-plane messages until `Shutdown` or until every sender is gone.
-async fn command_loop(ctx: &ShardCtx, cmds: &flume::Receiver<ShardCmd>) {
+async fn command_loop(ctx: &ShardCtx, cmds: &flume::Receiver<ShardCmd>, ep: &Endpoint) {
     while let Ok(cmd) = cmds.recv_async().await {
         match cmd {
             ShardCmd::Report { full, reply } => {
@@ -159,7 +160,7 @@ async fn command_loop(ctx: &ShardCtx, cmds: &flume::Receiver<ShardCmd>) {
                     shard: ctx.index,
                     stats: ctx.store.stats(),
                     usage: ctx.store.usage(),
-                    quic: ctx.counters.quic(),
+                    quic: QuicTotals { retries_total: ep.retries_sent(), ..ctx.counters.quic() },
                     in_flight: ctx.counters.in_flight(),
                     commands_queued: cmds.len() as u64,
                     fills,
