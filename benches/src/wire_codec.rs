@@ -67,6 +67,7 @@ fn sample(blocks: usize) -> OpenOk {
                 addr: cv_wire::msg::ShardAddr::new(([10, 0, 0, (i % 3) as u8], 7200).into()),
                 lost: false,
                 replicas: Vec::new(),
+                cap: cv_wire::msg::BlockCap { key_id: 7, expires_ms: 1_800_000_000_000, source: [3; 16], tag: [9; 16] },
             })
             .collect(),
         tail_cached: true,

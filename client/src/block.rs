@@ -12,7 +12,7 @@ use crate::pool::LIMITS;
 use bytes::{Buf, Bytes};
 use cv_net::rpc::{self, Conn};
 use cv_net::{NetError, NetErrorKind, timeline};
-use cv_wire::msg::{ArchivedBlockSource, ArchivedReadBlock, ReadBlock, ReadBlockOk, UfsRef};
+use cv_wire::msg::{ArchivedBlockSource, ArchivedReadBlock, BlockCap, ReadBlock, ReadBlockOk, UfsRef};
 use cv_wire::rkyv::{self, Archive, Place, Resolver, Serialize, munge::munge, rancor::Fallible};
 use cv_wire::{Flags, Inbound, Kind, Limits, Message, TRAILER_LEN, WireError, WireErrorKind};
 use std::collections::VecDeque;
@@ -31,6 +31,7 @@ pub(crate) struct ReadBlockRef<'a> {
     pub(crate) source: Option<SourceRef<'a>>,
     pub(crate) fill_only: bool,
     pub(crate) verify: bool,
+    pub(crate) cap: BlockCap,
 }
 
 /// A `BlockSource` borrowing its object reference (see [`ReadBlockRef`]).
@@ -45,25 +46,27 @@ pub(crate) struct SourceRef<'a> {
 // Each field is resolved into the same field of the owned message's archived form.
 impl Archive for ReadBlockRef<'_> {
     type Archived = ArchivedReadBlock;
-    type Resolver = Option<Resolver<UfsRef>>;
+    type Resolver = (Option<Resolver<UfsRef>>, Resolver<BlockCap>);
 
-    fn resolve(&self, source: Self::Resolver, out: Place<ArchivedReadBlock>) {
-        munge!(let ArchivedReadBlock { block_id, offset, len, source: out_source, fill_only, verify } = out);
+    fn resolve(&self, (source, cap_resolver): Self::Resolver, out: Place<ArchivedReadBlock>) {
+        munge!(let ArchivedReadBlock { block_id, offset, len, source: out_source, fill_only, verify, cap } = out);
         self.block_id.resolve((), block_id);
         self.offset.resolve((), offset);
         self.len.resolve((), len);
         self.source.resolve(source, out_source);
         self.fill_only.resolve((), fill_only);
         self.verify.resolve((), verify);
+        self.cap.resolve(cap_resolver, cap);
     }
 }
 
 impl<S: Fallible + ?Sized> Serialize<S> for ReadBlockRef<'_>
 where
     UfsRef: Serialize<S>,
+    BlockCap: Serialize<S>,
 {
     fn serialize(&self, s: &mut S) -> std::result::Result<Self::Resolver, S::Error> {
-        self.source.serialize(s)
+        Ok((self.source.serialize(s)?, self.cap.serialize(s)?))
     }
 }
 
@@ -486,6 +489,7 @@ mod tests {
             addr: cv_wire::msg::ShardAddr::new(server.addr),
             lost: false,
             replicas: Vec::new(),
+            cap: Default::default(),
         };
         let status = FileStatus {
             id: 1,
@@ -602,8 +606,9 @@ mod tests {
         let object = cv_wire::msg::UfsRef { mount: "/m".into(), key: "a/b.parquet".into(), version: "\"etag\"".into() };
         for with_source in [false, true] {
             let source = with_source.then_some(super::SourceRef { object: &object, offset: 1 << 26, len: 1 << 22 });
+            let cap = super::BlockCap { key_id: 3, expires_ms: 1 << 41, source: [5; 16], tag: [6; 16] };
             let borrowed =
-                super::ReadBlockRef { block_id: 77, offset: 5, len: 4096, source, fill_only: false, verify: true };
+                super::ReadBlockRef { block_id: 77, offset: 5, len: 4096, source, fill_only: false, verify: true, cap };
             let owned = ReadBlock {
                 block_id: 77,
                 offset: 5,
@@ -615,6 +620,7 @@ mod tests {
                 }),
                 fill_only: false,
                 verify: true,
+                cap,
             };
             let (a, b) = (cv_wire::encode(&borrowed, 9, &[]).unwrap(), cv_wire::encode(&owned, 9, &[]).unwrap());
             assert_eq!(a.head(), b.head(), "source: {with_source}");

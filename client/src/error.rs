@@ -124,6 +124,12 @@ impl Error {
         self
     }
 
+    /// The same error (kind, retry, server code) with `what` said first.
+    pub(crate) fn context(mut self, what: impl std::fmt::Display) -> Self {
+        self.message = format!("{what}: {}", self.message);
+        self
+    }
+
     /// The kind.
     pub fn kind(&self) -> ErrorKind {
         self.kind
@@ -174,7 +180,9 @@ fn kind_of(code: ErrorCode) -> ErrorKind {
         ErrorCode::NotEmpty => ErrorKind::NotEmpty,
         ErrorCode::InvalidPath => ErrorKind::InvalidPath,
         ErrorCode::InvalidArgument | ErrorCode::NotWritable => ErrorKind::InvalidArgument,
-        ErrorCode::PermissionDenied | ErrorCode::Unauthenticated => ErrorKind::PermissionDenied,
+        ErrorCode::PermissionDenied | ErrorCode::Unauthenticated | ErrorCode::StaleCapability => {
+            ErrorKind::PermissionDenied
+        }
         ErrorCode::Timeout => ErrorKind::Timeout,
         ErrorCode::Unavailable | ErrorCode::NoWorkers | ErrorCode::WrongShard | ErrorCode::NotLeader => {
             ErrorKind::Unavailable

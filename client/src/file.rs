@@ -89,8 +89,15 @@ impl File {
             set.spawn(async move {
                 let loc = &file.blocks.list()[block];
                 let source = file.blocks.source(loc);
-                let req =
-                    ReadBlockRef { block_id: loc.block_id, offset: 0, len: 0, source, fill_only: true, verify: false };
+                let req = ReadBlockRef {
+                    block_id: loc.block_id,
+                    offset: 0,
+                    len: 0,
+                    source,
+                    fill_only: true,
+                    verify: false,
+                    cap: loc.cap,
+                };
                 file.route.call(loc.addr.socket_addr(), "load block", &req, &[]).await?;
                 Ok::<u64, Error>(loc.len)
             });

@@ -231,19 +231,40 @@ async fn write_block(route: &Arc<Route>, file_id: u64, index: u32, data: Bytes, 
     // Checked against every copy's answer: hashed once, not once per copy.
     let crc = crc32fast::hash(&data);
     let mut exclude = Vec::new();
+    let deadline = tokio::time::Instant::now() + route.settings().deadline.get();
     loop {
         let req = AddBlock { file_id, index, exclude: exclude.clone() };
         let ok: AddBlockOk = route.master("add block", &req, &[]).await?.decode_body()?;
-        match store_copies(route, &ok.block, &data, crc, pinned).await {
-            Ok(len) => return Ok(BlockLen { block_id: ok.block.block_id, len }),
-            Err((worker, e)) if e.kind() == ErrorKind::WorkerUnreachable && exclude.len() < REPLACEMENTS => {
+        let mut pause = STALE_KEYS_PAUSE;
+        let failed = loop {
+            match store_copies(route, &ok.block, &data, crc, pinned).await {
+                Ok(len) => return Ok(BlockLen { block_id: ok.block.block_id, len }),
+                // A worker not yet handed the keys of the master that leads now (a new
+                // leader: the worker's next heartbeat there brings them): asked again.
+                Err((worker, e))
+                    if e.code() == Some(ErrorCode::StaleCapability)
+                        && tokio::time::Instant::now() + pause < deadline =>
+                {
+                    tracing::debug!(block = ok.block.block_id, worker, error = %e, "worker lacks the master's keys; again");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(std::time::Duration::from_millis(500));
+                }
+                Err(failed) => break failed,
+            }
+        };
+        match failed {
+            (worker, e) if e.kind() == ErrorKind::WorkerUnreachable && exclude.len() < REPLACEMENTS => {
                 tracing::debug!(block = ok.block.block_id, worker, error = %e, "placing the block again without that worker");
                 exclude.push(worker);
             }
-            Err((_, e)) => return Err(e),
+            (_, e) => return Err(e),
         }
     }
 }
+
+/// First wait before a block write refused for a capability key its worker lacks is tried
+/// again (doubling, at most 500 ms).
+const STALE_KEYS_PAUSE: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// How many times one block is placed again after a copy's worker could not be reached.
 const REPLACEMENTS: usize = 3;
@@ -261,9 +282,9 @@ async fn store_copies(
         std::iter::once((block.worker_id, block.addr)).chain(block.replicas.iter().map(|r| (r.worker_id, r.addr)));
     let mut writes = tokio::task::JoinSet::new();
     for (i, (worker, addr)) in copies.enumerate() {
-        let (route, data, id) = (route.clone(), data.clone(), block.block_id);
+        let (route, data, id, cap) = (route.clone(), data.clone(), block.block_id, block.cap);
         writes.spawn(async move {
-            (i, worker, store_copy(&route, id, worker, addr.socket_addr(), &data, crc, pinned).await)
+            (i, worker, store_copy(&route, (id, cap), worker, addr.socket_addr(), &data, crc, pinned).await)
         });
     }
     let mut stored = Vec::with_capacity(writes.len());
@@ -284,16 +305,16 @@ async fn store_copies(
 /// `addr`; returns its length.
 async fn store_copy(
     route: &Route,
-    block_id: u64,
+    (block_id, cap): (u64, cv_wire::msg::BlockCap),
     worker: u64,
     addr: std::net::SocketAddr,
     data: &Bytes,
     crc: u32,
     pinned: bool,
 ) -> Result<u64> {
-    let req = WriteBlock { block_id, pinned };
+    let req = WriteBlock { block_id, pinned, cap };
     // Which copy failed is part of the answer (a full worker, a dead one).
-    let on = |e: Error| Error::new(e.kind(), format!("block {block_id} on worker {worker} at {addr}: {}", e.message()));
+    let on = |e: Error| e.context(format_args!("block {block_id} on worker {worker} at {addr}"));
     let shard = cv_wire::block_shard(block_id);
     let at = WorkerAt { worker_id: worker, shard, addr };
     let reply = route.worker(at, "write block", &req, &[data]).await.map_err(on)?;

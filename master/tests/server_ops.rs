@@ -10,6 +10,11 @@ use server_support::*;
 use std::time::Duration;
 
 async fn register(worker: &Conn, ports: Vec<u16>) -> u64 {
+    register_keys(worker, ports).await.0
+}
+
+/// [`register`], with the generation of the capability keys the master handed over.
+async fn register_keys(worker: &Conn, ports: Vec<u16>) -> (u64, u64) {
     let req = RegisterWorker {
         worker_id: None,
         host: "127.0.0.1".into(),
@@ -20,7 +25,8 @@ async fn register(worker: &Conn, ports: Vec<u16>) -> u64 {
     };
     let (ok, _): (RegisterOk, _) = call(worker, &req, &[]).await;
     assert!(ok.heartbeat_ms > 0);
-    ok.worker_id
+    assert!(!ok.keys.keys.is_empty(), "no capability keys at registration");
+    (ok.worker_id, ok.keys.generation)
 }
 
 /// Creates a one-block file holding `bytes`, sends its last `tail` bytes with complete.
@@ -293,7 +299,7 @@ async fn deleting_a_file_sends_delete_blocks_in_the_next_heartbeat() {
     let h = Harness::new();
     let server = h.start().await;
     let worker = h.connect(&server, Role::Worker).await;
-    let worker_id = register(&worker, vec![7001]).await;
+    let (worker_id, keys) = register_keys(&worker, vec![7001]).await;
     let c = h.connect(&server, Role::Client).await;
     let bytes = parquet_bytes(10_000, 100);
     let (_, block) = write_file(&c, "/doomed", &bytes, 108).await;
@@ -307,10 +313,18 @@ async fn deleting_a_file_sends_delete_blocks_in_the_next_heartbeat() {
         memory: Default::default(),
         disk: Default::default(),
         full: false,
+        cap_keys: keys,
     };
     let report = BlockReport { block_id: block.block_id, len: 10_000, shard: 0 };
     let (ok, _): (HeartbeatOk, _) = call(&worker, &hb(vec![report]), &[]).await;
     assert!(ok.commands.is_empty(), "{:?}", ok.commands);
+    // A worker holding other keys (another master's) is handed this master's.
+    let (ok, _): (HeartbeatOk, _) = call(&worker, &Heartbeat { cap_keys: keys ^ 1, ..hb(vec![]) }, &[]).await;
+    assert!(
+        matches!(&ok.commands[..], [WorkerCommand::CapabilityKeys(k)] if k.generation == keys && !k.keys.is_empty()),
+        "{:?}",
+        ok.commands
+    );
     // An admin's report counts the worker's blocks; a client's has the workers' capacity but no
     // per-block walk (it never names paths).
     let admin = h.connect(&server, Role::Admin).await;
@@ -341,7 +355,7 @@ async fn worker_calls_from_other_roles_are_denied() {
     let h = Harness::new();
     let server = h.start().await;
     let worker = h.connect(&server, Role::Worker).await;
-    let worker_id = register(&worker, vec![7001]).await;
+    let (worker_id, keys) = register_keys(&worker, vec![7001]).await;
     for role in [Role::Client, Role::Admin] {
         let c = h.connect(&server, role).await;
         let hb = Heartbeat {
@@ -353,6 +367,7 @@ async fn worker_calls_from_other_roles_are_denied() {
             memory: Default::default(),
             disk: Default::default(),
             full: false,
+            cap_keys: keys,
         };
         assert_eq!(call_err(&c, &hb).await, ErrorCode::PermissionDenied);
         let reg = RegisterWorker {
@@ -438,7 +453,7 @@ async fn silent_workers_are_marked_lost_by_the_tick() {
     };
     let server = h.start_with(&cfg, Some(std::sync::Arc::new(clock.clone()))).await;
     let worker = h.connect(&server, Role::Worker).await;
-    let worker_id = register(&worker, vec![7001]).await;
+    let (worker_id, keys) = register_keys(&worker, vec![7001]).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(server.core().state_data().workers[&worker_id].live, "lost before its timeout");
     clock.advance(Duration::from_secs(5));
@@ -457,6 +472,7 @@ async fn silent_workers_are_marked_lost_by_the_tick() {
         memory: Default::default(),
         disk: Default::default(),
         full: false,
+        cap_keys: keys,
     };
     let (ok, _): (HeartbeatOk, _) = call(&worker, &hb, &[]).await;
     assert!(ok.commands.is_empty());

@@ -9,6 +9,7 @@
 //!
 //! No async runtime is needed for anything but [`rpc`].
 
+pub mod capability;
 pub mod config;
 #[cfg(feature = "tokio")]
 pub mod conn_stats;

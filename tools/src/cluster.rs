@@ -53,6 +53,9 @@ pub struct ClusterOptions {
     /// Read a completed file's tail back from its blocks before keeping it (`[master]
     /// check_tails`); off where no worker holds the blocks.
     pub check_tails: bool,
+    /// How long a block capability the masters mint is good for (`[master]
+    /// capability_lifetime`).
+    pub capability_lifetime: Dur,
 }
 
 impl ClusterOptions {
@@ -75,6 +78,7 @@ impl ClusterOptions {
             heartbeat_timeout: Dur::secs(10),
             raft_reads: RaftReads::Lease,
             check_tails: ServerConfig::default().check_tails,
+            capability_lifetime: ServerConfig::default().capability_lifetime,
         }
     }
 }
@@ -121,6 +125,7 @@ impl LocalCluster {
             tail_budget: opts.tail_budget,
             raft_reads: opts.raft_reads,
             check_tails: opts.check_tails,
+            capability_lifetime: opts.capability_lifetime,
             // A local sandbox: local directories and stores on this host may be mounted, never
             // the cluster's own directory (certificates, journal, blocks).
             mounts: MountPolicy {

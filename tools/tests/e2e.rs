@@ -412,7 +412,7 @@ async fn a_tail_that_differs_from_its_blocks_is_never_served() {
             let add = AddBlock { file_id: c.file_id, index: 0, exclude: vec![] };
             let b: AddBlockOk = master.call(&add, &[]).await.unwrap().decode_body().unwrap();
             let shard = Conn::connect(&ep, b.block.addr.socket_addr(), Role::Client, "hostile", limits).await.unwrap();
-            let w = WriteBlock { block_id: b.block.block_id, pinned: c.pin_blocks };
+            let w = WriteBlock { block_id: b.block.block_id, pinned: c.pin_blocks, cap: b.block.cap };
             shard.call(&w, &[&data]).await.unwrap().decode_body::<WriteBlockOk>().unwrap();
             let blocks = vec![BlockLen { block_id: b.block.block_id, len: data.len() as u64 }];
             Complete { file_id: c.file_id, length: data.len() as u64, blocks, tail_offset: data.len() as u64 - 1000 }

@@ -101,6 +101,10 @@ error_codes! {
     /// answers cannot succeed again. (Added within version 8; an older peer reads it as
     /// `Internal`, also not retryable.)
     WriteThroughFailed = 27, retry: false;
+    /// A block capability this worker cannot accept though it may be genuine: expired, or
+    /// signed with a key it does not hold (yet): open the file again for a fresh one (since 9).
+    /// A forged or mismatched one is `PermissionDenied`.
+    StaleCapability = 28, retry: false;
 }
 
 impl ErrorCode {

@@ -169,7 +169,8 @@ mod tests {
 
     #[test]
     fn a_block_write_reserves_its_header_and_body_only() {
-        let write = encode(&WriteBlock { block_id: 1, pinned: false }, 2, &[1u8; 100_000]).unwrap();
+        let write =
+            encode(&WriteBlock { block_id: 1, pinned: false, cap: Default::default() }, 2, &[1u8; 100_000]).unwrap();
         let write = *inbound(&write).header();
         assert_eq!(write.buffered_len(), (HEADER_LEN + write.body_len as usize) as u64);
         assert!(write.payload_len >= 100_000);

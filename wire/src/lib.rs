@@ -38,12 +38,12 @@ pub use limits::Limits;
 /// The protocol version this build speaks. Frames carrying any other version
 /// are refused with [`WireErrorKind::UnsupportedVersion`] (save `Error` frames, whose
 /// layout is frozen: [`hello`]).
-pub const PROTOCOL_VERSION: u16 = 8;
+pub const PROTOCOL_VERSION: u16 = 9;
 
 /// The oldest protocol version a peer of this build may speak (the compatibility window,
-/// `wire/FORMAT.md`, "Compatibility"). Version 8 is the first with the window's rules, so
-/// today it holds only [`PROTOCOL_VERSION`].
-pub const OLDEST_PEER_VERSION: u16 = 8;
+/// `wire/FORMAT.md`, "Compatibility"). Version 9 carries block capabilities, which a peer of
+/// version 8 has no way to present, so the window holds only [`PROTOCOL_VERSION`].
+pub const OLDEST_PEER_VERSION: u16 = 9;
 
 /// ALPN token negotiated by every cv QUIC connection.
 pub const ALPN: &[u8] = b"cv/1";

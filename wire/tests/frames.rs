@@ -55,7 +55,7 @@ fn other_values_and_bigger_payloads_round_trip() {
     round_trip(ReadBlock { source: None, ..samples::read_block() }, &[], false);
     round_trip(ReadBlock { len: 0, fill_only: true, verify: false, ..samples::read_block() }, &[], false);
     round_trip(ReadBlockOk { block_len: 4096 }, &[7u8; 4096], false);
-    round_trip(WriteBlock { block_id: 1, pinned: true }, &[1u8; 5000], false);
+    round_trip(WriteBlock { block_id: 1, pinned: true, cap: Default::default() }, &[1u8; 5000], false);
     round_trip(WriteBlockOk { len: 5000, crc32: 0xdead_beef }, &[], false);
     round_trip(RaftAppend { commit: None, ..samples::raft_append() }, &[5u8; 300], false);
     let uncommitted = RaftVote { committed: false, ..samples::vote() };

@@ -21,6 +21,7 @@ mod error;
     reason = "the fetch pool runs on its own tokio threads beside the shards (OpenDAL needs tokio)"
 )]
 mod fetch;
+mod keys;
 mod local;
 mod server;
 mod shard;
@@ -28,4 +29,6 @@ pub mod store;
 
 pub use config::{DataDirSettings, WatermarkSettings, WorkerSettings};
 pub use error::{Result, WorkerError, WorkerErrorKind};
+pub(crate) use keys::lock_keys;
+pub use keys::{Keys, merge_keys};
 pub use server::{WorkerHandle, WorkerServer};

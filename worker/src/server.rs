@@ -35,6 +35,8 @@ pub struct WorkerHandle {
     local: Option<LocalServer>,
     /// Object-store requests of the fetch pool, for `/metrics`.
     ufs_stats: Option<Arc<cv_ufs::UfsStats>>,
+    /// The master's capability keys, shared by the shards (`cv_net::capability`).
+    keys: crate::Keys,
 }
 
 impl WorkerServer {
@@ -91,6 +93,7 @@ impl WorkerServer {
         };
 
         let local = local_serve(&settings);
+        let keys = crate::Keys::default();
         let mut starting = Vec::with_capacity(usize::from(n));
         // Shards ask the control thread for an early heartbeat through it (capacity 1: one
         // pending request stands for any number).
@@ -111,6 +114,7 @@ impl WorkerServer {
                 ufs: ufs.as_ref().map(FetchPool::fetcher),
                 local: local.clone(),
                 report_soon: report_soon.clone(),
+                keys: keys.clone(),
             };
             match shard::spawn(spec) {
                 Ok(s) => starting.push(s),
@@ -147,7 +151,7 @@ impl WorkerServer {
                 .inspect_err(|e| tracing::warn!(error = %e, "short-circuit reads not served"))
                 .ok()
         });
-        let mut handle = WorkerHandle { shards, addrs, routes, control: None, ufs, local, ufs_stats };
+        let mut handle = WorkerHandle { shards, addrs, routes, control: None, ufs, local, ufs_stats, keys };
         if let Some(masters) = masters {
             let heartbeat = settings.heartbeat_interval.get();
             let spec = ControlSpec {
@@ -177,6 +181,7 @@ impl WorkerServer {
                 shards: handle.shards.iter().map(|(c, _)| c.clone()).collect(),
                 id_file: settings.data_dirs.first().map(|d| d.path.join("worker-id")),
                 report_soon: report_asked,
+                keys: handle.keys.clone(),
             };
             handle.control = Some(control::spawn(spec)?);
         }
@@ -216,6 +221,13 @@ fn abandon(started: Vec<Started>) {
 }
 
 impl WorkerHandle {
+    /// The capability keys the shards check with: the master's, handed over at registration
+    /// and in heartbeats. A worker without a master (tests, an embedding) is handed its keys
+    /// here ([`crate::merge_keys`]).
+    pub fn capability_keys(&self) -> crate::Keys {
+        self.keys.clone()
+    }
+
     /// What `/metrics` serves for this worker, gathered from its shards at each scrape (serve
     /// it with `cv_net::metrics::serve` on a tokio runtime).
     pub fn metrics(&self) -> cv_net::metrics::Gather {

@@ -10,7 +10,7 @@
 mod common;
 
 use common::*;
-use cv_wire::msg::{DeleteBlocks, Done, Ping, Pong, Role, StatBlock, StatBlockOk};
+use cv_wire::msg::{DeleteBlocks, Done, Ping, Pong, Role, StatBlock};
 use cv_wire::{ErrorCode, block_id, block_shard};
 
 #[tokio::test(flavor = "current_thread")]
@@ -67,13 +67,13 @@ async fn blocks_round_trip_on_their_shards_and_survive_restart() {
 
     // Stat and ping.
     let (id, data) = &blocks[5];
-    let stat: StatBlockOk = client.shards[usize::from(block_shard(*id))]
-        .call(&StatBlock { block_id: *id }, &[])
-        .await
-        .unwrap()
-        .decode_body()
-        .unwrap();
-    assert_eq!((stat.len, stat.pinned, stat.in_memory), (data.len() as u64, false, false), "memory tier off");
+    let shard = usize::from(block_shard(*id));
+    let stat = stat_block(&pki, worker.shard_addrs()[shard], *id).await.unwrap();
+    // A client's write is pinned whatever it asks: only the master unpins (after an export).
+    assert_eq!((stat.len, stat.pinned, stat.in_memory), (data.len() as u64, true, false), "memory tier off");
+    // StatBlock carries no capability: it is for workers and masters.
+    let e = client.shards[shard].call(&StatBlock { block_id: *id }, &[]).await.unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::PermissionDenied), "{e}");
     let reply = client.shards[0].call(&Ping { nonce: 77 }, &[b"echo me"]).await.unwrap();
     assert_eq!(reply.decode_body::<Pong>().unwrap().nonce, 77);
     assert_eq!(reply.payload(), b"echo me");

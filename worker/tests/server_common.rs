@@ -12,14 +12,18 @@ use std::net::SocketAddr;
 use std::path::Path;
 
 use cv_net::NetError;
+use cv_net::capability::{Access, KeySchedule, now_ms, source_digest};
 use cv_net::config::{ByteSize, Dur};
 use cv_net::identity::CertRole;
 use cv_net::quic::TransportSettings;
 use cv_net::rpc::{Conn, client_endpoint};
 use cv_net::tls::{ClusterCa, Identity};
-use cv_wire::msg::{ReadBlock, ReadBlockOk, Role, WriteBlock, WriteBlockOk};
+use cv_wire::msg::{
+    BlockCap, BlockSource, ReadBlock, ReadBlockOk, Role, StatBlock, StatBlockOk, WriteBlock, WriteBlockOk,
+};
 use cv_wire::{ErrorCode, Limits};
 use cv_worker::{DataDirSettings, WorkerHandle, WorkerServer, WorkerSettings};
+use std::time::Duration;
 
 /// Identities under one test CA: the worker's node identity, a client's and a master's (named
 /// [`MASTER`]).
@@ -72,8 +76,34 @@ pub fn settings(dir: &Path) -> WorkerSettings {
     }
 }
 
+/// Starts a worker without a master, handed the test's capability keys ([`cap`]) as a master
+/// would hand its own.
 pub fn start(pki: &Pki, settings: &WorkerSettings) -> WorkerHandle {
-    WorkerServer::start(settings, &pki.node, &TransportSettings::default()).expect("worker starts")
+    let worker = WorkerServer::start(settings, &pki.node, &TransportSettings::default()).expect("worker starts");
+    cv_worker::merge_keys(&worker.capability_keys(), &keys().lock().unwrap().keys());
+    worker
+}
+
+/// The keys the test mints capabilities with, as a master would.
+fn keys() -> &'static std::sync::Mutex<KeySchedule> {
+    static KEYS: std::sync::OnceLock<std::sync::Mutex<KeySchedule>> = std::sync::OnceLock::new();
+    KEYS.get_or_init(|| {
+        let mut k = KeySchedule::new(Duration::from_secs(3600), Duration::from_secs(36_000));
+        let _ = k.signer(now_ms());
+        std::sync::Mutex::new(k)
+    })
+}
+
+/// The capability a master would mint for `access` to `block_id` (of a block cv holds alone).
+pub fn cap(access: Access, block_id: u64) -> BlockCap {
+    keys().lock().unwrap().signer(now_ms()).mint(access, block_id, [0; 16])
+}
+
+/// The read capability of a block filled from `source`.
+pub fn source_cap(block_id: u64, source: &BlockSource) -> BlockCap {
+    let o = &source.object;
+    let digest = source_digest(&o.mount, &o.key, &o.version, source.offset, source.len);
+    keys().lock().unwrap().signer(now_ms()).mint(Access::Read, block_id, digest)
 }
 
 /// A client endpoint and one connection (after the hello) per shard.
@@ -111,7 +141,7 @@ pub fn pattern(id: u64, len: usize) -> Vec<u8> {
 }
 
 pub async fn write(conn: &Conn, block_id: u64, data: &[u8]) -> Result<WriteBlockOk, NetError> {
-    let reply = conn.call(&WriteBlock { block_id, pinned: false }, &[data]).await?;
+    let reply = conn.call(&WriteBlock { block_id, pinned: false, cap: cap(Access::Write, block_id) }, &[data]).await?;
     Ok(reply.decode_body::<WriteBlockOk>()?)
 }
 
@@ -127,9 +157,21 @@ pub async fn read_checked(
     len: u64,
     verify: bool,
 ) -> Result<(u64, Vec<u8>), NetError> {
-    let reply = conn.call(&ReadBlock { block_id, offset, len, source: None, fill_only: false, verify }, &[]).await?;
+    let req =
+        ReadBlock { block_id, offset, len, source: None, fill_only: false, verify, cap: cap(Access::Read, block_id) };
+    let reply = conn.call(&req, &[]).await?;
     let ok: ReadBlockOk = reply.decode_body()?;
     Ok((ok.block_len, reply.into_payload()))
+}
+
+/// `StatBlock` of `block_id` at the shard at `addr`, asked as a peer worker would (it is for
+/// workers and masters only).
+pub async fn stat_block(pki: &Pki, addr: SocketAddr, block_id: u64) -> Result<StatBlockOk, NetError> {
+    let endpoint = client_endpoint(&pki.node, &TransportSettings::default()).unwrap();
+    let conn = Conn::connect(&endpoint, addr, Role::Worker, "test-peer-worker", Limits::DEFAULT).await?;
+    let got = conn.call(&StatBlock { block_id }, &[]).await.and_then(|r| Ok(r.decode_body::<StatBlockOk>()?));
+    endpoint.close(0u32.into(), b"done");
+    got
 }
 
 /// The error code of a failed call (panics on success or a non-remote error).

@@ -43,7 +43,11 @@ impl Service for FakeMaster {
             match frame.kind() {
                 Kind::RegisterWorker => {
                     seen.registrations.push(frame.decode_body().unwrap());
-                    Reply::ok(id, &RegisterOk { worker_id: WORKER_ID, heartbeat_ms: 50 }, Vec::new())
+                    Reply::ok(
+                        id,
+                        &RegisterOk { worker_id: WORKER_ID, heartbeat_ms: 50, keys: Default::default() },
+                        Vec::new(),
+                    )
                 }
                 Kind::Heartbeat => {
                     seen.heartbeats.push(frame.decode_body().unwrap());

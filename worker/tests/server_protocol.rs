@@ -13,6 +13,7 @@ mod common;
 use std::sync::Arc;
 
 use common::*;
+use cv_net::capability::Access;
 use cv_net::identity::CertRole;
 use cv_net::rpc::{Conn, check_reply, read_frame};
 use cv_net::tls::{ClusterCa, Identity, SERVER_NAME};
@@ -64,9 +65,9 @@ async fn malformed_frames_get_errors_and_the_shard_survives() {
     let mut unknown = ping.clone();
     unknown[6..8].copy_from_slice(&999u16.to_le_bytes());
     assert_eq!(raw_call(s0, &unknown).await, ErrorCode::Malformed);
-    let mut v9 = ping.clone();
-    v9[4..6].copy_from_slice(&9u16.to_le_bytes());
-    assert_eq!(raw_call(s0, &v9).await, ErrorCode::VersionMismatch);
+    let mut next = ping.clone();
+    next[4..6].copy_from_slice(&(cv_wire::PROTOCOL_VERSION + 1).to_le_bytes());
+    assert_eq!(raw_call(s0, &next).await, ErrorCode::VersionMismatch);
 
     // A master request is not a shard's business.
     assert_eq!(code(s0.call(&Stat { path: "/x".into() }, &[]).await), ErrorCode::Unsupported);
@@ -74,7 +75,8 @@ async fn malformed_frames_get_errors_and_the_shard_survives() {
     // A write whose payload was damaged in flight is refused and nothing is stored.
     let id = block_id(1, 0);
     let data = pattern(id, 200_000);
-    let frame = cv_wire::encode(&WriteBlock { block_id: id, pinned: false }, 9, &data).unwrap();
+    let frame =
+        cv_wire::encode(&WriteBlock { block_id: id, pinned: false, cap: cap(Access::Write, id) }, 9, &data).unwrap();
     let mut bytes = frame.head().to_vec();
     bytes.extend_from_slice(&data);
     let last = bytes.len() - 1;

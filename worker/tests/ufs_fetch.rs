@@ -20,7 +20,7 @@ use cv_net::config::ByteSize;
 use cv_net::quic::TransportSettings;
 use cv_net::rpc::Conn;
 use cv_testkit::{Fault, Op, S3Server};
-use cv_wire::msg::{BlockSource, ReadBlock, ReadBlockOk, StatBlock, UfsRef};
+use cv_wire::msg::{BlockSource, ReadBlock, ReadBlockOk, UfsRef};
 use cv_wire::{ErrorCode, block_shard};
 use cv_worker::{WorkerHandle, WorkerSettings};
 
@@ -137,6 +137,10 @@ impl Rig {
         &self.client.shards[usize::from(block_shard(block))]
     }
 
+    fn addr(&self, block: u64) -> std::net::SocketAddr {
+        self.worker.as_ref().expect("worker running").shard_addrs()[usize::from(block_shard(block))]
+    }
+
     async fn stop(mut self) {
         self.client.endpoint.close(0u32.into(), b"done");
         let worker = self.worker.take().unwrap();
@@ -170,7 +174,8 @@ async fn read_src(
     source: &BlockSource,
     fill_only: bool,
 ) -> Result<(u64, Vec<u8>), NetError> {
-    let req = ReadBlock { block_id: block, offset, len, source: Some(source.clone()), fill_only, verify: false };
+    let cap = source_cap(block, source);
+    let req = ReadBlock { block_id: block, offset, len, source: Some(source.clone()), fill_only, verify: false, cap };
     let reply = conn.call(&req, &[]).await?;
     let ok: ReadBlockOk = reply.decode_body()?;
     Ok((ok.block_len, reply.into_payload()))
@@ -218,8 +223,7 @@ async fn cold_blocks_are_fetched_once_and_read_byte_exact() {
     // The block is in the store like any other: stat and plain reads (no source) see it.
     wait_stored(&r, tid).await;
     wait_stored(&r, blocks[1].0).await;
-    let stat: cv_wire::msg::StatBlockOk =
-        r.conn(tid).call(&StatBlock { block_id: tid }, &[]).await.unwrap().decode_body().unwrap();
+    let stat: cv_wire::msg::StatBlockOk = stat_block(&r.pki, r.addr(tid), tid).await.unwrap();
     assert_eq!((stat.len, stat.pinned), (7, false));
     assert_eq!(read(r.conn(blocks[1].0), blocks[1].0, 0, 8).await.unwrap().1, data[BLOCK as usize..][..8]);
     assert_eq!(r.gets(), 3);
@@ -313,7 +317,7 @@ async fn concurrent_readers_of_a_cold_block_fetch_each_byte_once() {
 async fn wait_stored(r: &Rig, block: u64) {
     let started = Instant::now();
     loop {
-        let stat = r.conn(block).call(&StatBlock { block_id: block }, &[]).await;
+        let stat = stat_block(&r.pki, r.addr(block), block).await;
         if stat.is_ok() {
             return;
         }
@@ -363,7 +367,7 @@ async fn a_read_of_most_of_a_block_fetches_it_whole_and_a_failure_fetches_again(
     tokio::time::sleep(Duration::from_millis(100)).await;
     r.s3.set_fault(Fault::None);
     tokio::time::sleep(Duration::from_millis(50)).await;
-    let stat = r.conn(ids[1]).call(&StatBlock { block_id: ids[1] }, &[]).await;
+    let stat = stat_block(&r.pki, r.addr(ids[1]), ids[1]).await;
     assert!(stat.is_err(), "a block missing its gaps was stored");
     let (_, got) = read_src(r.conn(ids[1]), ids[1], 0, BLOCK, &src, false).await.unwrap();
     assert_eq!(got, data);
@@ -429,7 +433,8 @@ async fn missing_objects_are_stale_and_bad_sources_are_refused() {
     assert_eq!(code(read_src(other, id, 0, 1, &ok, false).await), ErrorCode::WrongShard);
     assert_eq!(r.s3.requests().len(), before);
     // Without a source a missing block stays NotFound, even with fill_only.
-    let req = ReadBlock { block_id: id, offset: 0, len: 1, source: None, fill_only: true, verify: false };
+    let cap = cap(cv_net::capability::Access::Read, id);
+    let req = ReadBlock { block_id: id, offset: 0, len: 1, source: None, fill_only: true, verify: false, cap };
     assert_eq!(code(r.conn(id).call(&req, &[]).await), ErrorCode::NotFound);
     r.stop().await;
 }
@@ -522,8 +527,16 @@ async fn a_cold_read_is_forwarded_while_the_store_still_delivers() {
     r.s3.set_fault(Fault::StallBody { after: 300 << 10, stall: STALL });
 
     let src = BlockSource { object: obj, offset: 0, len: BIG };
-    let req =
-        ReadBlock { block_id: id, offset: 0, len: BIG, source: Some(src.clone()), fill_only: false, verify: false };
+    let cap = source_cap(id, &src);
+    let req = ReadBlock {
+        block_id: id,
+        offset: 0,
+        len: BIG,
+        source: Some(src.clone()),
+        fill_only: false,
+        verify: false,
+        cap,
+    };
     let frame = cv_wire::encode(&req, 1, &[]).unwrap();
     let (mut send, mut recv) = r.conn(id).quinn().open_bi().await.unwrap();
     cv_net::rpc::write_frame(&mut send, &frame, &[]).await.unwrap();
@@ -570,7 +583,7 @@ async fn a_body_cut_midway_fails_the_read_retryably_and_stores_nothing() {
     let e = read_src(r.conn(id), id, 0, BIG, &src, false).await.expect_err("a cut body was served");
     assert!(e.retryable(), "a body cut after the reply started is a retryable failure: {e}");
     r.s3.set_fault(Fault::None);
-    let stat = r.conn(id).call(&StatBlock { block_id: id }, &[]).await;
+    let stat = stat_block(&r.pki, r.addr(id), id).await;
     assert!(stat.is_err(), "a block cut midway was stored");
     let (_, got) = read_src(r.conn(id), id, 0, BIG, &src, false).await.unwrap();
     assert!(got == data, "the read after the cut is not byte-exact");

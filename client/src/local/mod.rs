@@ -26,7 +26,9 @@ use arc_swap::ArcSwap;
 use bytes::Bytes;
 use cv_rt::AlignedBuf;
 use cv_rt::fs::RingFile;
-use cv_wire::msg::{LeaseBlock, LeaseBlockOk, LocalHello, LocalHelloOk, LocalOpen, LocalOpenOk, MAX_LOCAL_DIRS};
+use cv_wire::msg::{
+    BlockCap, LeaseBlock, LeaseBlockOk, LocalHello, LocalHelloOk, LocalOpen, LocalOpenOk, MAX_LOCAL_DIRS,
+};
 use tokio::sync::OnceCell;
 
 use crate::call::{Calls, WorkerAt};
@@ -324,6 +326,7 @@ impl Local {
         c: &Arc<Calls>,
         at: WorkerAt,
         block_id: u64,
+        cap: BlockCap,
         offset: u64,
         len: u64,
     ) -> Option<Bytes> {
@@ -340,7 +343,7 @@ impl Local {
             }
             None => Via::Io(self.io_thread()?),
         };
-        match shard.read(c, at, &via, block_id, offset, len).await {
+        match shard.read(c, at, &via, (block_id, cap), offset, len).await {
             Ok(Some((b, disk))) => {
                 self.counters.disk_bytes.fetch_add(disk as u64, Ordering::Relaxed);
                 self.counters.served(&b);
@@ -463,11 +466,11 @@ impl LocalShard {
         c: &Arc<Calls>,
         at: WorkerAt,
         via: &Via<'_>,
-        block_id: u64,
+        (block_id, cap): (u64, BlockCap),
         offset: u64,
         len: u64,
     ) -> Result<Option<(Bytes, usize)>> {
-        let Some(lease) = self.lease(c, at, block_id).await? else {
+        let Some(lease) = self.lease(c, at, block_id, cap).await? else {
             return Ok(None);
         };
         if len == 0 {
@@ -573,7 +576,13 @@ impl LocalShard {
     /// `None` if the shard does not hold the block (it is read over QUIC, which fills it).
     /// One past half its time is renewed in the background, so reads of a block in use do
     /// not wait for its lease (and the renewal keeps the block recent on the worker).
-    async fn lease(self: &Arc<Self>, c: &Arc<Calls>, at: WorkerAt, block_id: u64) -> Result<Option<Lease>> {
+    async fn lease(
+        self: &Arc<Self>,
+        c: &Arc<Calls>,
+        at: WorkerAt,
+        block_id: u64,
+        cap: BlockCap,
+    ) -> Result<Option<Lease>> {
         let now = Instant::now();
         let cached = self.leases.lock().expect("lease lock").get(&block_id).cloned();
         if let Some(l) = cached {
@@ -585,7 +594,7 @@ impl LocalShard {
                 if self.renewing.lock().expect("lease lock").insert(block_id) {
                     let (me, c) = (self.clone(), c.clone());
                     tokio::spawn(async move {
-                        if let Err(e) = me.ask_lease(&c, at, block_id).await {
+                        if let Err(e) = me.ask_lease(&c, at, block_id, cap).await {
                             tracing::debug!(block = block_id, error = %e, "lease renewal failed");
                         }
                         me.renewing.lock().expect("lease lock").remove(&block_id);
@@ -597,13 +606,13 @@ impl LocalShard {
         if self.misses.lock().expect("lease lock").get(&block_id).is_some_and(|t| now.duration_since(*t) < MISS_FOR) {
             return Ok(None);
         }
-        self.ask_lease(c, at, block_id).await
+        self.ask_lease(c, at, block_id, cap).await
     }
 
     /// Asks the shard for a lease on `block_id` and keeps it.
-    async fn ask_lease(&self, c: &Calls, at: WorkerAt, block_id: u64) -> Result<Option<Lease>> {
+    async fn ask_lease(&self, c: &Calls, at: WorkerAt, block_id: u64, cap: BlockCap) -> Result<Option<Lease>> {
         let granted = Instant::now();
-        let ok: LeaseBlockOk = match c.worker(at, "lease block", &LeaseBlock { block_id }, &[]).await {
+        let ok: LeaseBlockOk = match c.worker(at, "lease block", &LeaseBlock { block_id, cap }, &[]).await {
             Ok(f) => f.decode_body()?,
             Err(e) if e.kind() == ErrorKind::NotFound => {
                 let mut misses = self.misses.lock().expect("lease lock");

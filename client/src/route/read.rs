@@ -7,6 +7,7 @@ use super::blocks::Blocks;
 use crate::block::{Dst, ReadBlockRef};
 use crate::call::WorkerAt;
 use crate::error::{Error, ErrorKind, Result};
+use cv_wire::ErrorCode;
 use cv_wire::msg::{BlockLoc, SyncMount};
 use std::borrow::Cow;
 use tokio::time::{Instant, sleep};
@@ -44,6 +45,8 @@ impl Route {
         let lost_until = Instant::now() + RELOCATE_WITHIN;
         // Copies tried in this read, and the workers that dropped theirs for failing its checksum.
         let (mut tried, mut dropped_on) = (0usize, Vec::<u64>::new());
+        // Whether this read asked the master for a fresh capability already.
+        let mut refreshed = false;
         loop {
             if loc.lost {
                 // No copy on a live worker says nothing of whether one exists: unreachable
@@ -69,7 +72,15 @@ impl Route {
             }
             let source = file.source(&loc);
             let cv_only = source.is_none();
-            let req = ReadBlockRef { block_id: loc.block_id, offset, len, source, fill_only: false, verify: false };
+            let req = ReadBlockRef {
+                block_id: loc.block_id,
+                offset,
+                len,
+                source,
+                fill_only: false,
+                verify: false,
+                cap: loc.cap,
+            };
             let err = match self.read_copy(&loc, &req, dst.reborrow(), deadline, confirmed).await {
                 Ok(()) => return Ok(()),
                 // Another copy can serve: the next one is read at once. One that is unreachable
@@ -116,6 +127,32 @@ impl Route {
                             return Err(file.data_loss(&loc, &why));
                         }
                     }
+                }
+                // The worker cannot accept the capability, though it may be genuine: it expired
+                // (the file was open longer than a capability lives) or its key is one the
+                // worker has not been handed. The master mints a fresh one (opening the file
+                // again), once per read; a worker still without the key is waited for.
+                Err(e) if e.code() == Some(ErrorCode::StaleCapability) => {
+                    if !refreshed {
+                        refreshed = true;
+                        match self.ask_master(file, &loc, deadline).await? {
+                            Ok(now) => {
+                                file.remember(now.clone());
+                                (loc, confirmed) = (Cow::Owned(now), false);
+                                continue;
+                            }
+                            Err(m) => {
+                                let why = format!("{}; no fresh capability from the master: {m}", e.message());
+                                return Err(Error::new(e.kind(), why));
+                            }
+                        }
+                    }
+                    if Instant::now() + pause >= deadline {
+                        return Err(e);
+                    }
+                    sleep(pause).await;
+                    pause = pause.saturating_mul(2).min(std::time::Duration::from_millis(500));
+                    continue;
                 }
                 Err(e) if e.kind() == ErrorKind::WorkerUnreachable => e,
                 // The store's object is not the version recorded (a fill found it changed): the
@@ -178,7 +215,7 @@ impl Route {
         worker.check_down(&self.calls, confirmed)?;
         if self.calls.settings().short_circuit
             && !req.fill_only
-            && let Some(bytes) = self.local.read(&self.calls, worker, req.block_id, req.offset, req.len).await
+            && let Some(bytes) = self.local.read(&self.calls, worker, req.block_id, req.cap, req.offset, req.len).await
         {
             dst.put(bytes);
             return Ok(());

@@ -33,6 +33,7 @@ use std::time::Duration;
 /// bootstrap = false
 /// raft_reads = "lease"
 /// election_timeout = "250ms"
+/// capability_lifetime = "10h"
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -87,6 +88,10 @@ pub struct ServerConfig {
     pub election_timeout: Dur,
     /// What may be mounted (`[master.mounts]`; `mount_policy.rs`).
     pub mounts: MountPolicy,
+    /// How long a block capability in an open or `AddBlock` reply is good for (a reader
+    /// holding a file open longer opens it again, transparently); the signing key changes every
+    /// tenth of it (docs/security.md, "Block capabilities").
+    pub capability_lifetime: Dur,
 }
 
 /// One master of a Raft group.
@@ -133,6 +138,7 @@ impl Default for ServerConfig {
             raft_reads: RaftReads::Lease,
             election_timeout: Dur::millis(250),
             mounts: MountPolicy::default(),
+            capability_lifetime: Dur::secs(10 * 3600),
         }
     }
 }
@@ -176,6 +182,10 @@ impl ServerConfig {
         }
         if self.tail_budget < self.default_tail {
             return Err(ConfigError::new(f("tail_budget"), "must be at least default_tail"));
+        }
+        let life = self.capability_lifetime.get();
+        if life < Duration::from_secs(10) || life > Duration::from_secs(7 * 24 * 3600) {
+            return Err(ConfigError::new(f("capability_lifetime"), "must be 10s to 7 days"));
         }
         self.mounts.validate(&f("mounts"))?;
         self.validate_raft(section)

@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 
 use super::errors::Fail;
 use cv_master_core::state::{self, EntryKind, FileState};
+use cv_net::capability::{Access, Signer, source_digest};
 use cv_wire::ErrorCode;
 use cv_wire::msg::{self, FileKind, FileStatus, KeyValue, MountInfo};
 
@@ -34,7 +35,14 @@ pub(super) fn shard_addr(worker: u64, shard: u16, addr: Option<SocketAddr>) -> R
     Ok(msg::ShardAddr::new(addr))
 }
 
-pub(super) fn block_loc(b: &state::PlacedBlock) -> Result<msg::BlockLoc, Fail> {
+/// Block `b` of an open file, with the read capability `signer` mints for it (for a block of
+/// a cached object, bound to its range of `object`).
+pub(super) fn block_loc(
+    b: &state::PlacedBlock,
+    signer: &Signer,
+    object: Option<&state::UfsObject>,
+) -> Result<msg::BlockLoc, Fail> {
+    let source = object.map_or([0; 16], |o| source_digest(&o.mount, &o.key, &o.version, b.offset_in_file, b.len));
     Ok(msg::BlockLoc {
         block_id: b.block_id,
         offset: b.offset_in_file,
@@ -48,6 +56,7 @@ pub(super) fn block_loc(b: &state::PlacedBlock) -> Result<msg::BlockLoc, Fail> {
         },
         lost: b.lost,
         replicas: replicas(b.shard, &b.replicas)?,
+        cap: signer.mint(Access::Read, b.block_id, source),
     })
 }
 

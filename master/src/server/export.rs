@@ -241,7 +241,8 @@ impl Exporter {
                 let len = READ_PIECE.min(b.len - off);
                 // Checked on the worker as well: the export is the copy that outlives the cache.
                 let req =
-                    ReadBlock { block_id: b.block_id, offset: off, len, source: None, fill_only: false, verify: true };
+                    // A master's certificate is its right to read: no capability.
+                    ReadBlock { block_id: b.block_id, offset: off, len, source: None, fill_only: false, verify: true, cap: Default::default() };
                 let bytes = self.read(addr, &req).await?;
                 if bytes.len() as u64 != len {
                     let msg = format!("block {} gave {} bytes of {len}", b.block_id, bytes.len());

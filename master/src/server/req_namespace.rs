@@ -61,7 +61,10 @@ pub(super) async fn open(s: &MasterService, q: Req<'_, Open>) -> Result<Reply, F
             complete: true,
             block_size: s.core.config().block_size,
         },
-        blocks: info.blocks.iter().map(block_loc).collect::<Result<_, _>>()?,
+        blocks: {
+            let signer = s.signer();
+            info.blocks.iter().map(|b| block_loc(b, &signer, info.ufs.as_ref())).collect::<Result<_, _>>()?
+        },
         tail_cached,
         tail_offset,
         ufs: info.ufs.map(|o| UfsRef { mount: o.mount, key: o.key, version: o.version }),
@@ -135,6 +138,8 @@ pub(super) async fn add_block(s: &MasterService, q: Req<'_, AddBlock>) -> Result
         addr: shard_addr(b.worker_id, b.shard, b.addr)?,
         lost: false,
         replicas: super::convert::replicas(b.shard, &b.replicas)?,
+        // Written once, by the writer the block was placed for.
+        cap: s.signer().mint(cv_net::capability::Access::Write, b.block_id, [0; 16]),
     };
     Ok(q.reply(&AddBlockOk { block }))
 }

@@ -169,7 +169,8 @@ impl MasterServer {
         let service = Arc::new(
             MasterService::new(core.clone(), clock, config.heartbeat_every(), exporter.clone(), raft.clone())
                 .checking_tails(config.check_tails)
-                .mounting(config.mounts.with_private(&config.journal_dir)),
+                .mounting(config.mounts.with_private(&config.journal_dir))
+                .capabilities(config.capability_lifetime.get()),
         );
         let ufs = service.ufs.clone();
         // Before serving, so the first opens after a restart find the tails and checks saved.

@@ -48,6 +48,13 @@ pub struct MasterService {
     pub(super) quic: Arc<cv_net::conn_stats::ConnStats>,
     /// Sends queued block deletes at once (`push_deletes.rs`).
     pub(super) deletes_now: Arc<super::push_deletes::DeletesNow>,
+    /// The keys block capabilities are signed with (`cv_net::capability`), handed to workers.
+    caps: Mutex<cv_net::capability::KeySchedule>,
+}
+
+/// A new key every tenth of `lifetime`.
+fn key_schedule(lifetime: Duration) -> cv_net::capability::KeySchedule {
+    cv_net::capability::KeySchedule::new((lifetime / 10).max(Duration::from_secs(1)), lifetime)
 }
 
 impl MasterService {
@@ -75,7 +82,26 @@ impl MasterService {
             open_latency: Default::default(),
             quic: Default::default(),
             deletes_now: Default::default(),
+            caps: Mutex::new(key_schedule(Duration::from_secs(10 * 3600))),
         }
+    }
+
+    /// Block capabilities good for `lifetime`.
+    pub(super) fn capabilities(mut self, lifetime: Duration) -> Self {
+        self.caps = Mutex::new(key_schedule(lifetime));
+        self
+    }
+
+    /// A signer for the capabilities of one reply (the key rotated first if due).
+    pub(super) fn signer(&self) -> cv_net::capability::Signer {
+        self.caps.lock().unwrap_or_else(|p| p.into_inner()).signer(cv_net::capability::now_ms())
+    }
+
+    /// The capability keys as workers are handed them (current after a rotation due now).
+    pub(super) fn cap_keys(&self) -> cv_wire::msg::CapKeys {
+        let mut caps = self.caps.lock().unwrap_or_else(|p| p.into_inner());
+        let _ = caps.signer(cv_net::capability::now_ms());
+        caps.keys()
     }
 
     /// Whether a completion's tail is read back from its blocks before it is kept.

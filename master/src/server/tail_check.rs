@@ -117,6 +117,8 @@ async fn check(
             source: None,
             fill_only: false,
             verify: true,
+            // A master's certificate is its right to read: no capability.
+            cap: Default::default(),
         };
         let bytes = match tokio::time::timeout(READ_BACK, exporter.read(addr, &req)).await {
             Ok(Ok(b)) => b,

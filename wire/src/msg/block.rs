@@ -26,6 +26,29 @@ pub struct ReadBlock {
     /// chunk sent whole goes with its stored checksum unchecked and the reader's frame check
     /// is its verification; a reader whose check failed asks again with `verify` (since v4).
     pub verify: bool,
+    /// The master's read capability for this block (from the open's [`crate::msg::BlockLoc`];
+    /// since v9). A `source` must be the one it names. Ignored from workers and masters.
+    pub cap: BlockCap,
+}
+
+/// A master's signature over what a caller may do with one block (since v9; docs/security.md,
+/// "Block capabilities"): read it (opens) or write it once (`AddBlock`), until `expires_ms`,
+/// and, for a block of a cached object, fill it from that object only. `tag` is HMAC-SHA-256,
+/// truncated, under the key `key_id` that the master hands its workers, over the access, the
+/// block id, `expires_ms`, `key_id` and `source` (`cv_net::capability`). All zero: none (what
+/// workers and masters send each other, whose certificates are their right).
+#[derive(Archive, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[rkyv(derive(Debug))]
+pub struct BlockCap {
+    /// Which of the master's keys signed it.
+    pub key_id: u32,
+    /// Valid until then, milliseconds since the Unix epoch.
+    pub expires_ms: u64,
+    /// The first 16 bytes of SHA-256 over the block's source (object and range) for a block of
+    /// a cached object; zeros for a block cv holds alone.
+    pub source: [u8; 16],
+    /// The truncated HMAC.
+    pub tag: [u8; 16],
 }
 
 /// Where a block of a cached object comes from.
@@ -56,6 +79,8 @@ pub struct WriteBlock {
     pub block_id: u64,
     /// Keep the block until the master unpins it (fs mode, not yet exported).
     pub pinned: bool,
+    /// The master's write capability for this block (the `AddBlock` reply's; since v9).
+    pub cap: BlockCap,
 }
 
 /// Reply to [`WriteBlock`].

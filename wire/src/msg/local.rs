@@ -42,6 +42,8 @@ pub struct LocalHelloOk {
 pub struct LeaseBlock {
     /// Block id; must belong to the shard the request is sent to.
     pub block_id: u64,
+    /// The master's read capability for the block, as for `ReadBlock` (since v9).
+    pub cap: super::BlockCap,
 }
 
 /// Reply to [`LeaseBlock`]: where the block's bytes are, and their chunk checksums. Until

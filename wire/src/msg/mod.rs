@@ -97,6 +97,9 @@ pub struct BlockLoc {
     /// a writer stores the block on each of them as well as on the owner before it
     /// acknowledges, and a reader tries them in order when the owner cannot serve.
     pub replicas: Vec<Replica>,
+    /// What the caller may do with the block, signed by the master (since v9): read it (an
+    /// open's), or write it (an `AddBlock` reply's). Good on every copy.
+    pub cap: BlockCap,
 }
 
 /// One more copy of a block: a shard of the same index (a block id names its shard) on

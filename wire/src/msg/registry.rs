@@ -33,6 +33,51 @@ pub struct RegisterOk {
     pub worker_id: u64,
     /// How often to send heartbeats, in milliseconds.
     pub heartbeat_ms: u64,
+    /// The keys the master signs block capabilities with (since v9).
+    pub keys: CapKeys,
+}
+
+/// The keys a master signs block capabilities with, as it hands them to its workers (at
+/// registration, and in a heartbeat's reply when the set changed: a rotation, another master
+/// leading). A worker adds them to the ones it holds and drops each after `not_after_ms`.
+/// `Debug` shows ids, never secrets.
+#[derive(Archive, Serialize, Deserialize, Clone, Default, PartialEq, Eq)]
+pub struct CapKeys {
+    /// Names this set; a worker says in each heartbeat which set it holds.
+    pub generation: u64,
+    /// The keys.
+    pub keys: Vec<CapKey>,
+}
+
+/// One key of [`CapKeys`].
+#[derive(Archive, Serialize, Deserialize, Clone, PartialEq, Eq)]
+pub struct CapKey {
+    /// The id capabilities name it by.
+    pub key_id: u32,
+    /// The HMAC-SHA-256 key.
+    pub secret: [u8; 32],
+    /// No capability signed with it is valid after this, milliseconds since the Unix epoch.
+    pub not_after_ms: u64,
+}
+
+impl std::fmt::Debug for CapKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CapKey").field("key_id", &self.key_id).field("not_after_ms", &self.not_after_ms).finish()
+    }
+}
+
+impl std::fmt::Debug for CapKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ids: Vec<u32> = self.keys.iter().map(|k| k.key_id).collect();
+        f.debug_struct("CapKeys").field("generation", &self.generation).field("key_ids", &ids).finish()
+    }
+}
+
+impl std::fmt::Debug for ArchivedCapKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ids: Vec<u32> = self.keys.iter().map(|k| k.key_id.to_native()).collect();
+        f.debug_struct("CapKeys").field("generation", &self.generation).field("key_ids", &ids).finish()
+    }
 }
 
 /// A block a worker holds.
@@ -84,6 +129,8 @@ pub struct Heartbeat {
     /// `added` lists every block the worker holds (its first heartbeat after registering, when
     /// the list fits one heartbeat): the master stops counting copies there that it lacks.
     pub full: bool,
+    /// The generation of the capability keys it was handed last (0: none; since v9).
+    pub cap_keys: u64,
 }
 
 /// Something the master asks a worker to do.
@@ -99,6 +146,8 @@ pub enum WorkerCommand {
     /// Store a copy of each of these blocks, read from the worker named (re-replication and
     /// drains); the copy shows in a later heartbeat's `added`, which makes it count.
     Copy(Vec<CopyOrder>),
+    /// The master's capability keys changed (since v9).
+    CapabilityKeys(CapKeys),
 }
 
 /// One block to copy from another worker (see [`WorkerCommand::Copy`]).
@@ -146,8 +195,13 @@ impl CheckLimits for ArchivedHeartbeatOk {
             ArchivedWorkerCommand::Unpin(ids) => check_count(ids.len(), l, "unpin"),
             ArchivedWorkerCommand::Copy(orders) => check_count(orders.len(), l, "copy"),
             ArchivedWorkerCommand::Reregister => Ok(()),
+            ArchivedWorkerCommand::CapabilityKeys(k) => check_count(k.keys.len(), l, "capability_keys"),
         })
     }
 }
 
-super::no_limits!(ArchivedRegisterOk);
+impl CheckLimits for ArchivedRegisterOk {
+    fn check_limits(&self, l: &Limits) -> Result<(), WireError> {
+        check_count(self.keys.keys.len(), l, "register_ok.keys")
+    }
+}

@@ -104,7 +104,7 @@ pub fn visit(v: &mut impl Visit) {
     v.msg(Free { path: "/data/x".into() }, &[]);
     v.msg(FreeOk { files: 1, blocks: 2, skipped: 3 }, &[]);
     v.msg(register_worker(), &[]);
-    v.msg(RegisterOk { worker_id: 3, heartbeat_ms: 1000 }, &[]);
+    v.msg(RegisterOk { worker_id: 3, heartbeat_ms: 1000, keys: cap_keys() }, &[]);
     v.msg(
         Heartbeat {
             worker_id: 3,
@@ -115,6 +115,7 @@ pub fn visit(v: &mut impl Visit) {
             memory: TierCounters { hits: 1, misses: 2, evictions: 3, bytes_used: 4, capacity: 5 },
             disk: TierCounters { hits: 6, misses: 7, evictions: 8, bytes_used: 9, capacity: 10 },
             full: true,
+            cap_keys: 7,
         },
         &[],
     );
@@ -130,6 +131,7 @@ pub fn visit(v: &mut impl Visit) {
                     from_worker: 2,
                     from: ShardAddr::new(([10, 0, 0, 3], 7001).into()),
                 }]),
+                WorkerCommand::CapabilityKeys(cap_keys()),
             ],
         },
         &[],
@@ -137,7 +139,7 @@ pub fn visit(v: &mut impl Visit) {
     v.msg(read_block(), &[]);
     v.msg(ReadBlockOk { block_len: 4096 }, &[7u8; 16]);
     v.streamed(ReadBlockOk { block_len: 1 << 26 }, &[9u8; 16]);
-    v.msg(WriteBlock { block_id: 1, pinned: true }, &[1u8; 16]);
+    v.msg(WriteBlock { block_id: 1, pinned: true, cap: cap(2) }, &[1u8; 16]);
     v.msg(WriteBlockOk { len: 16, crc32: 0xdead_beef }, &[]);
     v.msg(DeleteBlocks { block_ids: vec![1, 2, 3] }, &[]);
     v.msg(StatBlock { block_id: 1 }, &[]);
@@ -147,7 +149,7 @@ pub fn visit(v: &mut impl Visit) {
         LocalHelloOk { boot_id: "b7c1".into(), socket: "/data/local.sock".into(), token: vec![7; 32], shard: 1 },
         &[],
     );
-    v.msg(LeaseBlock { block_id: 65_537 }, &[]);
+    v.msg(LeaseBlock { block_id: 65_537, cap: cap(3) }, &[]);
     v.msg(
         LeaseBlockOk {
             dir: 0,
@@ -259,6 +261,26 @@ pub fn loc(id: u64) -> BlockLoc {
         replicas: (0..id % 3)
             .map(|r| Replica { worker_id: 4 + r, addr: ShardAddr::new(([10, 0, 0, 2], 7001).into()) })
             .collect(),
+        cap: cap(id as u8),
+    }
+}
+
+/// A capability whose every field is told by `n`.
+pub fn cap(n: u8) -> BlockCap {
+    BlockCap {
+        key_id: 0x0a0b_0c00 | u32::from(n),
+        expires_ms: 1_800_000_000_000 + u64::from(n),
+        source: [n; 16],
+        tag: [!n; 16],
+    }
+}
+
+pub fn cap_keys() -> CapKeys {
+    CapKeys {
+        generation: 0x1122_3344_5566_7788,
+        keys: (1..3u8)
+            .map(|n| CapKey { key_id: u32::from(n), secret: [n; 32], not_after_ms: 1_800_000_000_000 })
+            .collect(),
     }
 }
 
@@ -299,6 +321,7 @@ pub fn read_block() -> ReadBlock {
         source: Some(BlockSource { object: ufs_ref(), offset: 1 << 26, len: 1 << 26 }),
         fill_only: false,
         verify: true,
+        cap: cap(1),
     }
 }
 

@@ -88,6 +88,8 @@ impl Copier {
             source: None,
             fill_only: false,
             verify: true,
+            // A copy on the master's order: this worker's certificate is its right.
+            cap: Default::default(),
         };
         let reply = from.call(&read, &[]).await?;
         let _: ReadBlockOk = reply.decode_body()?;
@@ -97,8 +99,10 @@ impl Copier {
             return Err(NetError::new(NetErrorKind::Protocol, format!("read {got} of {} bytes", order.len)));
         }
         let to = self.conn(own).await?;
-        let ok: WriteBlockOk =
-            to.call(&WriteBlock { block_id: order.block_id, pinned: true }, &[bytes]).await?.decode_body()?;
+        let ok: WriteBlockOk = to
+            .call(&WriteBlock { block_id: order.block_id, pinned: true, cap: Default::default() }, &[bytes])
+            .await?
+            .decode_body()?;
         let crc = crc32fast::hash(bytes);
         if ok.len != order.len || ok.crc32 != crc {
             let msg = format!("stored {} bytes crc {:08x}, read {} crc {crc:08x}", ok.len, ok.crc32, order.len);

@@ -67,6 +67,8 @@ pub(crate) struct ControlSpec {
     pub(crate) id_file: Option<std::path::PathBuf>,
     /// A shard freed space or lacked it: heartbeat now rather than at the next interval.
     pub(crate) report_soon: flume::Receiver<()>,
+    /// The master's capability keys, which the shards check with.
+    pub(crate) keys: crate::Keys,
 }
 
 /// The running control thread.
@@ -288,6 +290,7 @@ async fn register(spec: &ControlSpec, conn: &Conn, st: &mut State) -> std::resul
         zone: spec.zone.clone(),
     };
     let ok: RegisterOk = call(spec, conn, &req).await?.decode_body()?;
+    crate::merge_keys(&spec.keys, &ok.keys);
     if st.worker_id.is_some_and(|old| old != ok.worker_id) {
         tracing::warn!(old = ?st.worker_id, new = ok.worker_id, "master assigned a new worker id");
     }
@@ -336,6 +339,7 @@ async fn heartbeat(spec: &ControlSpec, conn: &Conn, st: &mut State) -> std::resu
         memory: g.memory,
         disk: g.disk,
         full,
+        cap_keys: crate::lock_keys(&spec.keys).generation(),
     };
     let ok: HeartbeatOk = call(spec, conn, &hb).await?.decode_body()?;
     st.full_next = false;
@@ -347,6 +351,7 @@ async fn heartbeat(spec: &ControlSpec, conn: &Conn, st: &mut State) -> std::resu
             WorkerCommand::Unpin(ids) => route(&spec.shards, ids, ShardCmd::Unpin),
             WorkerCommand::Copy(orders) => st.copier.start(orders),
             WorkerCommand::Reregister => again = false,
+            WorkerCommand::CapabilityKeys(keys) => crate::merge_keys(&spec.keys, &keys),
         }
     }
     Ok(again)

@@ -45,6 +45,8 @@ pub(crate) struct ShardCtx {
     /// its last heartbeat reported, so space freed by a delete, or found lacking by a write,
     /// must not wait for the next one.
     pub(crate) report_soon: flume::Sender<()>,
+    /// The master's capability keys (`handler.rs` checks every block request's).
+    pub(crate) keys: crate::Keys,
 }
 
 impl ShardCtx {

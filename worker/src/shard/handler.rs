@@ -5,8 +5,8 @@
 //! block of a sibling shard is refused with `WrongShard` naming that shard's address.
 
 use cv_wire::msg::{
-    ArchivedBlockSource, BlockSource, DeleteBlocks, Done, LeaseBlock, LeaseBlockOk, LocalHello, LocalHelloOk, Ping,
-    Pong, ReadBlock, ReadBlockOk, StatBlock, StatBlockOk, UfsRef, WriteBlock, WriteBlockOk,
+    ArchivedBlockCap, ArchivedBlockSource, BlockSource, DeleteBlocks, Done, LeaseBlock, LeaseBlockOk, LocalHello,
+    LocalHelloOk, Ping, Pong, ReadBlock, ReadBlockOk, StatBlock, StatBlockOk, UfsRef, WriteBlock, WriteBlockOk,
 };
 use cv_wire::{ErrorCode, Frame, Inbound, Kind, Message, block_shard};
 
@@ -16,6 +16,7 @@ use super::fill::FillError;
 use super::frame_io::{ReadFail, read_payload};
 use super::reply::Reply;
 use crate::store::{ErrorKind, StoreError, Verify, clamp};
+use cv_net::capability::{self, Access, now_ms, source_digest};
 use cv_net::identity::PeerCert;
 use cv_rt::quic::{RecvStream, VarInt};
 
@@ -23,7 +24,7 @@ use cv_rt::quic::{RecvStream, VarInt};
 pub(crate) async fn dispatch(ctx: &ShardCtx, peer: &PeerCert, head: Inbound, recv: &mut RecvStream) -> Reply {
     let id = head.header().request_id;
     if head.header().kind == Kind::WriteBlock {
-        return write_block(ctx, head, recv).await;
+        return write_block(ctx, peer, head, recv).await;
     }
     // Only a ping carries a payload besides writes (echoed, to measure transfer).
     let payload = if head.header().kind == Kind::Ping {
@@ -43,10 +44,10 @@ pub(crate) async fn dispatch(ctx: &ShardCtx, peer: &PeerCert, head: Inbound, rec
         Err(e) => return Reply::error(id, e.code(), &e.to_string(), None),
     };
     let result = match frame.kind() {
-        Kind::ReadBlock => read_block(ctx, &frame).await,
-        Kind::StatBlock => stat_block(ctx, &frame),
+        Kind::ReadBlock => read_block(ctx, peer, &frame).await,
+        Kind::StatBlock => stat_block(ctx, peer, &frame),
         Kind::LocalHello => local_hello(ctx, &frame),
-        Kind::LeaseBlock => lease_block(ctx, &frame),
+        Kind::LeaseBlock => lease_block(ctx, peer, &frame),
         Kind::DeleteBlocks => delete_blocks(ctx, peer, &frame).await,
         Kind::Ping => match frame.access::<Ping>() {
             Ok(p) => {
@@ -90,6 +91,32 @@ impl From<StoreError> for Refusal {
     }
 }
 
+/// Refuses a block request without the master's capability for this block and access
+/// (`cv_net::capability`; a request naming a source must name the capability's). Workers and
+/// masters, whose certificates are their right (copies, exports, tail checks), need none.
+/// Expired or signed with a key this worker lacks is `StaleCapability` (open the file again);
+/// anything else `PermissionDenied`.
+fn allowed(
+    ctx: &ShardCtx,
+    peer: &PeerCert,
+    cap: &ArchivedBlockCap,
+    access: Access,
+    block_id: u64,
+    source: Option<&ArchivedBlockSource>,
+) -> Result<(), Refusal> {
+    if peer.role.is_node() {
+        return Ok(());
+    }
+    let digest = source.map(|s| {
+        let o = &s.object;
+        source_digest(o.mount.as_str(), o.key.as_str(), o.version.as_str(), s.offset.to_native(), s.len.to_native())
+    });
+    crate::lock_keys(&ctx.keys).check(&capability::native(cap), access, block_id, digest, now_ms()).map_err(|r| {
+        let code = if r.stale() { ErrorCode::StaleCapability } else { ErrorCode::PermissionDenied };
+        Refusal::new(code, format!("block {block_id}: {r}"))
+    })
+}
+
 /// Refuses a block this shard does not own: `WrongShard` with the owner's address, or
 /// `NotFound` when no shard of this worker has that index.
 fn owned(ctx: &ShardCtx, block_id: u64) -> Result<(), Refusal> {
@@ -113,12 +140,13 @@ fn owned(ctx: &ShardCtx, block_id: u64) -> Result<(), Refusal> {
 /// Serves a read from the store. A block the store does not hold is fetched from object
 /// storage when the request names its `source` (each byte once however many readers ask;
 /// see `fill.rs`); without a source it is `NotFound`. `fill_only` answers without bytes.
-async fn read_block(ctx: &ShardCtx, frame: &Frame) -> Result<Reply, Refusal> {
+async fn read_block(ctx: &ShardCtx, peer: &PeerCert, frame: &Frame) -> Result<Reply, Refusal> {
     let req = frame.access::<ReadBlock>()?;
     let (block_id, offset, len) = (req.block_id.to_native(), req.offset.to_native(), req.len.to_native());
     let fill_only = req.fill_only;
     let request_id = frame.header().request_id;
     owned(ctx, block_id)?;
+    allowed(ctx, peer, &req.cap, Access::Read, block_id, req.source.as_ref())?;
     let source = match req.source.as_ref() {
         Some(s) => Some(checked_source(ctx, block_id, offset, s)?),
         None => None,
@@ -193,9 +221,14 @@ fn checked_source(ctx: &ShardCtx, block_id: u64, offset: u64, s: &ArchivedBlockS
     Ok(BlockSource { object, offset: src_off, len: src_len })
 }
 
-fn stat_block(ctx: &ShardCtx, frame: &Frame) -> Result<Reply, Refusal> {
+/// For workers and masters only: it carries no capability (no cv component needs it).
+fn stat_block(ctx: &ShardCtx, peer: &PeerCert, frame: &Frame) -> Result<Reply, Refusal> {
     let block_id = frame.access::<StatBlock>()?.block_id.to_native();
     owned(ctx, block_id)?;
+    if !peer.role.is_node() {
+        let msg = format!("StatBlock is for workers and masters; this peer holds a {peer}");
+        return Err(Refusal::new(ErrorCode::PermissionDenied, msg));
+    }
     let block = ctx.store.lookup(block_id)?;
     let ok = StatBlockOk { len: block.len(), pinned: block.pinned(), in_memory: ctx.store.in_memory(&block) };
     Ok(Reply::ok(frame.header().request_id, &ok))
@@ -223,9 +256,11 @@ fn local_hello(ctx: &ShardCtx, frame: &Frame) -> Result<Reply, Refusal> {
 
 /// Leases a committed block's extent to a short-circuit reader. A block not stored here is
 /// `NotFound`: the reader reads it over QUIC, which fills it.
-fn lease_block(ctx: &ShardCtx, frame: &Frame) -> Result<Reply, Refusal> {
-    let block_id = frame.access::<LeaseBlock>()?.block_id.to_native();
+fn lease_block(ctx: &ShardCtx, peer: &PeerCert, frame: &Frame) -> Result<Reply, Refusal> {
+    let req = frame.access::<LeaseBlock>()?;
+    let block_id = req.block_id.to_native();
     owned(ctx, block_id)?;
+    allowed(ctx, peer, &req.cap, Access::Read, block_id, None)?;
     let local = local(ctx)?;
     let (stat, crcs) = ctx.store.lease(block_id, local.lease)?;
     let ok = LeaseBlockOk {
@@ -265,7 +300,7 @@ async fn delete_blocks(ctx: &ShardCtx, peer: &PeerCert, frame: &Frame) -> Result
 
 /// Streams the payload into a block writer, verifies the frame checksum over everything
 /// received, and only then commits. Any failure drops the writer: nothing becomes visible.
-async fn write_block(ctx: &ShardCtx, head: Inbound, recv: &mut RecvStream) -> Reply {
+async fn write_block(ctx: &ShardCtx, peer: &PeerCert, head: Inbound, recv: &mut RecvStream) -> Reply {
     let id = head.header().request_id;
     let refuse = |recv: &mut RecvStream, r: Refusal| {
         // The rest of the payload is not wanted: give the stream's credit back.
@@ -277,12 +312,19 @@ async fn write_block(ctx: &ShardCtx, head: Inbound, recv: &mut RecvStream) -> Re
     };
     let (block_id, pinned) =
         match WriteBlock::access(head.body()).and_then(|a| WriteBlock::check(a, &ctx.limits).map(|_| a)) {
-            Ok(req) => (req.block_id.to_native(), req.pinned),
+            Ok(req) => {
+                let block_id = req.block_id.to_native();
+                if let Err(r) =
+                    owned(ctx, block_id).and_then(|_| allowed(ctx, peer, &req.cap, Access::Write, block_id, None))
+                {
+                    return refuse(recv, r);
+                }
+                // A block written through cv is its only copy until the master unpins it
+                // (after its export): only a worker or master may store one evictable.
+                (block_id, req.pinned || !peer.role.is_node())
+            }
             Err(e) => return refuse(recv, e.into()),
         };
-    if let Err(r) = owned(ctx, block_id) {
-        return refuse(recv, r);
-    }
     let len = u64::from(head.header().payload_len);
     let mut writer = match ctx.store.begin_write(block_id, len, pinned).await {
         Ok(w) => w,

@@ -43,6 +43,8 @@ pub(crate) struct ShardSpec {
     pub(crate) local: Option<Arc<LocalServe>>,
     /// Asks the control thread for a heartbeat now (space freed or lacking).
     pub(crate) report_soon: flume::Sender<()>,
+    /// The master's capability keys.
+    pub(crate) keys: crate::Keys,
 }
 
 pub(crate) fn thread_main(
@@ -107,6 +109,7 @@ async fn shard_main(
             local: spec.local,
             counters: Default::default(),
             report_soon: spec.report_soon,
+            keys: spec.keys,
         });
         if let Ok(task) = gate.spawn(accept_loop(ep.clone(), c.clone())) {
             task.detach();
