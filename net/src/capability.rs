@@ -66,65 +66,102 @@ fn tag(key: &hmac::Key, access: Access, block_id: u64, expires_ms: u64, key_id: 
 /// One of the master's keys, with what it is for.
 #[derive(Clone)]
 struct Signing {
+    /// The period it signs in (wall-clock time divided by the period).
+    epoch: u64,
     id: u32,
     secret: [u8; 32],
-    /// Minting with it starts then (and stops one period later).
-    from_ms: u64,
     not_after_ms: u64,
     key: hmac::Key,
 }
 
-/// The master's keys: a new one every `period`, each valid `period + lifetime` (the last
-/// capability minted with it lives `lifetime`). Kept in memory only: a master that starts, or
-/// starts leading, makes its own, and workers add them to the ones they hold, so the
-/// capabilities of a master before it stay good until they expire.
+/// The master's keys: one per wall-clock period, signing in its period and valid `lifetime`
+/// after it (the last capability minted with it lives that long). Each key is made, and handed
+/// to workers, a period before it signs, so a rotation never meets a worker without it.
+///
+/// With a group secret (`[master] capability_key`, the same file on every master of a group),
+/// a period's key and its id are derived from it (HMAC-SHA-256 of the period), so every master
+/// makes the same keys and a failover changes none. Without one, keys are random and in this
+/// master's memory only: workers add a new leader's keys to those they hold, so capabilities
+/// minted before stay good, but a worker serves the new leader's only once it registered there.
 pub struct KeySchedule {
     period_ms: u64,
     lifetime_ms: u64,
-    /// High half of every generation: tells this master's key sets from another's.
+    group: Option<hmac::Key>,
+    /// High half of every generation: tells this set from another master's (random), or the
+    /// group's sets from any other (derived).
     instance: u64,
-    changes: u64,
     keys: Vec<Signing>,
 }
 
 impl std::fmt::Debug for KeySchedule {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let ids: Vec<u32> = self.keys.iter().map(|k| k.id).collect();
-        f.debug_struct("KeySchedule").field("generation", &self.generation()).field("key_ids", &ids).finish()
+        f.debug_struct("KeySchedule")
+            .field("generation", &self.generation())
+            .field("key_ids", &ids)
+            .field("group", &self.group.is_some())
+            .finish()
     }
 }
 
 impl KeySchedule {
-    pub fn new(period: Duration, lifetime: Duration) -> Self {
+    /// Keys of `period`, capabilities good for `lifetime`; derived from `group` if given.
+    pub fn new(period: Duration, lifetime: Duration, group: Option<&[u8; 32]>) -> Self {
         let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1);
+        let group = group.map(|g| hmac::Key::new(hmac::HMAC_SHA256, g));
+        let instance = match &group {
+            Some(g) => u64::from(u32::from_le_bytes(derive(g, b"generation", 0)[..4].try_into().expect("4 bytes"))),
+            None => u64::from(rand::random::<u32>()),
+        };
         Self {
             period_ms: ms(period),
             lifetime_ms: ms(lifetime),
-            instance: u64::from(rand::random::<u32>() | 1) << 32,
-            changes: 0,
+            group,
+            instance: (instance | 1) << 32,
             keys: Vec::new(),
         }
     }
 
-    /// The signer for capabilities minted at `now_ms`, making a new key first when the newest
-    /// is a period old (and dropping the keys past their end).
+    /// The signer for capabilities minted at `now_ms` (the keys of this period and the next
+    /// made first if missing, and the keys past their end dropped).
     pub fn signer(&mut self, now_ms: u64) -> Signer {
-        let fresh = self.keys.last().is_some_and(|k| now_ms < k.from_ms.saturating_add(self.period_ms));
-        if !fresh {
-            let secret: [u8; 32] = rand::random();
-            let key = hmac::Key::new(hmac::HMAC_SHA256, &secret);
-            let not_after_ms = now_ms.saturating_add(self.period_ms).saturating_add(self.lifetime_ms);
-            self.keys.retain(|k| k.not_after_ms > now_ms);
-            self.keys.push(Signing { id: rand::random(), secret, from_ms: now_ms, not_after_ms, key });
-            self.changes += 1;
+        let epoch = now_ms / self.period_ms;
+        // Every key some capability may still name stays in the set: a worker that starts
+        // afresh is handed them all.
+        self.keys.retain(|k| k.not_after_ms > now_ms);
+        for e in [epoch, epoch + 1] {
+            if !self.keys.iter().any(|k| k.epoch == e) {
+                let k = self.make(e);
+                self.keys.push(k);
+            }
         }
-        let k = self.keys.last().expect("a key was just made");
+        self.keys.sort_by_key(|k| k.epoch);
+        let k = self.keys.iter().find(|k| k.epoch == epoch).expect("this period's key was just made");
         Signer { key_id: k.id, key: k.key.clone(), expires_ms: now_ms.saturating_add(self.lifetime_ms) }
     }
 
-    /// Names the current key set: changes whenever a key is added, and from master to master.
+    fn make(&self, epoch: u64) -> Signing {
+        let (secret, id) = match &self.group {
+            Some(g) => {
+                let id = u32::from_le_bytes(derive(g, b"key id", epoch)[..4].try_into().expect("4 bytes"));
+                (derive(g, b"key", epoch), id)
+            }
+            None => (rand::random(), rand::random()),
+        };
+        let end_of_period = (epoch + 1).saturating_mul(self.period_ms);
+        Signing {
+            epoch,
+            id,
+            secret,
+            not_after_ms: end_of_period.saturating_add(self.lifetime_ms),
+            key: hmac::Key::new(hmac::HMAC_SHA256, &secret),
+        }
+    }
+
+    /// Names the current key set: the newest key's period under this master's (or the
+    /// group's) tag. Masters of a group with one secret name the same set alike.
     pub fn generation(&self) -> u64 {
-        self.instance | (self.changes & 0xffff_ffff)
+        self.instance | self.keys.last().map_or(0, |k| k.epoch & 0xffff_ffff)
     }
 
     /// The keys as workers are handed them.
@@ -138,6 +175,36 @@ impl KeySchedule {
                 .collect(),
         }
     }
+}
+
+/// HMAC-SHA-256 under the group secret of `what` and `epoch`.
+fn derive(group: &hmac::Key, what: &[u8], epoch: u64) -> [u8; 32] {
+    let mut ctx = hmac::Context::with_key(group);
+    ctx.update(b"cv capability ");
+    ctx.update(what);
+    ctx.update(&epoch.to_le_bytes());
+    let mut out = [0u8; 32];
+    out.copy_from_slice(ctx.sign().as_ref());
+    out
+}
+
+/// Reads a group secret: 64 hex digits (whitespace around them ignored).
+pub fn parse_group_secret(text: &str) -> Result<[u8; 32], String> {
+    let hex = text.trim();
+    if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(format!("expected 64 hex digits, found {} characters", hex.len()));
+    }
+    let mut out = [0u8; 32];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).map_err(|e| e.to_string())?;
+    }
+    Ok(out)
+}
+
+/// A new group secret as its file holds it.
+pub fn new_group_secret() -> String {
+    let bytes: [u8; 32] = rand::random();
+    bytes.iter().map(|b| format!("{b:02x}")).collect::<String>() + "\n"
 }
 
 /// Mints capabilities with one key, all expiring at the same time (one per open or `AddBlock`).
@@ -283,7 +350,7 @@ mod tests {
 
     #[test]
     fn a_minted_capability_allows_its_access_to_its_block_and_nothing_else() {
-        let mut sched = KeySchedule::new(Duration::from_secs(3600), Duration::from_secs(36_000));
+        let mut sched = KeySchedule::new(Duration::from_secs(3600), Duration::from_secs(36_000), None);
         let now = 1_000_000;
         let src = source_digest("/m", "a/b", "\"e\"", 0, 4096);
         let read = archived(&sched.signer(now).mint(Access::Read, 7, src));
@@ -309,33 +376,60 @@ mod tests {
     }
 
     #[test]
-    fn keys_rotate_every_period_and_old_capabilities_stay_good_until_they_expire() {
+    fn keys_rotate_every_period_are_announced_a_period_ahead_and_stay_good_until_they_expire() {
         let (period, life) = (Duration::from_secs(10), Duration::from_secs(100));
-        let mut sched = KeySchedule::new(period, life);
+        let mut sched = KeySchedule::new(period, life, None);
         let t0 = 5_000_000;
         let first = sched.signer(t0);
         let g0 = sched.generation();
         let cap0 = archived(&first.mint(Access::Write, 1, [0; 16]));
+        let mut ring = KeyRing::default();
+        ring.merge(&sched.keys(), t0);
         assert_eq!(sched.signer(t0 + 9_999).key_id, first.key_id, "rotated within the period");
+        // The next period's key was handed over with the first: a rotation needs no new hand-over.
         let second = sched.signer(t0 + 10_000);
         assert_ne!(second.key_id, first.key_id);
         assert_ne!(sched.generation(), g0);
-        let mut ring = KeyRing::default();
-        ring.merge(&sched.keys(), t0 + 10_000);
+        let cap1 = archived(&second.mint(Access::Read, 2, [0; 16]));
+        assert_eq!(ring.check(&cap1, Access::Read, 2, None, t0 + 10_000), Ok(()));
         assert_eq!(ring.check(&cap0, Access::Write, 1, None, t0 + 50_000), Ok(()));
         // After both keys' ends a new set drops them.
         let end = t0 + 120_000;
         let _ = sched.signer(end);
         ring.merge(&sched.keys(), end);
-        assert_eq!(sched.keys().keys.len(), 1);
+        let kept: Vec<u32> = sched.keys().keys.iter().map(|k| k.key_id).collect();
+        assert!(!kept.contains(&first.key_id) && !kept.contains(&second.key_id), "{kept:?}");
         assert!(matches!(ring.check(&cap0, Access::Write, 1, None, end), Err(Refusal::UnknownKey { .. })));
         // Another master's keys are added beside, never instead.
-        let mut other = KeySchedule::new(period, life);
-        let cap1 = archived(&other.signer(end).mint(Access::Read, 2, [0; 16]));
+        let mut other = KeySchedule::new(period, life, None);
+        let cap2 = archived(&other.signer(end).mint(Access::Read, 2, [0; 16]));
         ring.merge(&other.keys(), end);
-        assert_eq!(ring.check(&cap1, Access::Read, 2, None, end), Ok(()));
-        let cap2 = archived(&sched.signer(end).mint(Access::Read, 2, [0; 16]));
         assert_eq!(ring.check(&cap2, Access::Read, 2, None, end), Ok(()));
-        assert!(!format!("{:?}{:?}", sched.keys(), ring).contains(&format!("{:?}", sched.keys.last().unwrap().secret)));
+        let cap3 = archived(&sched.signer(end).mint(Access::Read, 2, [0; 16]));
+        assert_eq!(ring.check(&cap3, Access::Read, 2, None, end), Ok(()));
+        let shown = format!("{:?}{:?}{:?}", sched.keys(), ring, sched);
+        assert!(!shown.contains(&format!("{:?}", sched.keys.last().unwrap().secret)), "{shown}");
+    }
+
+    #[test]
+    fn masters_with_one_group_secret_make_the_same_keys() {
+        let secret = parse_group_secret(&new_group_secret()).unwrap();
+        let (period, life) = (Duration::from_secs(3600), Duration::from_secs(36_000));
+        let now = 1_765_000_000_000;
+        let (mut a, mut b) =
+            (KeySchedule::new(period, life, Some(&secret)), KeySchedule::new(period, life, Some(&secret)));
+        let cap = archived(&a.signer(now).mint(Access::Read, 9, [1; 16]));
+        let _ = b.signer(now + 5);
+        assert_eq!(a.keys(), b.keys());
+        assert_eq!(a.generation(), b.generation());
+        // A worker handed the keys by one master takes the other's capabilities.
+        let mut ring = KeyRing::default();
+        ring.merge(&b.keys(), now);
+        assert_eq!(ring.check(&cap, Access::Read, 9, Some([1; 16]), now), Ok(()));
+        // Another secret, other keys.
+        let mut c = KeySchedule::new(period, life, Some(&[7; 32]));
+        let _ = c.signer(now);
+        assert_ne!(c.keys(), a.keys());
+        assert!(parse_group_secret("abc").is_err() && parse_group_secret(&"zz".repeat(32)).is_err());
     }
 }

@@ -178,7 +178,8 @@ impl ClusterCa {
 
     /// Writes `ca.pem`, `ca.key`, `node.pem`/`node.key` (every master and worker),
     /// `admin.pem`/`admin.key` (the operator) and `client.pem`/`client.key` (applications)
-    /// into `dir` (keys mode 0600). Refuses to overwrite an existing CA.
+    /// into `dir` (keys mode 0600), and the masters' group secret for block capabilities
+    /// ([`CAPABILITY_KEY`], mode 0600). Refuses to overwrite an existing CA.
     pub fn init_dir(dir: &Path, cluster: &str, node_sans: &[String]) -> Result<(), NetError> {
         if dir.join("ca.pem").exists() {
             return Err(NetError::new(
@@ -197,9 +198,13 @@ impl ClusterCa {
         ] {
             ca.issue(name, &role, if role.is_node() { node_sans } else { &[] })?.write(dir, file)?;
         }
-        Ok(())
+        // The masters' group secret for block capabilities (`[master] capability_key`).
+        write_file(&dir.join(CAPABILITY_KEY), &crate::capability::new_group_secret(), true)
     }
 }
+
+/// The file of the masters' group secret in a `cvctl cert init` directory.
+pub const CAPABILITY_KEY: &str = "capability.key";
 
 impl Issued {
     /// Writes `<stem>.pem` and `<stem>.key` (mode 0600) into `dir`, refusing to overwrite.

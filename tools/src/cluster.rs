@@ -107,6 +107,15 @@ fn free_ports(n: usize) -> std::io::Result<Vec<u16>> {
     socks.iter().map(|s| s.local_addr().map(|a| a.port())).collect()
 }
 
+/// Writes a file only its owner may read.
+fn write_secret(path: &Path, contents: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path)?;
+    f.write_all(contents.as_bytes())?;
+    f.sync_all()
+}
+
 impl LocalCluster {
     /// Starts the master, then the worker, and waits until the worker has
     /// registered. Must run inside a tokio runtime (the master serves on it).
@@ -114,6 +123,11 @@ impl LocalCluster {
         let certs = opts.dir.join("certs");
         if !certs.join("ca.pem").exists() {
             ClusterCa::init_dir(&certs, "local", &["localhost".into(), "127.0.0.1".into()])?;
+        }
+        // One capability secret for every master (a directory from before it gets one now).
+        let capability_key = certs.join(cv_net::tls::CAPABILITY_KEY);
+        if !capability_key.exists() {
+            write_secret(&capability_key, &cv_net::capability::new_group_secret())?;
         }
         let node = Identity::load(&TlsConfig::in_dir(&certs, "node"))?;
         let transport = TransportSettings::default();
@@ -126,6 +140,7 @@ impl LocalCluster {
             raft_reads: opts.raft_reads,
             check_tails: opts.check_tails,
             capability_lifetime: opts.capability_lifetime,
+            capability_key: Some(capability_key.clone()),
             // A local sandbox: local directories and stores on this host may be mounted, never
             // the cluster's own directory (certificates, journal, blocks).
             mounts: MountPolicy {

@@ -88,7 +88,7 @@ pub fn start(pki: &Pki, settings: &WorkerSettings) -> WorkerHandle {
 fn keys() -> &'static std::sync::Mutex<KeySchedule> {
     static KEYS: std::sync::OnceLock<std::sync::Mutex<KeySchedule>> = std::sync::OnceLock::new();
     KEYS.get_or_init(|| {
-        let mut k = KeySchedule::new(Duration::from_secs(3600), Duration::from_secs(36_000));
+        let mut k = KeySchedule::new(Duration::from_secs(3600), Duration::from_secs(36_000), None);
         let _ = k.signer(now_ms());
         std::sync::Mutex::new(k)
     })

@@ -34,6 +34,7 @@ use std::time::Duration;
 /// raft_reads = "lease"
 /// election_timeout = "250ms"
 /// capability_lifetime = "10h"
+/// capability_key = "/etc/cv/certs/capability.key"   # the same file on every master of a group
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -92,6 +93,11 @@ pub struct ServerConfig {
     /// holding a file open longer opens it again, transparently); the signing key changes every
     /// tenth of it (docs/security.md, "Block capabilities").
     pub capability_lifetime: Dur,
+    /// A file of 64 hex digits (`cvctl cert init` writes `capability.key`) from which the
+    /// capability keys are derived: the same on every master of a group, a failover changes no
+    /// key. Without it each master makes random keys, and after a failover a worker serves the
+    /// new leader's capabilities only once it registered there.
+    pub capability_key: Option<PathBuf>,
 }
 
 /// One master of a Raft group.
@@ -139,6 +145,7 @@ impl Default for ServerConfig {
             election_timeout: Dur::millis(250),
             mounts: MountPolicy::default(),
             capability_lifetime: Dur::secs(10 * 3600),
+            capability_key: None,
         }
     }
 }
@@ -218,6 +225,17 @@ impl ServerConfig {
         Ok(())
     }
 
+    /// The group secret of `capability_key`, read and checked (none without it).
+    pub fn capability_secret(&self, section: &str) -> Result<Option<[u8; 32]>, ConfigError> {
+        let Some(path) = &self.capability_key else { return Ok(None) };
+        let field = format!("{section}.capability_key");
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError::new(&field, format!("cannot read {}: {e}", path.display())))?;
+        cv_net::capability::parse_group_secret(&text)
+            .map(Some)
+            .map_err(|e| ConfigError::new(&field, format!("{}: {e}", path.display())))
+    }
+
     /// This master's Raft address (its entry in `peers`).
     pub fn raft_addr(&self) -> Option<SocketAddr> {
         self.peers.iter().find(|p| p.id == self.node_id).map(|p| p.addr)
@@ -254,6 +272,23 @@ impl ServerConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_capability_key_file_is_read_and_a_bad_one_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("capability.key");
+        let c = ServerConfig { capability_key: Some(path.clone()), ..ServerConfig::default() };
+        let e = c.capability_secret("master").unwrap_err();
+        assert!(e.to_string().contains("master.capability_key") && e.to_string().contains("cannot read"), "{e}");
+        std::fs::write(&path, "not hex\n").unwrap();
+        let e = c.capability_secret("master").unwrap_err();
+        assert!(e.to_string().contains("64 hex digits"), "{e}");
+        std::fs::write(&path, cv_net::capability::new_group_secret()).unwrap();
+        assert!(c.capability_secret("master").unwrap().is_some());
+        assert_eq!(ServerConfig::default().capability_secret("master").unwrap(), None);
+        let life = ServerConfig { capability_lifetime: Dur::secs(1), ..ServerConfig::default() };
+        assert!(life.validate("master").unwrap_err().to_string().contains("capability_lifetime"));
+    }
 
     #[test]
     fn parses_typed_values_and_validates() {

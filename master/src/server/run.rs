@@ -166,11 +166,13 @@ impl MasterServer {
     ) -> Result<MasterServer, ServerError> {
         let addr =
             endpoint.local_addr().map_err(|e| ServerError::new(ServerErrorKind::Net, format!("local addr: {e}")))?;
+        let group =
+            config.capability_secret("master").map_err(|e| ServerError::new(ServerErrorKind::Config, e.to_string()))?;
         let service = Arc::new(
             MasterService::new(core.clone(), clock, config.heartbeat_every(), exporter.clone(), raft.clone())
                 .checking_tails(config.check_tails)
                 .mounting(config.mounts.with_private(&config.journal_dir))
-                .capabilities(config.capability_lifetime.get()),
+                .capabilities(config.capability_lifetime.get(), group.as_ref()),
         );
         let ufs = service.ufs.clone();
         // Before serving, so the first opens after a restart find the tails and checks saved.

@@ -53,8 +53,8 @@ pub struct MasterService {
 }
 
 /// A new key every tenth of `lifetime`.
-fn key_schedule(lifetime: Duration) -> cv_net::capability::KeySchedule {
-    cv_net::capability::KeySchedule::new((lifetime / 10).max(Duration::from_secs(1)), lifetime)
+fn key_schedule(lifetime: Duration, group: Option<&[u8; 32]>) -> cv_net::capability::KeySchedule {
+    cv_net::capability::KeySchedule::new((lifetime / 10).max(Duration::from_secs(1)), lifetime, group)
 }
 
 impl MasterService {
@@ -82,13 +82,14 @@ impl MasterService {
             open_latency: Default::default(),
             quic: Default::default(),
             deletes_now: Default::default(),
-            caps: Mutex::new(key_schedule(Duration::from_secs(10 * 3600))),
+            caps: Mutex::new(key_schedule(Duration::from_secs(10 * 3600), None)),
         }
     }
 
-    /// Block capabilities good for `lifetime`.
-    pub(super) fn capabilities(mut self, lifetime: Duration) -> Self {
-        self.caps = Mutex::new(key_schedule(lifetime));
+    /// Block capabilities good for `lifetime`, signed with keys derived from the group's
+    /// secret if given (`[master] capability_key`).
+    pub(super) fn capabilities(mut self, lifetime: Duration, group: Option<&[u8; 32]>) -> Self {
+        self.caps = Mutex::new(key_schedule(lifetime, group));
         self
     }
 

@@ -73,7 +73,15 @@ pub(crate) fn master(certs: &Path, m: &MasterFile<'_>) -> String {
         ms(m.replica_grace),
         m.block_size.map(|b| format!("block_size = {b}\n")).unwrap_or_default(),
         raft_lines(&m.raft),
-    ) + &format!("\n[master.mounts]\nallow = [\"s3://\"]\nendpoints = [\"http://{}:*\"]\n", m.store_host)
+    ) + &capability_key(certs)
+        + &format!("\n[master.mounts]\nallow = [\"s3://\"]\nendpoints = [\"http://{}:*\"]\n", m.store_host)
+}
+
+/// The masters' shared capability secret, when the certificates' directory holds one (`cvctl
+/// cert init` writes it).
+fn capability_key(certs: &Path) -> String {
+    let path = certs.join("capability.key");
+    if path.exists() { format!("capability_key = {}\n", toml_str(&path.to_string_lossy())) } else { String::new() }
 }
 
 /// What varies between worker files.

@@ -43,6 +43,10 @@ pub(super) fn check(cfg: &CvConfig, now: SystemTime) -> Vec<Finding> {
     if let (Some(chain), Some(key)) = (chain, key) {
         out.push(key_finding(&tls.key, &tls.cert, chain, key));
     }
+    // The masters' capability secret: whoever reads it mints block capabilities.
+    if let Some(secret) = cfg.master.as_ref().and_then(|m| m.capability_key.as_deref()) {
+        out.extend(key_mode_finding(secret));
+    }
     out
 }
 
