@@ -86,6 +86,7 @@ impl Cert {
                 println!("  node.pem/.key     masters and workers");
                 println!("  admin.pem/.key    the operator's cvctl: mounts, drain, free, masters");
                 println!("  client.pem/.key   applications: files only");
+                println!("  capability.key    masters only ([master] capability_key): signs block capabilities");
                 Ok(())
             }
             Cert::Issue(a) => issue(a),
