@@ -436,9 +436,22 @@ pub async fn serve_counted<S: Service>(
     limits: Limits,
     stats: Arc<crate::conn_stats::ConnStats>,
 ) {
+    serve_admitting(endpoint, service, (role, node), limits, stats, crate::quic::RETRY_ABOVE).await
+}
+
+/// As [`serve_counted`], sending a QUIC Retry to new peers once `retry_above` handshakes are
+/// in flight (tests choose a low one).
+pub async fn serve_admitting<S: Service>(
+    endpoint: quinn::Endpoint,
+    service: Arc<S>,
+    (role, node): (Role, String),
+    limits: Limits,
+    stats: Arc<crate::conn_stats::ConnStats>,
+    retry_above: usize,
+) {
     let handshaking = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     while let Some(incoming) = endpoint.accept().await {
-        if incoming.may_retry() && handshaking.load(std::sync::atomic::Ordering::Relaxed) >= crate::quic::RETRY_ABOVE {
+        if incoming.may_retry() && handshaking.load(std::sync::atomic::Ordering::Relaxed) >= retry_above {
             // `retry` fails only for a peer that has proved its address: `may_retry` said not.
             let _ = incoming.retry();
             stats.retried();
