@@ -198,13 +198,18 @@ impl ClusterCa {
         ] {
             ca.issue(name, &role, if role.is_node() { node_sans } else { &[] })?.write(dir, file)?;
         }
-        // The masters' group secret for block capabilities (`[master] capability_key`).
-        write_file(&dir.join(CAPABILITY_KEY), &crate::capability::new_group_secret(), true)
+        write_capability_key(dir)
     }
 }
 
 /// The file of the masters' group secret in a `cvctl cert init` directory.
 pub const CAPABILITY_KEY: &str = "capability.key";
+
+/// Writes a new masters' group secret for block capabilities (`[master] capability_key`) as
+/// [`CAPABILITY_KEY`] in `dir`, mode 0600, refusing to replace one.
+pub fn write_capability_key(dir: &Path) -> Result<(), NetError> {
+    write_file(&dir.join(CAPABILITY_KEY), &crate::capability::new_group_secret(), true)
+}
 
 impl Issued {
     /// Writes `<stem>.pem` and `<stem>.key` (mode 0600) into `dir`, refusing to overwrite.

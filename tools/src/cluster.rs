@@ -107,15 +107,6 @@ fn free_ports(n: usize) -> std::io::Result<Vec<u16>> {
     socks.iter().map(|s| s.local_addr().map(|a| a.port())).collect()
 }
 
-/// Writes a file only its owner may read.
-fn write_secret(path: &Path, contents: &str) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path)?;
-    f.write_all(contents.as_bytes())?;
-    f.sync_all()
-}
-
 impl LocalCluster {
     /// Starts the master, then the worker, and waits until the worker has
     /// registered. Must run inside a tokio runtime (the master serves on it).
@@ -127,7 +118,7 @@ impl LocalCluster {
         // One capability secret for every master (a directory from before it gets one now).
         let capability_key = certs.join(cv_net::tls::CAPABILITY_KEY);
         if !capability_key.exists() {
-            write_secret(&capability_key, &cv_net::capability::new_group_secret())?;
+            cv_net::tls::write_capability_key(&certs)?;
         }
         let node = Identity::load(&TlsConfig::in_dir(&certs, "node"))?;
         let transport = TransportSettings::default();
