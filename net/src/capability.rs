@@ -36,16 +36,39 @@ pub fn now_ms() -> u64 {
 /// The first 16 bytes of SHA-256 over a block's source: its object (mount, key, version,
 /// each length-prefixed) and its range in it.
 pub fn source_digest(mount: &str, key: &str, version: &str, offset: u64, len: u64) -> [u8; 16] {
-    let mut d = ring::digest::Context::new(&ring::digest::SHA256);
-    for s in [mount, key, version] {
-        d.update(&(s.len() as u64).to_le_bytes());
-        d.update(s.as_bytes());
+    ObjectDigest::new(mount, key, version).range(offset, len)
+}
+
+/// [`source_digest`] for the blocks of one object, its object part hashed once (the blocks
+/// of an open share it; a long key costs a SHA-256 block per block otherwise).
+#[derive(Clone)]
+pub struct ObjectDigest(ring::digest::Context);
+
+impl std::fmt::Debug for ObjectDigest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ObjectDigest")
     }
-    d.update(&offset.to_le_bytes());
-    d.update(&len.to_le_bytes());
-    let mut out = [0u8; 16];
-    out.copy_from_slice(&d.finish().as_ref()[..16]);
-    out
+}
+
+impl ObjectDigest {
+    pub fn new(mount: &str, key: &str, version: &str) -> Self {
+        let mut d = ring::digest::Context::new(&ring::digest::SHA256);
+        for s in [mount, key, version] {
+            d.update(&(s.len() as u64).to_le_bytes());
+            d.update(s.as_bytes());
+        }
+        Self(d)
+    }
+
+    /// The digest of the block at `offset`, `len` bytes long, of this object.
+    pub fn range(&self, offset: u64, len: u64) -> [u8; 16] {
+        let mut d = self.0.clone();
+        d.update(&offset.to_le_bytes());
+        d.update(&len.to_le_bytes());
+        let mut out = [0u8; 16];
+        out.copy_from_slice(&d.finish().as_ref()[..16]);
+        out
+    }
 }
 
 const DOMAIN: &[u8; 8] = b"cvcap1\0\0";
@@ -126,8 +149,19 @@ impl KeySchedule {
     /// made first if missing, and the keys past their end dropped).
     pub fn signer(&mut self, now_ms: u64) -> Signer {
         let epoch = now_ms / self.period_ms;
-        // Every key some capability may still name stays in the set: a worker that starts
-        // afresh is handed them all.
+        // Sorted by period, the newest is the next period's once this one's is made: the set
+        // changes once a period, not on every open.
+        if self.keys.last().is_none_or(|k| k.epoch != epoch + 1) {
+            self.rotate(epoch, now_ms);
+        }
+        let k = self.keys.iter().rev().find(|k| k.epoch == epoch).expect("this period's key was made");
+        Signer { key_id: k.id, key: k.key.clone(), expires_ms: now_ms.saturating_add(self.lifetime_ms) }
+    }
+
+    /// Makes this period's and the next period's keys if missing and drops the keys past
+    /// their end (every key some capability may still name stays: a worker that starts afresh
+    /// is handed them all).
+    fn rotate(&mut self, epoch: u64, now_ms: u64) {
         self.keys.retain(|k| k.not_after_ms > now_ms);
         for e in [epoch, epoch + 1] {
             if !self.keys.iter().any(|k| k.epoch == e) {
@@ -136,8 +170,6 @@ impl KeySchedule {
             }
         }
         self.keys.sort_by_key(|k| k.epoch);
-        let k = self.keys.iter().find(|k| k.epoch == epoch).expect("this period's key was just made");
-        Signer { key_id: k.id, key: k.key.clone(), expires_ms: now_ms.saturating_add(self.lifetime_ms) }
     }
 
     fn make(&self, epoch: u64) -> Signing {
@@ -300,16 +332,9 @@ impl KeyRing {
         self.generation = set.generation;
     }
 
-    /// Whether `cap` allows `access` to `block_id` at `now_ms`; a request naming a source
-    /// (a fill) must name the one the capability was minted for.
-    pub fn check(
-        &self,
-        cap: &BlockCap,
-        access: Access,
-        block_id: u64,
-        source: Option<[u8; 16]>,
-        now_ms: u64,
-    ) -> Result<(), Refusal> {
+    /// Whether `cap` allows `access` to `block_id` at `now_ms` (a fill checks its source with
+    /// [`same_source`] as well).
+    pub fn check(&self, cap: &BlockCap, access: Access, block_id: u64, now_ms: u64) -> Result<(), Refusal> {
         let (key_id, expires_ms) = (cap.key_id, cap.expires_ms);
         let Some((_, key, _)) = self.keys.iter().find(|(id, _, _)| *id == key_id) else {
             return Err(if cap.tag == [0; 16] { Refusal::Forged } else { Refusal::UnknownKey { key_id } });
@@ -320,11 +345,14 @@ impl KeyRing {
         if expires_ms <= now_ms {
             return Err(Refusal::Expired { expires_ms });
         }
-        if source.is_some_and(|s| s != cap.source) {
-            return Err(Refusal::OtherSource);
-        }
         Ok(())
     }
+}
+
+/// Whether a fill's source (its [`source_digest`]) is the one `cap`, already checked, was
+/// minted for: only a fill needs it, so a read of a block held pays no digest.
+pub fn same_source(cap: &BlockCap, source: [u8; 16]) -> Result<(), Refusal> {
+    if source == cap.source { Ok(()) } else { Err(Refusal::OtherSource) }
 }
 
 /// A capability as a request archived it.
@@ -353,25 +381,29 @@ mod tests {
         let mut sched = KeySchedule::new(Duration::from_secs(3600), Duration::from_secs(36_000), None);
         let now = 1_000_000;
         let src = source_digest("/m", "a/b", "\"e\"", 0, 4096);
+        assert_eq!(ObjectDigest::new("/m", "a/b", "\"e\"").range(0, 4096), src);
         let read = archived(&sched.signer(now).mint(Access::Read, 7, src));
         let mut ring = KeyRing::default();
-        assert_eq!(ring.check(&read, Access::Read, 7, None, now), Err(Refusal::UnknownKey { key_id: read.key_id }));
+        assert_eq!(ring.check(&read, Access::Read, 7, now), Err(Refusal::UnknownKey { key_id: read.key_id }));
         ring.merge(&sched.keys(), now);
         assert_eq!(ring.generation(), sched.generation());
-        assert_eq!(ring.check(&read, Access::Read, 7, None, now), Ok(()));
-        assert_eq!(ring.check(&read, Access::Read, 7, Some(src), now), Ok(()));
-        assert_eq!(ring.check(&read, Access::Write, 7, None, now), Err(Refusal::Forged));
-        assert_eq!(ring.check(&read, Access::Read, 8, None, now), Err(Refusal::Forged));
+        assert_eq!(ring.check(&read, Access::Read, 7, now), Ok(()));
+        assert_eq!(ring.check(&read, Access::Read, 7, now).and_then(|_| same_source(&read, src)), Ok(()));
+        assert_eq!(ring.check(&read, Access::Write, 7, now), Err(Refusal::Forged));
+        assert_eq!(ring.check(&read, Access::Read, 8, now), Err(Refusal::Forged));
         let other = source_digest("/m", "a/b", "\"e\"", 4096, 4096);
-        assert_eq!(ring.check(&read, Access::Read, 7, Some(other), now), Err(Refusal::OtherSource));
+        assert_eq!(
+            ring.check(&read, Access::Read, 7, now).and_then(|_| same_source(&read, other)),
+            Err(Refusal::OtherSource)
+        );
         let later = now + 36_000_000;
-        assert_eq!(ring.check(&read, Access::Read, 7, None, later), Err(Refusal::Expired { expires_ms: later }));
+        assert_eq!(ring.check(&read, Access::Read, 7, later), Err(Refusal::Expired { expires_ms: later }));
         // Any field changed breaks the tag, and none at all is refused.
         let mut forged = sched.signer(now).mint(Access::Read, 7, src);
         forged.expires_ms += 1;
-        assert_eq!(ring.check(&archived(&forged), Access::Read, 7, None, now), Err(Refusal::Forged));
+        assert_eq!(ring.check(&archived(&forged), Access::Read, 7, now), Err(Refusal::Forged));
         let none = archived(&BlockCap::default());
-        assert_eq!(ring.check(&none, Access::Read, 7, None, now), Err(Refusal::Forged));
+        assert_eq!(ring.check(&none, Access::Read, 7, now), Err(Refusal::Forged));
         assert!(!Refusal::Forged.stale() && Refusal::UnknownKey { key_id: 1 }.stale());
     }
 
@@ -391,22 +423,22 @@ mod tests {
         assert_ne!(second.key_id, first.key_id);
         assert_ne!(sched.generation(), g0);
         let cap1 = archived(&second.mint(Access::Read, 2, [0; 16]));
-        assert_eq!(ring.check(&cap1, Access::Read, 2, None, t0 + 10_000), Ok(()));
-        assert_eq!(ring.check(&cap0, Access::Write, 1, None, t0 + 50_000), Ok(()));
+        assert_eq!(ring.check(&cap1, Access::Read, 2, t0 + 10_000), Ok(()));
+        assert_eq!(ring.check(&cap0, Access::Write, 1, t0 + 50_000), Ok(()));
         // After both keys' ends a new set drops them.
         let end = t0 + 120_000;
         let _ = sched.signer(end);
         ring.merge(&sched.keys(), end);
         let kept: Vec<u32> = sched.keys().keys.iter().map(|k| k.key_id).collect();
         assert!(!kept.contains(&first.key_id) && !kept.contains(&second.key_id), "{kept:?}");
-        assert!(matches!(ring.check(&cap0, Access::Write, 1, None, end), Err(Refusal::UnknownKey { .. })));
+        assert!(matches!(ring.check(&cap0, Access::Write, 1, end), Err(Refusal::UnknownKey { .. })));
         // Another master's keys are added beside, never instead.
         let mut other = KeySchedule::new(period, life, None);
         let cap2 = archived(&other.signer(end).mint(Access::Read, 2, [0; 16]));
         ring.merge(&other.keys(), end);
-        assert_eq!(ring.check(&cap2, Access::Read, 2, None, end), Ok(()));
+        assert_eq!(ring.check(&cap2, Access::Read, 2, end), Ok(()));
         let cap3 = archived(&sched.signer(end).mint(Access::Read, 2, [0; 16]));
-        assert_eq!(ring.check(&cap3, Access::Read, 2, None, end), Ok(()));
+        assert_eq!(ring.check(&cap3, Access::Read, 2, end), Ok(()));
         let shown = format!("{:?}{:?}{:?}", sched.keys(), ring, sched);
         assert!(!shown.contains(&format!("{:?}", sched.keys.last().unwrap().secret)), "{shown}");
     }
@@ -425,7 +457,7 @@ mod tests {
         // A worker handed the keys by one master takes the other's capabilities.
         let mut ring = KeyRing::default();
         ring.merge(&b.keys(), now);
-        assert_eq!(ring.check(&cap, Access::Read, 9, Some([1; 16]), now), Ok(()));
+        assert_eq!(ring.check(&cap, Access::Read, 9, now).and_then(|_| same_source(&cap, [1; 16])), Ok(()));
         // Another secret, other keys.
         let mut c = KeySchedule::new(period, life, Some(&[7; 32]));
         let _ = c.signer(now);

@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 
 use super::errors::Fail;
 use cv_master_core::state::{self, EntryKind, FileState};
-use cv_net::capability::{Access, Signer, source_digest};
+use cv_net::capability::{Access, ObjectDigest, Signer};
 use cv_wire::ErrorCode;
 use cv_wire::msg::{self, FileKind, FileStatus, KeyValue, MountInfo};
 
@@ -36,13 +36,13 @@ pub(super) fn shard_addr(worker: u64, shard: u16, addr: Option<SocketAddr>) -> R
 }
 
 /// Block `b` of an open file, with the read capability `signer` mints for it (for a block of
-/// a cached object, bound to its range of `object`).
+/// a cached object, bound to its range of the object `object` digests).
 pub(super) fn block_loc(
     b: &state::PlacedBlock,
     signer: &Signer,
-    object: Option<&state::UfsObject>,
+    object: Option<&ObjectDigest>,
 ) -> Result<msg::BlockLoc, Fail> {
-    let source = object.map_or([0; 16], |o| source_digest(&o.mount, &o.key, &o.version, b.offset_in_file, b.len));
+    let source = object.map_or([0; 16], |o| o.range(b.offset_in_file, b.len));
     Ok(msg::BlockLoc {
         block_id: b.block_id,
         offset: b.offset_in_file,

@@ -63,7 +63,8 @@ pub(super) async fn open(s: &MasterService, q: Req<'_, Open>) -> Result<Reply, F
         },
         blocks: {
             let signer = s.signer();
-            info.blocks.iter().map(|b| block_loc(b, &signer, info.ufs.as_ref())).collect::<Result<_, _>>()?
+            let object = info.ufs.as_ref().map(|o| cv_net::capability::ObjectDigest::new(&o.mount, &o.key, &o.version));
+            info.blocks.iter().map(|b| block_loc(b, &signer, object.as_ref())).collect::<Result<_, _>>()?
         },
         tail_cached,
         tail_offset,

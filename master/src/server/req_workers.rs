@@ -24,7 +24,8 @@ pub(super) async fn register(s: &MasterService, peer: &Peer, q: Req<'_, Register
         .await?;
     s.worker_conns.lock().unwrap_or_else(|p| p.into_inner()).insert(worker_id, peer.conn);
     let heartbeat_ms = u64::try_from(s.heartbeat_every.as_millis()).unwrap_or(u64::MAX);
-    Ok(q.reply(&RegisterOk { worker_id, heartbeat_ms, keys: s.cap_keys() }))
+    let keys = s.cap_keys(None).unwrap_or_default();
+    Ok(q.reply(&RegisterOk { worker_id, heartbeat_ms, keys }))
 }
 
 /// The IP address a worker's advertised host names, found once here so that every block
@@ -74,8 +75,9 @@ pub(super) async fn heartbeat(s: &MasterService, peer: &Peer, q: Req<'_, Heartbe
     // The worker lacks this master's capability keys (another master led when it was handed
     // keys last, or they rotated). One asked to register again gets them with its registration.
     let mut commands = commands;
-    let keys = s.cap_keys();
-    if keys.generation != req.cap_keys && !commands.contains(&WorkerCommand::Reregister) {
+    if !commands.contains(&WorkerCommand::Reregister)
+        && let Some(keys) = s.cap_keys(Some(req.cap_keys))
+    {
         commands.push(WorkerCommand::CapabilityKeys(keys));
     }
     Ok(q.reply(&HeartbeatOk { commands }))

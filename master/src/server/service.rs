@@ -98,11 +98,12 @@ impl MasterService {
         self.caps.lock().unwrap_or_else(|p| p.into_inner()).signer(cv_net::capability::now_ms())
     }
 
-    /// The capability keys as workers are handed them (current after a rotation due now).
-    pub(super) fn cap_keys(&self) -> cv_wire::msg::CapKeys {
+    /// The capability keys as workers are handed them (current after a rotation due now),
+    /// unless they are the set `held` names: a heartbeat copies them only when they changed.
+    pub(super) fn cap_keys(&self, held: Option<u64>) -> Option<cv_wire::msg::CapKeys> {
         let mut caps = self.caps.lock().unwrap_or_else(|p| p.into_inner());
         let _ = caps.signer(cv_net::capability::now_ms());
-        caps.keys()
+        (held != Some(caps.generation())).then(|| caps.keys())
     }
 
     /// Whether a completion's tail is read back from its blocks before it is kept.

@@ -92,29 +92,37 @@ impl From<StoreError> for Refusal {
 }
 
 /// Refuses a block request without the master's capability for this block and access
-/// (`cv_net::capability`; a request naming a source must name the capability's). Workers and
-/// masters, whose certificates are their right (copies, exports, tail checks), need none.
-/// Expired or signed with a key this worker lacks is `StaleCapability` (open the file again);
-/// anything else `PermissionDenied`.
+/// (`cv_net::capability`). Workers and masters, whose certificates are their right (copies,
+/// exports, tail checks), need none. Expired or signed with a key this worker lacks is
+/// `StaleCapability` (open the file again); anything else `PermissionDenied`.
 fn allowed(
     ctx: &ShardCtx,
     peer: &PeerCert,
     cap: &ArchivedBlockCap,
     access: Access,
     block_id: u64,
-    source: Option<&ArchivedBlockSource>,
 ) -> Result<(), Refusal> {
     if peer.role.is_node() {
         return Ok(());
     }
-    let digest = source.map(|s| {
-        let o = &s.object;
-        source_digest(o.mount.as_str(), o.key.as_str(), o.version.as_str(), s.offset.to_native(), s.len.to_native())
-    });
-    crate::lock_keys(&ctx.keys).check(&capability::native(cap), access, block_id, digest, now_ms()).map_err(|r| {
-        let code = if r.stale() { ErrorCode::StaleCapability } else { ErrorCode::PermissionDenied };
-        Refusal::new(code, format!("block {block_id}: {r}"))
-    })
+    crate::lock_keys(&ctx.keys)
+        .check(&capability::native(cap), access, block_id, now_ms())
+        .map_err(|r| refused(block_id, r))
+}
+
+/// Refuses a fill from another source than the one the (checked) capability names: a block is
+/// filled from its own object and range only. Asked only when a fill is about to start.
+fn fill_allowed(peer: &PeerCert, cap: &ArchivedBlockCap, block_id: u64, s: &BlockSource) -> Result<(), Refusal> {
+    if peer.role.is_node() {
+        return Ok(());
+    }
+    let digest = source_digest(&s.object.mount, &s.object.key, &s.object.version, s.offset, s.len);
+    capability::same_source(&capability::native(cap), digest).map_err(|r| refused(block_id, r))
+}
+
+fn refused(block_id: u64, r: capability::Refusal) -> Refusal {
+    let code = if r.stale() { ErrorCode::StaleCapability } else { ErrorCode::PermissionDenied };
+    Refusal::new(code, format!("block {block_id}: {r}"))
 }
 
 /// Refuses a block this shard does not own: `WrongShard` with the owner's address, or
@@ -146,7 +154,7 @@ async fn read_block(ctx: &ShardCtx, peer: &PeerCert, frame: &Frame) -> Result<Re
     let fill_only = req.fill_only;
     let request_id = frame.header().request_id;
     owned(ctx, block_id)?;
-    allowed(ctx, peer, &req.cap, Access::Read, block_id, req.source.as_ref())?;
+    allowed(ctx, peer, &req.cap, Access::Read, block_id)?;
     let source = match req.source.as_ref() {
         Some(s) => Some(checked_source(ctx, block_id, offset, s)?),
         None => None,
@@ -181,6 +189,7 @@ async fn read_block(ctx: &ShardCtx, peer: &PeerCert, frame: &Frame) -> Result<Re
     let Some(source) = source else {
         return Err(Refusal::new(ErrorCode::NotFound, format!("block {block_id} is not stored here")));
     };
+    fill_allowed(peer, &req.cap, block_id, &source)?;
     let block_len = source.len;
     let refused = |e: FillError| Refusal::new(e.code, e.message);
     if fill_only {
@@ -260,7 +269,7 @@ fn lease_block(ctx: &ShardCtx, peer: &PeerCert, frame: &Frame) -> Result<Reply, 
     let req = frame.access::<LeaseBlock>()?;
     let block_id = req.block_id.to_native();
     owned(ctx, block_id)?;
-    allowed(ctx, peer, &req.cap, Access::Read, block_id, None)?;
+    allowed(ctx, peer, &req.cap, Access::Read, block_id)?;
     let local = local(ctx)?;
     let (stat, crcs) = ctx.store.lease(block_id, local.lease)?;
     let ok = LeaseBlockOk {
@@ -310,21 +319,20 @@ async fn write_block(ctx: &ShardCtx, peer: &PeerCert, head: Inbound, recv: &mut 
         }
         r.reply(id)
     };
-    let (block_id, pinned) =
-        match WriteBlock::access(head.body()).and_then(|a| WriteBlock::check(a, &ctx.limits).map(|_| a)) {
-            Ok(req) => {
-                let block_id = req.block_id.to_native();
-                if let Err(r) =
-                    owned(ctx, block_id).and_then(|_| allowed(ctx, peer, &req.cap, Access::Write, block_id, None))
-                {
-                    return refuse(recv, r);
-                }
-                // A block written through cv is its only copy until the master unpins it
-                // (after its export): only a worker or master may store one evictable.
-                (block_id, req.pinned || !peer.role.is_node())
+    let (block_id, pinned) = match WriteBlock::access(head.body())
+        .and_then(|a| WriteBlock::check(a, &ctx.limits).map(|_| a))
+    {
+        Ok(req) => {
+            let block_id = req.block_id.to_native();
+            if let Err(r) = owned(ctx, block_id).and_then(|_| allowed(ctx, peer, &req.cap, Access::Write, block_id)) {
+                return refuse(recv, r);
             }
-            Err(e) => return refuse(recv, e.into()),
-        };
+            // A block written through cv is its only copy until the master unpins it
+            // (after its export): only a worker or master may store one evictable.
+            (block_id, req.pinned || !peer.role.is_node())
+        }
+        Err(e) => return refuse(recv, e.into()),
+    };
     let len = u64::from(head.header().payload_len);
     let mut writer = match ctx.store.begin_write(block_id, len, pinned).await {
         Ok(w) => w,
