@@ -111,7 +111,8 @@ mod tests {
                 ("session_token".into(), "tok".into()),
                 ("db_password".into(), "pw".into()),
                 ("credential_file".into(), "/c".into()),
-            ],
+            ]
+            .into(),
         };
         let info = mount_info(&m);
         assert_eq!(info.options[0].value, "us-east-1");

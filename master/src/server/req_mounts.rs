@@ -20,14 +20,18 @@ pub(super) async fn mount(s: &MasterService, q: Req<'_, Mount>) -> Result<Reply,
         Denied::Invalid(m) => Fail::new(cv_wire::ErrorCode::InvalidArgument, m),
         Denied::NotAllowed(m) => Fail::new(cv_wire::ErrorCode::PermissionDenied, m),
     })?;
-    let mount =
-        cv_master_core::state::MountEntry { path: path.as_str().to_owned(), ufs_url: req.ufs_url, mode, options };
+    let mount = cv_master_core::state::MountEntry {
+        path: path.as_str().to_owned(),
+        ufs_url: req.ufs_url,
+        mode,
+        options: options.into(),
+    };
     // The store must answer before the mount is recorded: a typo fails here, not at first read.
     s.ufs.validate(&mount).await?;
     if !s.core.exists(&path) {
         s.core.begin_mkdir(&path, true)?.wait_async().await?;
     }
-    s.core.begin_mount(&path, &mount.ufs_url, mount.mode, mount.options)?.wait_async().await?;
+    s.core.begin_mount(&path, &mount.ufs_url, mount.mode, mount.options.0)?.wait_async().await?;
     tracing::info!(path = %path, "mounted");
     Ok(q.reply(&Done {}))
 }
@@ -47,7 +51,7 @@ pub(super) async fn get_mount(s: &MasterService, q: Req<'_, GetMount>) -> Result
         ufs_url: m.ufs_url,
         cv_path: m.path,
         mode: mode_to_wire(m.mode),
-        options: m.options.into_iter().map(|(key, value)| KeyValue { key, value }).collect(),
+        options: m.options.0.into_iter().map(|(key, value)| KeyValue { key, value }).collect(),
     };
     Ok(q.reply(&GetMountOk { mount }))
 }

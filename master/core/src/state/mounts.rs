@@ -26,8 +26,12 @@ impl State {
         if self.data.mounts.contains_key(path.as_str()) {
             return err(ErrorKind::AlreadyExists, format!("mount at {path}"));
         }
-        let mount =
-            MountEntry { path: path.as_str().to_owned(), ufs_url: ufs_url.to_owned(), mode, options: options.to_vec() };
+        let mount = MountEntry {
+            path: path.as_str().to_owned(),
+            ufs_url: ufs_url.to_owned(),
+            mode,
+            options: options.to_vec().into(),
+        };
         self.policies.insert(mount.path.clone(), CachePolicy::of(&mount));
         self.data.mounts.insert(mount.path.clone(), mount);
         Ok(Applied::Done)

@@ -98,9 +98,10 @@ pub enum MountMode {
     Fs,
 }
 
-/// A mount's `key=value` options as a [`Mutation::Mount`](super::Mutation) carries them. Its
-/// `Debug` names the keys only: values hold credentials. (Same archived layout as the
-/// `Vec` it wraps, so journals written before it read unchanged.)
+/// A mount's `key=value` options, as a [`Mutation::Mount`](super::Mutation) carries them and
+/// a [`MountEntry`] keeps them. Its `Debug` names the keys only: values hold credentials.
+/// (Same archived layout as the `Vec` it wraps, so journals and snapshots written before it
+/// read unchanged.)
 #[derive(Clone, Default, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 pub struct MountOptions(pub Vec<(String, String)>);
 
@@ -125,25 +126,13 @@ impl std::ops::Deref for MountOptions {
 }
 
 /// A row of the mount table (cv-wire's `Mount` is the request that asks for one). Its `Debug`
-/// names the options but shows none of their values (credentials).
-#[derive(Clone, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+/// names the options but shows none of their values (credentials: [`MountOptions`]).
+#[derive(Debug, Clone, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 pub struct MountEntry {
     pub path: String,
     pub ufs_url: String,
     pub mode: MountMode,
-    pub options: Vec<(String, String)>,
-}
-
-impl std::fmt::Debug for MountEntry {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let keys: Vec<&str> = self.options.iter().map(|(k, _)| k.as_str()).collect();
-        f.debug_struct("MountEntry")
-            .field("path", &self.path)
-            .field("ufs_url", &self.ufs_url)
-            .field("mode", &self.mode)
-            .field("options (values not shown)", &keys)
-            .finish()
-    }
+    pub options: MountOptions,
 }
 
 /// The object a file was cached from (cache mode): its bytes are that
