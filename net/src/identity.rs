@@ -110,8 +110,11 @@ pub struct PeerCert {
     pub role: CertRole,
     /// Its subject's common name, for messages and logs.
     pub name: String,
-    /// Its serial number, hex (what revocation names).
+    /// Its serial number, as [`normalize_serial`] writes it (what revocation names).
     pub serial: String,
+    /// When it became valid, seconds since the Unix epoch (a revocation by name covers the
+    /// certificates of that name valid from before it).
+    pub not_before: i64,
     /// When it stops being valid, seconds since the Unix epoch.
     pub not_after: i64,
 }
@@ -153,8 +156,16 @@ impl PeerCert {
             .and_then(|cn| cn.as_str().ok())
             .unwrap_or("(no common name)")
             .to_string();
-        let serial = cert.tbs_certificate.raw_serial_as_string().replace(':', "");
-        Ok(PeerCert { role, name, serial, not_after: cert.validity().not_after.timestamp() })
+        let serial = normalize_serial(&cert.tbs_certificate.raw_serial_as_string())
+            .ok_or_else(|| bad("serial number is not hex".into()))?;
+        let validity = cert.validity();
+        Ok(PeerCert {
+            role,
+            name,
+            serial,
+            not_before: validity.not_before.timestamp(),
+            not_after: validity.not_after.timestamp(),
+        })
     }
 
     /// Reads the first certificate of a PEM text.
@@ -179,6 +190,20 @@ impl std::fmt::Display for PeerCert {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{} certificate {:?} (serial {})", self.role, self.name, self.serial)
     }
+}
+
+/// A certificate serial number as cv writes and compares it: lowercase hex, without the
+/// colons or spaces tools print between bytes and without leading zeros (DER adds a zero byte
+/// before a serial whose top bit is set; `openssl` shows it, other tools do not). `None` for
+/// anything but hex digits and separators, or no digit at all.
+pub fn normalize_serial(text: &str) -> Option<String> {
+    let digits: String = text.chars().filter(|c| !matches!(c, ':' | ' ')).collect();
+    let digits = digits.strip_prefix("0x").unwrap_or(&digits);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    let trimmed = digits.trim_start_matches('0');
+    Some(if trimmed.is_empty() { "0".into() } else { trimmed.to_ascii_lowercase() })
 }
 
 /// Whether a peer holding `cert` may say in its hello that it is `role` named `node`: anyone
@@ -213,5 +238,15 @@ mod tests {
         assert!(CertRole::from_uri("cv://role/worker/").unwrap_err().contains("not a node name"));
         assert!(CertRole::from_uri("cv://role/worker/a/b").unwrap_err().contains("not a node name"));
         assert!(CertRole::from_uri("cv://role/admin/x").unwrap_err().contains("no such role"));
+    }
+
+    #[test]
+    fn serials_compare_whatever_tool_printed_them() {
+        assert_eq!(normalize_serial("00:8F:3a").as_deref(), Some("8f3a"));
+        assert_eq!(normalize_serial("8f3a").as_deref(), Some("8f3a"));
+        assert_eq!(normalize_serial("0x008F3A").as_deref(), Some("8f3a"));
+        assert_eq!(normalize_serial("00").as_deref(), Some("0"));
+        assert_eq!(normalize_serial("alice"), None);
+        assert_eq!(normalize_serial(""), None);
     }
 }

@@ -1,6 +1,6 @@
 //! Transport pieces shared by the client, the master and the worker:
 //! mutual-TLS identities under a cluster CA ([`tls`]) and the role a peer's certificate grants
-//! ([`identity`]), QUIC transport settings
+//! ([`identity`]), the revoked certificates ([`revoked`]), QUIC transport settings
 //! ([`quic`]), typed configuration values ([`config`]), per-request timeline marks
 //! ([`timeline`]), totals over QUIC connections ([`quic_stats`]), and — behind the
 //! `tokio` feature — request/response helpers over quinn streams ([`rpc`]) and dialing within
@@ -19,8 +19,11 @@ mod error;
 pub mod identity;
 pub mod local;
 pub mod masters;
+#[cfg(feature = "tokio")]
+pub mod peers;
 pub mod quic;
 pub mod quic_stats;
+pub mod revoked;
 pub mod timeline;
 pub mod tls;
 

@@ -436,17 +436,18 @@ pub async fn serve_counted<S: Service>(
     limits: Limits,
     stats: Arc<crate::conn_stats::ConnStats>,
 ) {
-    serve_admitting(endpoint, service, (role, node), limits, stats, crate::quic::RETRY_ABOVE).await
+    serve_admitting(endpoint, service, (role, node), limits, (stats, Arc::default()), crate::quic::RETRY_ABOVE).await
 }
 
-/// As [`serve_counted`], sending a QUIC Retry to new peers once `retry_above` handshakes are
-/// in flight (tests choose a low one).
+/// As [`serve_counted`], admitting peers through `peers` (revoked certificates refused and
+/// cut off, connections per identity capped), and sending a QUIC Retry to new peers once
+/// `retry_above` handshakes are in flight (tests choose a low one).
 pub async fn serve_admitting<S: Service>(
     endpoint: quinn::Endpoint,
     service: Arc<S>,
     (role, node): (Role, String),
     limits: Limits,
-    stats: Arc<crate::conn_stats::ConnStats>,
+    (stats, peers): (Arc<crate::conn_stats::ConnStats>, Arc<crate::peers::Peers>),
     retry_above: usize,
 ) {
     let handshaking = Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -460,6 +461,7 @@ pub async fn serve_admitting<S: Service>(
         let service = service.clone();
         let node = node.clone();
         let stats = stats.clone();
+        let peers = peers.clone();
         let handshake = Handshaking::new(&handshaking);
         tokio::spawn(async move {
             let addr = incoming.remote_address();
@@ -472,7 +474,8 @@ pub async fn serve_admitting<S: Service>(
                     return;
                 }
             };
-            let hello = tokio::time::timeout(crate::quic::HELLO_WITHIN, accept_hello(&conn, role, &node, &limits));
+            let hello = hello_as(&conn, role, &node, &limits, Some(&peers));
+            let hello = tokio::time::timeout(crate::quic::HELLO_WITHIN, hello);
             let peer = match hello.await {
                 Ok(Ok(p)) => Arc::new(p),
                 Err(_) => {
@@ -491,6 +494,7 @@ pub async fn serve_admitting<S: Service>(
             stats.opened(&conn);
             serve_connection(&conn, peer, service, limits, &stats).await;
             stats.closed(&conn);
+            peers.left(&conn);
         });
     }
 }
@@ -570,6 +574,19 @@ async fn serve_connection<S: Service>(
 /// Server side of the hello: reads `Hello` on the first stream, answers
 /// `HelloOk` or a `VersionMismatch` error.
 pub async fn accept_hello(conn: &quinn::Connection, role: Role, node: &str, limits: &Limits) -> Result<Peer, NetError> {
+    hello_as(conn, role, node, limits, None).await
+}
+
+/// [`accept_hello`], admitting the peer through `peers` when given: a revoked certificate is
+/// refused `PermissionDenied`, one past its connection cap `LimitExceeded`. An admitted
+/// connection is registered there (the caller calls `left` when it ends).
+async fn hello_as(
+    conn: &quinn::Connection,
+    role: Role,
+    node: &str,
+    limits: &Limits,
+    peers: Option<&crate::peers::Peers>,
+) -> Result<Peer, NetError> {
     let (mut send, mut recv) = conn.accept_bi().await.map_err(|e| conn_err("accept hello stream", e))?;
     let server = role_name(role);
     let frame = match read_frame(&mut recv, limits).await.and_then(|f| end_read(recv).map(|()| f)) {
@@ -609,9 +626,16 @@ pub async fn accept_hello(conn: &quinn::Connection, role: Role, node: &str, limi
             return Err(NetError::remote(ErrorCode::PermissionDenied, msg, None));
         }
     };
+    if let Some(Err((code, msg))) = peers.map(|p| p.join(&cert, conn)) {
+        let _ = write_reply(&mut send, Reply::error(id, code, &msg, None)).await;
+        return Err(NetError::remote(code, msg, None));
+    }
     let ok = HelloOk { version, role, node: node.into() };
     let reply = Reply::ok(id, &ok, Vec::new());
-    write_reply(&mut send, reply).await?;
+    if let Err(e) = write_reply(&mut send, reply).await {
+        peers.inspect(|p| p.left(conn));
+        return Err(e);
+    }
     Ok(Peer { addr: conn.remote_address(), role: hello.role, node: hello.node, conn: conn.stable_id(), cert })
 }
 

@@ -69,10 +69,15 @@ fn tls_err(what: &str, e: impl std::fmt::Display) -> NetError {
     NetError::new(NetErrorKind::Tls, format!("{what}: {e}"))
 }
 
-/// Valid from an hour ago (clocks of a cluster differ a little) for `lifetime`.
+/// How long before its issue a certificate is valid from (clocks of a cluster differ a little).
+/// A revocation by name covers the certificates valid from this long before it or earlier:
+/// those issued until it, not a renewal issued after (`crate::revoked`).
+pub const NOT_BEFORE_BACKDATE: Duration = Duration::from_secs(3600);
+
+/// Valid from [`NOT_BEFORE_BACKDATE`] ago for `lifetime`.
 fn validity(params: &mut CertificateParams, lifetime: Duration) {
     let now = time::OffsetDateTime::now_utc();
-    params.not_before = now - time::Duration::hours(1);
+    params.not_before = now - time::Duration::seconds(NOT_BEFORE_BACKDATE.as_secs() as i64);
     params.not_after = now + time::Duration::seconds(lifetime.as_secs().min(i64::MAX as u64) as i64);
 }
 

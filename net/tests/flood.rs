@@ -25,8 +25,14 @@ async fn a_handshake_flood_gets_retries_and_the_cluster_client_is_served() {
     let addr = ep.local_addr().unwrap();
     let stats = Arc::new(ConnStats::default());
     // A low threshold, so that what a 2-core machine can drive surely passes it.
-    let served =
-        rpc::serve_admitting(ep, Arc::new(PingService), (Role::Master, "m".into()), Limits::DEFAULT, stats.clone(), 8);
+    let served = rpc::serve_admitting(
+        ep,
+        Arc::new(PingService),
+        (Role::Master, "m".into()),
+        Limits::DEFAULT,
+        (stats.clone(), Arc::default()),
+        8,
+    );
     tokio::spawn(served);
 
     let client_ep = rpc::client_endpoint(&identity(&ca, CertRole::Client), &Default::default()).unwrap();

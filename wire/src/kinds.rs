@@ -173,6 +173,10 @@ kinds! {
     ListMastersOk = 101 => msg::ListMastersOk,
     MasterTime = 102 => msg::MasterTime,
     MasterTimeOk = 103 => msg::MasterTimeOk,
+    RevokeCert = 104 => msg::RevokeCert,
+    RevokeCertOk = 105 => msg::RevokeCertOk,
+    ListRevoked = 106 => msg::ListRevoked,
+    RevokedList = 107 => msg::RevokedList,
 
     RaftAppend = 112 => msg::RaftAppend,
     RaftAppendOk = 113 => msg::RaftAppendOk,

@@ -126,6 +126,10 @@ pub struct WorkerSettings {
     /// Handshakes in flight at a shard from which a new peer must first prove its address
     /// (QUIC Retry: one round trip more, no state kept for it meanwhile).
     pub retry_above: u32,
+    /// Connections one client or admin certificate may hold at a shard at once (more are
+    /// refused `LimitExceeded` at the hello), so one identity cannot take every slot of
+    /// `max_connections`. Worker and master certificates are not counted.
+    pub max_connections_per_identity: u32,
 }
 
 impl Default for WorkerSettings {
@@ -158,6 +162,7 @@ impl Default for WorkerSettings {
             local_lease: Dur::secs(5),
             max_connections: 4096,
             retry_above: cv_net::quic::RETRY_ABOVE as u32,
+            max_connections_per_identity: 2048,
         }
     }
 }
@@ -255,6 +260,9 @@ impl WorkerSettings {
         }
         if self.retry_above == 0 || self.retry_above > self.max_connections {
             return Err(ConfigError::new(f("retry_above"), "must be between 1 and max_connections"));
+        }
+        if self.max_connections_per_identity == 0 {
+            return Err(ConfigError::new(f("max_connections_per_identity"), "must be at least 1"));
         }
         if self.local_socket.as_os_str().len() > MAX_SOCKET_PATH {
             return Err(ConfigError::new(f("local_socket"), format!("must be at most {MAX_SOCKET_PATH} bytes")));

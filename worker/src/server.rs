@@ -115,6 +115,7 @@ impl WorkerServer {
                 local: local.clone(),
                 report_soon: report_soon.clone(),
                 keys: keys.clone(),
+                per_identity: settings.max_connections_per_identity as usize,
             };
             match shard::spawn(spec) {
                 Ok(s) => starting.push(s),

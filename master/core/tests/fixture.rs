@@ -306,9 +306,7 @@ fn reads_v4_journal_fixture() {
 fn reads_v4_snapshot_fixture() {
     let path = fixture("snapshot-v4.bin");
     let n = mutations_v4().len() as u64;
-    if std::env::var_os("CV_WRITE_FIXTURES").is_some() {
-        std::fs::write(&path, encode_snapshot(n, expected_state_v4().data()).unwrap()).unwrap();
-    }
+    // Frozen: this build writes format 5 (`snapshot-v5.bin`).
     let bytes = std::fs::read(&path).expect("fixture snapshot-v4.bin is checked in");
     let (seq, data) = decode_snapshot(&bytes).unwrap().unwrap();
     assert_eq!(seq, n);
@@ -464,4 +462,78 @@ fn timed_block_records_round_trip_and_stamp_the_writers_progress() {
     assert_eq!(since(&st), Some(200));
     st.apply(&new[4]).unwrap();
     assert_eq!(since(&st), Some(300));
+}
+
+/// Revocations: the records decode beside the v4 records (added at their end), the list and
+/// its generation are in snapshots from format 5 (`snapshot-v5.bin`, read by every later
+/// version), and a v4 snapshot reads with an empty list.
+fn mutations_v5() -> Vec<Mutation> {
+    let mut v = mutations_v4();
+    v.push(Mutation::Revoke {
+        serial: "8f3a".into(),
+        name: "stolen laptop".into(),
+        issued_before: 0,
+        at_ms: 1_764_960_000_000,
+        by: "ops (serial 1c)".into(),
+    });
+    v.push(Mutation::Revoke {
+        serial: String::new(),
+        name: "alice".into(),
+        issued_before: 1_764_960_100,
+        at_ms: 1_764_960_100_000,
+        by: "ops (serial 1c)".into(),
+    });
+    v
+}
+
+fn expected_state_v5() -> State {
+    let mut st = State::new();
+    for m in mutations_v5() {
+        st.apply(&m).unwrap();
+    }
+    st
+}
+
+#[test]
+fn revoke_records_round_trip_and_move_the_generation_only_on_a_change() {
+    let mut bytes = encode_header(1).to_vec();
+    let all = mutations_v5();
+    for (i, m) in all.iter().enumerate() {
+        bytes.extend(encode_record(i as u64 + 1, m).unwrap());
+    }
+    let got: Vec<Mutation> = scan(&bytes).unwrap().records.into_iter().map(|(_, m)| m).collect();
+    assert_eq!(got, all);
+    let mut st = expected_state_v5();
+    assert_eq!(st.data().revoked_generation, 2);
+    assert_eq!(st.data().revoked.len(), 2);
+    // The same serial again changes nothing; a name revoked again moves its moment later.
+    let again = |serial: &str, issued_before| Mutation::Revoke {
+        serial: serial.into(),
+        name: if serial.is_empty() { "alice".into() } else { String::new() },
+        issued_before,
+        at_ms: 1,
+        by: "x".into(),
+    };
+    st.apply(&again("8f3a", 0)).unwrap();
+    assert_eq!(st.data().revoked_generation, 2);
+    st.apply(&again("", 1_764_960_000)).unwrap();
+    assert_eq!(st.data().revoked_generation, 2, "an earlier moment covers less: kept as it was");
+    st.apply(&again("", 1_764_970_000)).unwrap();
+    assert_eq!(st.data().revoked_generation, 3);
+    assert_eq!(st.data().revoked["name:alice"].issued_before, 1_764_970_000);
+}
+
+#[test]
+fn reads_v5_snapshot_fixture() {
+    let path = fixture("snapshot-v5.bin");
+    let n = mutations_v5().len() as u64;
+    if std::env::var_os("CV_WRITE_FIXTURES").is_some() {
+        std::fs::write(&path, encode_snapshot(n, expected_state_v5().data()).unwrap()).unwrap();
+    }
+    let bytes = std::fs::read(&path).expect("fixture snapshot-v5.bin is checked in");
+    assert_eq!(u16::from_le_bytes([bytes[8], bytes[9]]), 5);
+    let (seq, data) = decode_snapshot(&bytes).unwrap().unwrap();
+    assert_eq!(seq, n);
+    assert_eq!(&data, expected_state_v5().data());
+    assert_eq!(data.revoked["serial:8f3a"].name, "stolen laptop");
 }

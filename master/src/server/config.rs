@@ -35,6 +35,7 @@ use std::time::Duration;
 /// election_timeout = "250ms"
 /// capability_lifetime = "10h"
 /// capability_key = "/etc/cv/certs/capability.key"   # the same file on every master of a group
+/// max_connections_per_identity = 4096
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -98,6 +99,10 @@ pub struct ServerConfig {
     /// key. Without it each master makes random keys, and after a failover a worker serves the
     /// new leader's capabilities only once it registered there.
     pub capability_key: Option<PathBuf>,
+    /// Connections one client or admin certificate may hold at this master at once (more are
+    /// refused `LimitExceeded` at the hello), so one identity cannot take every slot. Worker
+    /// and master certificates are not counted.
+    pub max_connections_per_identity: usize,
 }
 
 /// One master of a Raft group.
@@ -146,6 +151,7 @@ impl Default for ServerConfig {
             mounts: MountPolicy::default(),
             capability_lifetime: Dur::secs(10 * 3600),
             capability_key: None,
+            max_connections_per_identity: cv_net::peers::PER_IDENTITY,
         }
     }
 }
@@ -193,6 +199,9 @@ impl ServerConfig {
         let life = self.capability_lifetime.get();
         if life < Duration::from_secs(10) || life > Duration::from_secs(7 * 24 * 3600) {
             return Err(ConfigError::new(f("capability_lifetime"), "must be 10s to 7 days"));
+        }
+        if self.max_connections_per_identity == 0 {
+            return Err(ConfigError::new(f("max_connections_per_identity"), "must be at least 1"));
         }
         self.mounts.validate(&f("mounts"))?;
         self.validate_raft(section)

@@ -18,6 +18,7 @@ mod replay;
 mod req_mounts;
 mod req_namespace;
 mod req_rename;
+mod req_revoke;
 mod req_workers;
 mod request;
 mod run;

@@ -139,7 +139,8 @@ mod tests {
         let cert = cv_net::identity::PeerCert {
             role: cv_net::identity::CertRole::Client,
             name: "t".into(),
-            serial: "01".into(),
+            serial: "1".into(),
+            not_before: 0,
             not_after: 0,
         };
         Peer {

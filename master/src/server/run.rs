@@ -172,22 +172,24 @@ impl MasterServer {
             MasterService::new(core.clone(), clock, config.heartbeat_every(), exporter.clone(), raft.clone())
                 .checking_tails(config.check_tails)
                 .mounting(config.mounts.with_private(&config.journal_dir))
-                .capabilities(config.capability_lifetime.get(), group.as_ref()),
+                .capabilities(config.capability_lifetime.get(), group.as_ref())
+                .connections_per_identity(config.max_connections_per_identity),
         );
         let ufs = service.ufs.clone();
         // Before serving, so the first opens after a restart find the tails and checks saved.
         // A blocking read of at most the tail budget, once at start.
         let tails_file = super::tails::path(&config.journal_dir);
         super::tails::load(&tails_file, &core);
-        let serve = tokio::spawn(rpc::serve_counted(
+        let serve = tokio::spawn(rpc::serve_admitting(
             endpoint.clone(),
             service.clone(),
-            Role::Master,
-            config.node.clone(),
+            (Role::Master, config.node.clone()),
             Limits::DEFAULT,
-            service.quic.clone(),
+            (service.quic.clone(), service.peers.clone()),
+            cv_net::quic::RETRY_ABOVE,
         ));
         let (stop, stopped) = watch::channel(false);
+        tokio::spawn(super::req_revoke::sync_peers(core.clone(), service.peers.clone(), stopped.clone()));
         let tick = tokio::spawn(tick_loop(core.clone(), config.tick_every(), stopped.clone()));
         let tails = tokio::spawn(super::tails::keep(tails_file, core.clone(), stopped.clone()));
         tokio::spawn(service.deletes_now.clone().run(core.clone(), exporter.clone(), stopped.clone()));

@@ -50,6 +50,9 @@ pub struct MasterService {
     pub(super) deletes_now: Arc<super::push_deletes::DeletesNow>,
     /// The keys block capabilities are signed with (`cv_net::capability`), handed to workers.
     caps: Mutex<cv_net::capability::KeySchedule>,
+    /// Connected peers by certificate: revoked ones refused and cut off (`req_revoke.rs`),
+    /// connections per identity capped.
+    pub(super) peers: Arc<cv_net::peers::Peers>,
 }
 
 /// A new key every tenth of `lifetime`.
@@ -83,7 +86,14 @@ impl MasterService {
             quic: Default::default(),
             deletes_now: Default::default(),
             caps: Mutex::new(key_schedule(Duration::from_secs(10 * 3600), None)),
+            peers: Default::default(),
         }
+    }
+
+    /// At most `n` connections per client or admin certificate.
+    pub(super) fn connections_per_identity(mut self, n: usize) -> Self {
+        self.peers = Arc::new(cv_net::peers::Peers::new(n));
+        self
     }
 
     /// Block capabilities good for `lifetime`, signed with keys derived from the group's
@@ -204,6 +214,23 @@ impl MasterService {
             Kind::ChangeMasters => {
                 admin_only(peer, frame.kind())?;
                 super::raft::change_masters(self.raft_master(frame.kind())?, frame).await
+            }
+            Kind::RevokeCert => {
+                admin_only(peer, frame.kind())?;
+                super::req_revoke::revoke(self, peer, Req::of(frame)?).await
+            }
+            Kind::ListRevoked => {
+                if !(peer.cert.role.is_admin() || peer.cert.role.is_node()) {
+                    return Err(Fail::new(
+                        ErrorCode::PermissionDenied,
+                        format!(
+                            "{} is for workers, masters and admins; this peer holds a {}",
+                            frame.kind().name(),
+                            peer.cert
+                        ),
+                    ));
+                }
+                super::req_revoke::list(self, Req::of(frame)?)
             }
             Kind::ListMasters => super::raft::list_masters(self.raft_master(frame.kind())?, frame),
             Kind::RaftAppend | Kind::RaftVoteReq | Kind::RaftSnapshot | Kind::RaftProbe => {

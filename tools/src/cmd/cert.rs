@@ -1,5 +1,6 @@
 //! `cvctl cert init` (a cluster CA and the first identities) and `cvctl cert issue` (one more
-//! identity under an existing CA: a new node, an operator, an application, or a renewal).
+//! identity under an existing CA: a new node, an operator, an application, or a renewal);
+//! `cert revoke` and `cert revoked` are in `revoke.rs`.
 
 use super::CmdResult;
 use clap::{Args, Subcommand, ValueEnum};
@@ -20,6 +21,12 @@ pub enum Cert {
     /// Issue one identity under the CA in `--dir`: `<out>.pem` and `<out>.key`. Run it again
     /// before the old one ends to renew (the peer picks up the new files when it restarts).
     Issue(IssueArgs),
+    /// Revoke a certificate (a `.pem` file, a serial number) or every certificate of a name
+    /// issued until now, through the leading master (admin certificate). Masters refuse it at
+    /// once and close its connections; workers within a heartbeat.
+    Revoke(super::revoke::RevokeArgs),
+    /// List the revoked certificates.
+    Revoked(super::revoke::RevokedArgs),
 }
 
 /// Arguments of `cvctl cert init`.
@@ -90,6 +97,8 @@ impl Cert {
                 Ok(())
             }
             Cert::Issue(a) => issue(a),
+            Cert::Revoke(a) => a.run(),
+            Cert::Revoked(a) => a.run(),
         }
     }
 }

@@ -12,6 +12,7 @@ pub mod load;
 pub mod master;
 pub mod mount;
 pub mod report;
+pub mod revoke;
 pub mod up;
 pub mod worker;
 

@@ -10,6 +10,7 @@ mod mount;
 mod namespace;
 mod raft;
 mod registry;
+mod revoke;
 
 pub use admin::*;
 pub use block::*;
@@ -19,6 +20,7 @@ pub use mount::*;
 pub use namespace::*;
 pub use raft::*;
 pub use registry::*;
+pub use revoke::*;
 
 use crate::error::{WireError, WireErrorKind};
 use crate::limits::Limits;

@@ -220,6 +220,10 @@ pub fn visit(v: &mut impl Visit) {
     );
     v.msg(MasterTime {}, &[]);
     v.msg(MasterTimeOk { unix_ms: 1_764_960_000_000 }, &[]);
+    v.msg(RevokeCert { serial: "7f3a09".into(), name: String::new() }, &[]);
+    v.msg(RevokeCertOk { entry: revoked(), generation: 3 }, &[]);
+    v.msg(ListRevoked { since: 2 }, &[]);
+    v.msg(RevokedList { generation: 3, changed: true, entries: vec![revoked()] }, &[]);
     v.msg(raft_append(), &[5u8; 16]);
     v.msg(RaftAppendOk { outcome: 1, matched: Some(RaftLogId { term: 3, node: 1, index: 10 }), vote: None }, &[]);
     v.msg(RaftVoteReq { vote: vote(), last: Some(RaftLogId { term: 3, node: 1, index: 10 }) }, &[]);
@@ -343,5 +347,15 @@ pub fn raft_snapshot() -> RaftSnapshot {
         snapshot_id: "4-2-100".into(),
         offset: 4 << 20,
         done: false,
+    }
+}
+
+fn revoked() -> RevokedCert {
+    RevokedCert {
+        serial: String::new(),
+        name: "alice".into(),
+        issued_before: 1_764_960_000,
+        at_ms: 1_764_960_000_123,
+        by: "operator (serial 1c)".into(),
     }
 }

@@ -19,7 +19,9 @@ use cv_net::quic::TransportSettings;
 use cv_net::rpc::{Conn, client_endpoint_at};
 use cv_net::tls::Identity;
 use cv_net::{NetError, NetErrorKind};
-use cv_wire::msg::{Heartbeat, HeartbeatOk, RegisterOk, RegisterWorker, Role, TierCounters, WorkerCommand};
+use cv_wire::msg::{
+    Heartbeat, HeartbeatOk, ListRevoked, RegisterOk, RegisterWorker, RevokedList, Role, TierCounters, WorkerCommand,
+};
 use cv_wire::{Frame, Limits, Message, block_shard};
 use tokio::sync::watch;
 
@@ -135,6 +137,8 @@ struct State {
     /// The next heartbeat is the first since registering: if its batch holds every pending
     /// block (the full report registration gathered), it says so.
     full_next: bool,
+    /// The generation of the master's revocation list the shards hold (0: none yet).
+    revoked: u64,
 }
 
 async fn run(
@@ -158,6 +162,7 @@ async fn run(
         heartbeat_ms: 0,
         copier: copy::Copier::new(ep.clone(), spec.node.clone(), spec.own_shards.clone()),
         full_next: false,
+        revoked: 0,
     };
     loop {
         let err = tokio::select! {
@@ -259,11 +264,13 @@ async fn session_with(
     };
     loop {
         register(spec, &conn, st).await?;
+        refresh_revoked(spec, &conn, st).await;
         let interval = heartbeat_interval(spec, st);
         loop {
             if !heartbeat(spec, &conn, st).await? {
                 break; // the master asked us to register again
             }
+            refresh_revoked(spec, &conn, st).await;
             // A master that died or restarted is noticed when the connection closes (its
             // idle timeout, about a second), not at the next heartbeat.
             tokio::select! {
@@ -355,6 +362,36 @@ async fn heartbeat(spec: &ControlSpec, conn: &Conn, st: &mut State) -> std::resu
         }
     }
     Ok(again)
+}
+
+/// Fetches the master's revocation list if it changed and hands it to every shard, which
+/// refuses those certificates from now on and closes their connections (docs/security.md,
+/// "Revocation"). A failure leaves the shards' list as it was until the next heartbeat.
+async fn refresh_revoked(spec: &ControlSpec, conn: &Conn, st: &mut State) {
+    let list: RevokedList =
+        match call(spec, conn, &ListRevoked { since: st.revoked }).await.and_then(|f| Ok(f.decode_body()?)) {
+            Ok(l) => l,
+            // A master that predates revocation answers Malformed (an unknown kind).
+            Err(e) if e.code() == Some(cv_wire::ErrorCode::Malformed) => return,
+            Err(e) => {
+                tracing::warn!(error = %e, "fetching the revocation list failed; the shards keep the one they hold");
+                return;
+            }
+        };
+    if !list.changed || list.generation == st.revoked {
+        return;
+    }
+    let entries = list.entries.into_iter().map(|e| cv_net::revoked::Revocation {
+        serial: e.serial,
+        name: e.name,
+        issued_before: e.issued_before,
+    });
+    let held = std::sync::Arc::new(cv_net::revoked::Revoked::new(list.generation, entries));
+    tracing::info!(generation = list.generation, entries = held.len(), "revocation list");
+    for s in &spec.shards {
+        let _ = s.send(ShardCmd::Revoked(held.clone()));
+    }
+    st.revoked = list.generation;
 }
 
 /// Asks every shard for its report, merges them into `pending`, and returns the worker's

@@ -47,6 +47,9 @@ pub(crate) struct ShardCtx {
     pub(crate) report_soon: flume::Sender<()>,
     /// The master's capability keys (`handler.rs` checks every block request's).
     pub(crate) keys: crate::Keys,
+    /// Connected peers by certificate: revoked ones refused and cut off, connections per
+    /// identity capped.
+    pub(crate) peers: super::peers::ShardPeers,
 }
 
 impl ShardCtx {
@@ -70,7 +73,7 @@ pub(crate) async fn accept_loop(ep: Endpoint, ctx: Rc<ShardCtx>) {
 
 async fn serve_conn(conn: Connection, ctx: Rc<ShardCtx>) {
     let peer = match cv_rt::timeout(cv_net::quic::HELLO_WITHIN, hello(&conn, &ctx)).await {
-        Ok(Ok(peer)) => Rc::new(peer),
+        Ok(Ok(peer)) => peer,
         Err(_) => {
             tracing::info!(shard = ctx.index, peer = %conn.remote_address(), "no hello in time; closing");
             conn.close(VarInt::from_u32(CODE_HELLO_FAILED), b"no hello in time");
@@ -90,27 +93,26 @@ async fn serve_conn(conn: Connection, ctx: Rc<ShardCtx>) {
             Ok(s) => s,
             Err(e) => {
                 tracing::debug!(shard = ctx.index, peer = %conn.remote_address(), error = %e, "connection ended");
-                ctx.counters.conn_closed(&conn);
-                return;
+                break;
             }
         };
         match ctx.gate.spawn(serve_stream(send, recv, ctx.clone(), peer.clone(), budget.clone())) {
             Ok(task) => {
                 task.detach();
             }
-            Err(_) => {
-                ctx.counters.conn_closed(&conn);
-                return;
-            }
+            Err(_) => break,
         }
     }
+    ctx.counters.conn_closed(&conn);
+    ctx.peers.left(&conn);
 }
 
 /// Reads the peer's `Hello` on the first stream and answers `HelloOk`, or refuses versions
 /// this build does not speak with `VersionMismatch` (`cv_wire::hello`), and roles the peer's
 /// certificate does not allow with `PermissionDenied` (`cv_net::identity::hello_allowed`).
+/// A revoked certificate, or one past its connection cap, is refused (`peers.rs`).
 /// Returns what the certificate proves, which decides what the peer may ask.
-async fn hello(conn: &Connection, ctx: &ShardCtx) -> Result<PeerCert, String> {
+async fn hello(conn: &Connection, ctx: &ShardCtx) -> Result<Rc<PeerCert>, String> {
     let (mut send, mut recv) = conn.accept_bi().await.map_err(|e| format!("no hello stream: {e}"))?;
     let frame = match read_frame(&mut recv, &ctx.limits).await {
         Ok(f) => f,
@@ -153,8 +155,16 @@ async fn hello(conn: &Connection, ctx: &ShardCtx) -> Result<PeerCert, String> {
             return Err(msg);
         }
     };
+    let cert = Rc::new(cert);
+    if let Err((code, msg)) = ctx.peers.join(&cert, conn) {
+        let _ = Reply::error(id, code, &msg, None).send(&mut send).await;
+        return Err(msg);
+    }
     let ok = HelloOk { version, role: Role::Worker, node: ctx.node.clone() };
-    Reply::ok(id, &ok).send(&mut send).await.map_err(|e| format!("hello reply: {e}"))?;
+    if let Err(e) = Reply::ok(id, &ok).send(&mut send).await {
+        ctx.peers.left(conn);
+        return Err(format!("hello reply: {e}"));
+    }
     tracing::debug!(shard = ctx.index, peer = %conn.remote_address(), role = ?hello.role, node = %hello.node, %cert, "hello");
     Ok(cert)
 }

@@ -8,6 +8,7 @@ mod counters;
 mod fill;
 mod frame_io;
 mod handler;
+mod peers;
 mod pieces;
 mod reply;
 mod run;
@@ -30,6 +31,9 @@ pub(crate) enum ShardCmd {
     Delete(Vec<u64>),
     /// Let eviction take these blocks (their files were exported).
     Unpin(Vec<u64>),
+    /// The master's revocation list changed: refuse these certificates, close their
+    /// connections (`peers.rs`).
+    Revoked(std::sync::Arc<cv_net::revoked::Revoked>),
     /// Send back what `/metrics` shows of this shard (nothing is drained).
     Metrics { reply: flume::Sender<ShardMetrics> },
     /// Close the endpoint, finish in-flight requests, close the store, end the thread.

@@ -45,6 +45,8 @@ pub(crate) struct ShardSpec {
     pub(crate) report_soon: flume::Sender<()>,
     /// The master's capability keys.
     pub(crate) keys: crate::Keys,
+    /// Connections one client or admin certificate may hold at this shard.
+    pub(crate) per_identity: usize,
 }
 
 pub(crate) fn thread_main(
@@ -110,6 +112,7 @@ async fn shard_main(
             counters: Default::default(),
             report_soon: spec.report_soon,
             keys: spec.keys,
+            peers: super::peers::ShardPeers::new(Default::default(), spec.per_identity),
         });
         if let Ok(task) = gate.spawn(accept_loop(ep.clone(), c.clone())) {
             task.detach();
@@ -145,6 +148,12 @@ async fn command_loop(ctx: &ShardCtx, cmds: &flume::Receiver<ShardCmd>, ep: &End
                 }
                 if freed {
                     ctx.space_changed();
+                }
+            }
+            ShardCmd::Revoked(list) => {
+                let closed = ctx.peers.update(list);
+                if closed > 0 {
+                    tracing::warn!(shard = ctx.index, closed, "closed the connections of revoked certificates");
                 }
             }
             ShardCmd::Unpin(ids) => {

@@ -14,6 +14,7 @@ mod mounts;
 mod namespace;
 mod objects;
 mod replicas;
+mod revoked;
 mod store_work;
 mod tails;
 mod workers;

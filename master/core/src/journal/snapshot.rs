@@ -7,8 +7,8 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::state::StateData;
 
 pub const SNAPSHOT_MAGIC: [u8; 8] = *b"CVMSNAP\0";
-/// Snapshots of versions 1 to 3 (master/core/FORMAT.md) are still read.
-pub const SNAPSHOT_FORMAT_VERSION: u16 = 4;
+/// Snapshots of versions 1 to 4 (master/core/FORMAT.md) are still read.
+pub const SNAPSHOT_FORMAT_VERSION: u16 = 5;
 pub const SNAPSHOT_HEADER_LEN: usize = 32;
 
 /// `seq` is the last journal sequence number the state includes.
@@ -66,13 +66,16 @@ pub fn decode_snapshot(bytes: &[u8]) -> Result<Option<(u64, StateData)>> {
     let mut aligned = AlignedVec::<16>::with_capacity(bytes.len() - SNAPSHOT_HEADER_LEN);
     aligned.extend_from_slice(&bytes[SNAPSHOT_HEADER_LEN..]);
     let bad = |e: RkyvError| Error::corrupt(format!("snapshot (v{version}) does not decode: {e}"));
-    use crate::state::{v1, v2, v3};
+    use crate::state::{v1, v2, v3, v4};
+    let from_v3 = |d: v3::StateData| StateData::from(v4::StateData::from(d));
     let data = if version == 1 {
-        rkyv::from_bytes::<v1::StateData, RkyvError>(&aligned).map(|d| v3::StateData::from(d).into()).map_err(bad)?
+        rkyv::from_bytes::<v1::StateData, RkyvError>(&aligned).map(|d| from_v3(d.into())).map_err(bad)?
     } else if version == 2 {
-        rkyv::from_bytes::<v2::StateData, RkyvError>(&aligned).map(|d| v3::StateData::from(d).into()).map_err(bad)?
+        rkyv::from_bytes::<v2::StateData, RkyvError>(&aligned).map(|d| from_v3(d.into())).map_err(bad)?
     } else if version == 3 {
-        rkyv::from_bytes::<v3::StateData, RkyvError>(&aligned).map(Into::into).map_err(bad)?
+        rkyv::from_bytes::<v3::StateData, RkyvError>(&aligned).map(from_v3).map_err(bad)?
+    } else if version == 4 {
+        rkyv::from_bytes::<v4::StateData, RkyvError>(&aligned).map(Into::into).map_err(bad)?
     } else {
         rkyv::from_bytes::<StateData, RkyvError>(&aligned).map_err(bad)?
     };

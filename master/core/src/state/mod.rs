@@ -14,6 +14,7 @@ mod ufs;
 pub mod v1;
 pub mod v2;
 pub mod v3;
+pub mod v4;
 mod view;
 mod workers;
 
@@ -23,7 +24,7 @@ pub use mutation::{Applied, Mutation};
 pub use policy::{CachePolicy, parse_duration};
 pub use types::{
     BlockId, BlockInfo, Expect, FileBody, FileState, Inode, InodeBody, InodeId, MountEntry, MountMode, MountOptions,
-    ROOT_ID, StateData, UfsObject, Worker, WorkerId,
+    ROOT_ID, Revocation, StateData, UfsObject, Worker, WorkerId,
 };
 pub use ufs::{ObjectCopy, PendingExport};
 pub use view::{DirEntry, EntryKind, EntryStat, ListPage, OpenFile, PlacedBlock, Tail};
@@ -185,7 +186,31 @@ impl State {
             Mutation::UfsFileShared { path, object, length, mtime, shares } => {
                 self.ufs_file_shared(&parse(path)?, object, *length, *mtime, *shares)
             }
+            Mutation::Revoke { serial, name, issued_before, at_ms, by } => Ok(self.revoke(Revocation {
+                serial: serial.clone(),
+                name: name.clone(),
+                issued_before: *issued_before,
+                at_ms: *at_ms,
+                by: by.clone(),
+            })),
         }
+    }
+}
+
+impl State {
+    /// Records a revocation; the list's generation moves only if it changed. A second
+    /// revocation of a name moves its moment later (covering certificates issued since).
+    fn revoke(&mut self, r: Revocation) -> Applied {
+        let key = r.key();
+        let changed = match self.data.revoked.get(&key) {
+            None => true,
+            Some(old) => r.serial.is_empty() && r.issued_before > old.issued_before,
+        };
+        if changed {
+            self.data.revoked.insert(key, r);
+            self.data.revoked_generation += 1;
+        }
+        Applied::Done
     }
 }
 

@@ -198,6 +198,34 @@ pub struct StateData {
     /// Files being written, by the request id of the `create` that made each (format 4): a
     /// create retried across a master restart, under the same id, is answered with its file.
     pub creates: BTreeMap<InodeId, u64>,
+    /// Revoked certificates (format 5), by [`Revocation::key`].
+    pub revoked: BTreeMap<String, Revocation>,
+    /// Bumped by every change to `revoked` (format 5): servers compare it with the list they
+    /// hold.
+    pub revoked_generation: u64,
+}
+
+/// A revoked certificate, or every certificate of one name valid from before a moment
+/// (format 5; docs/security.md, "Revocation").
+#[derive(Debug, Clone, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+pub struct Revocation {
+    /// Normalized serial (lowercase hex, no leading zeros); empty for an entry by name.
+    pub serial: String,
+    /// By name: the subject common name. By serial: the name given, if any.
+    pub name: String,
+    /// By name: certificates valid from this Unix second or before.
+    pub issued_before: i64,
+    /// When it was recorded, Unix ms.
+    pub at_ms: u64,
+    /// The admin certificate that recorded it.
+    pub by: String,
+}
+
+impl Revocation {
+    /// Its key in [`StateData::revoked`]: one entry per serial, one per name.
+    pub fn key(&self) -> String {
+        if self.serial.is_empty() { format!("name:{}", self.name) } else { format!("serial:{}", self.serial) }
+    }
 }
 
 impl Default for StateData {
@@ -224,6 +252,8 @@ impl Default for StateData {
             pending_unpins: BTreeMap::new(),
             pending_object_deletes: BTreeMap::new(),
             creates: BTreeMap::new(),
+            revoked: BTreeMap::new(),
+            revoked_generation: 0,
         }
     }
 }

@@ -7,8 +7,8 @@
 
 use super::mutation::Mutation as Current;
 use super::types::{
-    BlockId, BlockInfo as CurrentBlock, Inode, InodeId, MountEntry, MountMode, StateData as CurrentData, UfsObject,
-    Worker as CurrentWorker, WorkerId,
+    BlockId, BlockInfo as CurrentBlock, Inode, InodeId, MountEntry, MountMode, UfsObject, Worker as CurrentWorker,
+    WorkerId,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -215,9 +215,9 @@ impl From<Worker> for CurrentWorker {
     }
 }
 
-impl From<StateData> for CurrentData {
-    fn from(d: StateData) -> CurrentData {
-        CurrentData {
+impl From<StateData> for super::v4::StateData {
+    fn from(d: StateData) -> super::v4::StateData {
+        super::v4::StateData {
             inodes: d.inodes,
             blocks: d.blocks.into_iter().map(|(id, b)| (id, b.into())).collect(),
             mounts: d.mounts,
