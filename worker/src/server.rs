@@ -229,6 +229,16 @@ impl WorkerHandle {
         self.keys.clone()
     }
 
+    /// Puts a revocation list in force at every shard: those certificates are refused at the
+    /// hello and their connections closed. The control thread does this with the master's list;
+    /// a worker without a master (tests, an embedding) is handed one here.
+    pub fn revoke(&self, list: cv_net::revoked::Revoked) {
+        let list = std::sync::Arc::new(list);
+        for (c, _) in &self.shards {
+            let _ = c.send(crate::shard::ShardCmd::Revoked(list.clone()));
+        }
+    }
+
     /// What `/metrics` serves for this worker, gathered from its shards at each scrape (serve
     /// it with `cv_net::metrics::serve` on a tokio runtime).
     pub fn metrics(&self) -> cv_net::metrics::Gather {

@@ -203,3 +203,46 @@ async fn peers_without_a_cluster_identity_or_version_are_refused() {
     }
     worker.shutdown().unwrap();
 }
+
+/// Per identity: a client certificate holds at most `max_connections_per_identity` connections
+/// to a shard (the next is refused `LimitExceeded`), others are not held back, node
+/// certificates are not counted; a revocation handed to the worker closes the revoked one's
+/// live connections and refuses its next hello.
+#[tokio::test(flavor = "current_thread")]
+async fn connections_per_identity_are_capped_and_a_revocation_cuts_them_off() {
+    let pki = pki();
+    let dir = scratch();
+    let worker = start(&pki, &cv_worker::WorkerSettings { max_connections_per_identity: 2, ..settings(dir.path()) });
+    let shard = worker.shard_addrs()[0];
+    let issue = |name: &str| {
+        let issued = pki.ca.issue(name, &CertRole::Client, &[]).unwrap();
+        let cert = cv_net::identity::PeerCert::from_pem(&issued.cert_pem).unwrap();
+        (Identity::from_pem(&pki.ca.cert_pem(), &issued.cert_pem, &issued.key_pem).unwrap(), cert)
+    };
+    let (alice, alice_cert) = issue("alice");
+    let (other, _) = issue("other");
+    let dial = |id: &Identity, role: Role| {
+        let ep = cv_net::rpc::client_endpoint(id, &Default::default()).unwrap();
+        let node = if role == Role::Master { MASTER } else { "c" };
+        async move { Conn::connect(&ep, shard, role, node, Limits::DEFAULT).await }
+    };
+    let a1 = dial(&alice, Role::Client).await.unwrap();
+    let _a2 = dial(&alice, Role::Client).await.unwrap();
+    let e = dial(&alice, Role::Client).await.unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::LimitExceeded), "{e}");
+    let o = dial(&other, Role::Client).await.unwrap();
+    for _ in 0..3 {
+        dial(&pki.master, Role::Master).await.unwrap();
+    }
+
+    let entry = cv_net::revoked::Revocation { serial: alice_cert.serial, name: String::new(), issued_before: 0 };
+    worker.revoke(cv_net::revoked::Revoked::new(1, [entry]));
+    let why = tokio::time::timeout(std::time::Duration::from_secs(5), a1.quinn().closed()).await.unwrap();
+    assert!(why.to_string().contains("certificate revoked"), "{why}");
+    let e = dial(&alice, Role::Client).await.unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::PermissionDenied), "{e}");
+    assert!(e.to_string().contains("revoked"), "{e}");
+    let pong = o.call(&Ping { nonce: 9 }, &[]).await.unwrap();
+    assert_eq!(pong.access::<Pong>().unwrap().nonce, 9);
+    worker.shutdown().unwrap();
+}
