@@ -91,6 +91,8 @@ pub struct LocalCluster {
     worker: Option<WorkerHandle>,
     worker_settings: WorkerSettings,
     node: Identity,
+    /// The CA's directory: each master of a group is issued a certificate naming it.
+    certs: PathBuf,
     transport: TransportSettings,
     client_tls: TlsConfig,
     client_config: PathBuf,
@@ -98,6 +100,20 @@ pub struct LocalCluster {
     admin_config: PathBuf,
     master_addr: SocketAddr,
     other_masters: Vec<SocketAddr>,
+}
+
+/// A master of a Raft group gets a certificate of its own, naming it (`cv://role/master/<node>`),
+/// so that the others take its Raft messages only as its member (`raft_members.rs`); a single
+/// master serves on the shared node certificate.
+fn master_identity(certs: &Path, cfg: &ServerConfig, node: &Identity) -> Result<Identity, ClusterError> {
+    if cfg.peers.is_empty() {
+        return Ok(node.clone());
+    }
+    let ca = ClusterCa::load_dir(certs)?;
+    let role = cv_net::identity::CertRole::Master(cfg.node.clone());
+    let sans = ["localhost".to_string(), "127.0.0.1".to_string()];
+    let issued = ca.issue_for(&cfg.node, &role, &sans, Duration::from_secs(86_400))?;
+    Ok(Identity::from_pem(&ca.cert_pem(), &issued.cert_pem, &issued.key_pem)?)
 }
 
 /// Free UDP ports on loopback, for masters that must know each other's address before any
@@ -169,7 +185,7 @@ impl LocalCluster {
         };
         let mut masters = Vec::new();
         for mut cfg in configs {
-            let server = MasterServer::start(&cfg, &node, &transport).await?;
+            let server = MasterServer::start(&cfg, &master_identity(&certs, &cfg, &node)?, &transport).await?;
             // A restart (`start_master`) binds the same address, which clients and the worker know.
             cfg.listen = server.local_addr();
             masters.push((cfg, Some(server)));
@@ -199,6 +215,7 @@ impl LocalCluster {
             worker: None,
             worker_settings,
             node,
+            certs: certs.clone(),
             transport,
             client_tls: TlsConfig::in_dir(&certs, "client"),
             client_config: opts.dir.join("client.toml"),
@@ -325,7 +342,8 @@ impl LocalCluster {
             bootstrap: false,
             ..self.masters[0].0.clone()
         };
-        let server = MasterServer::start(&cfg, &self.node, &self.transport).await?;
+        let identity = master_identity(&self.certs, &cfg, &self.node)?;
+        let server = MasterServer::start(&cfg, &identity, &self.transport).await?;
         self.masters.push((cfg, Some(server)));
         Ok((self.masters.len() - 1, addr))
     }
@@ -336,8 +354,9 @@ impl LocalCluster {
         // Its port was an ephemeral one: while it was down, another socket of this machine may
         // have been given it for a moment (a client's probe, a dial). Try again for a while.
         let mut tries = 0;
+        let identity = master_identity(&self.certs, &cfg, &self.node)?;
         let server = loop {
-            match MasterServer::start(&cfg, &self.node, &self.transport).await {
+            match MasterServer::start(&cfg, &identity, &self.transport).await {
                 Ok(s) => break s,
                 Err(e) if tries < 30 && addr_in_use(&e) => {
                     tries += 1;

@@ -152,3 +152,49 @@ async fn a_master_added_by_cvctl_catches_up_and_keeps_the_group_when_two_others_
     client.shutdown().await;
     cluster.shutdown().await.unwrap();
 }
+
+/// A master's Raft messages are taken only as its own member: a peer holding master 3's
+/// certificate (a stolen key) that votes or appends as master 1 is refused `PermissionDenied`
+/// naming both, probing as itself is taken, and the group goes on under its leader.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_master_certificate_speaks_only_as_its_own_member() {
+    use cv_net::identity::CertRole;
+    use cv_net::rpc::{Conn, client_endpoint};
+    use cv_net::tls::{ClusterCa, Identity};
+    use cv_wire::msg::{RaftAppend, RaftProbe, RaftProbeOk, RaftVote, RaftVoteReq, Role};
+    use cv_wire::{ErrorCode, Limits};
+    log();
+    let dir = tempfile::tempdir().unwrap();
+    let opts = ClusterOptions { masters: 3, ..ClusterOptions::ephemeral(dir.path()) };
+    let cluster = LocalCluster::start(&opts).await.unwrap();
+    let led = leader(&cluster, None, Duration::from_secs(10)).await;
+    let target = (0..3).find(|i| *i != led && *i != 2).unwrap();
+    let ca = ClusterCa::load_dir(&dir.path().join("certs")).unwrap();
+    let stolen = ca.issue("cv-master-3", &CertRole::Master("cv-master-3".into()), &["127.0.0.1".into()]).unwrap();
+    let id = Identity::from_pem(&ca.cert_pem(), &stolen.cert_pem, &stolen.key_pem).unwrap();
+    let ep = client_endpoint(&id, &Default::default()).unwrap();
+    let conn =
+        Conn::connect(&ep, cluster.master_addrs()[target], Role::Master, "cv-master-3", Limits::DEFAULT).await.unwrap();
+    let as_leader = (led + 1) as u64;
+    let vote = RaftVote { term: 1_000, node: as_leader, committed: true };
+    let calls: [(&str, Result<cv_wire::Frame, cv_net::NetError>); 3] = [
+        ("append", conn.call(&RaftAppend { vote, prev: None, commit: None, entries: 0 }, &[]).await),
+        ("vote", conn.call(&RaftVoteReq { vote: RaftVote { committed: false, ..vote }, last: None }, &[]).await),
+        ("probe", conn.call(&RaftProbe { from: as_leader }, &[]).await),
+    ];
+    for (what, r) in calls {
+        let e = r.err().unwrap_or_else(|| panic!("{what} as master {as_leader} was taken"));
+        assert_eq!(e.code(), Some(ErrorCode::PermissionDenied), "{what}: {e}");
+        assert!(e.to_string().contains("cv-master-3") && e.to_string().contains(&format!("member {as_leader}")), "{e}");
+    }
+    // As itself it may probe.
+    let ok: RaftProbeOk = conn.call(&RaftProbe { from: 3 }, &[]).await.unwrap().decode_body().unwrap();
+    assert_eq!(ok.this, target as u64 + 1);
+    // The group did not move to the forged term: the same master leads and writes go on.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(leader(&cluster, None, Duration::from_secs(5)).await, led);
+    let client = cluster.client().await.unwrap();
+    write(&client, "/after-forgery", b"still here").await;
+    assert_eq!(read(&client, "/after-forgery").await, b"still here");
+    cluster.shutdown().await.unwrap();
+}

@@ -14,6 +14,7 @@ mod metrics;
 mod mount_policy;
 mod push_deletes;
 mod raft;
+mod raft_members;
 mod replay;
 mod req_mounts;
 mod req_namespace;

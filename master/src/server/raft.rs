@@ -26,6 +26,8 @@ use cv_wire::msg::{
 use cv_wire::{ErrorCode, Frame, Limits, Message};
 
 use super::errors::Fail;
+use super::raft_members::MemberCerts;
+use std::sync::Arc;
 
 fn to_wire_id(l: &LogId) -> RaftLogId {
     RaftLogId { term: l.leader_id.term, node: l.leader_id.node_id, index: l.index }
@@ -48,11 +50,13 @@ fn from_wire_vote(v: &RaftVote) -> Vote {
 pub struct QuicNetwork {
     endpoint: quinn::Endpoint,
     node: String,
+    /// Each member dialed shows its certificate: recorded for the checks of its messages.
+    members: Arc<MemberCerts>,
 }
 
 impl QuicNetwork {
-    pub fn new(endpoint: quinn::Endpoint, node: String) -> Self {
-        Self { endpoint, node }
+    pub fn new(endpoint: quinn::Endpoint, node: String, members: Arc<MemberCerts>) -> Self {
+        Self { endpoint, node, members }
     }
 }
 
@@ -107,7 +111,10 @@ impl QuicLink {
             self.conn = None;
             let dial = Conn::connect(&self.net.endpoint, addr, Role::Master, &self.net.node, Limits::DEFAULT);
             match tokio::time::timeout(ttl.max(DIAL), dial).await {
-                Ok(Ok(c)) => self.conn = Some(c),
+                Ok(Ok(c)) => {
+                    self.net.members.learnt(self.target, &c);
+                    self.conn = Some(c);
+                }
                 Ok(Err(e)) => return Err(RPCError::Unreachable(Unreachable::new(&what(&e)))),
                 Err(_) => return Err(RPCError::Unreachable(Unreachable::new(&what(&"dial timed out")))),
             }
@@ -213,11 +220,12 @@ pub struct QuicProber {
     node: String,
     me: u64,
     conns: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<u64, Conn>>>,
+    members: Arc<MemberCerts>,
 }
 
 impl QuicProber {
-    pub fn new(endpoint: quinn::Endpoint, node: String, me: u64) -> Self {
-        Self { endpoint, node, me, conns: Default::default() }
+    pub fn new(endpoint: quinn::Endpoint, node: String, me: u64, members: Arc<MemberCerts>) -> Self {
+        Self { endpoint, node, me, conns: Default::default(), members }
     }
 
     fn conns(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<u64, Conn>> {
@@ -233,6 +241,7 @@ impl Prober for QuicProber {
             Some(c) => c,
             None => match Conn::connect(&self.endpoint, addr, Role::Master, &self.node, Limits::DEFAULT).await {
                 Ok(c) => {
+                    self.members.learnt(peer, &c);
                     self.conns().insert(peer, c.clone());
                     c
                 }
@@ -256,9 +265,26 @@ impl Prober for QuicProber {
     }
 }
 
+/// Who sent a Raft message: its peer, checked against the member it claims to be.
+pub(super) struct Sender<'a> {
+    pub peer: &'a cv_net::rpc::Peer,
+    pub members: Option<&'a MemberCerts>,
+}
+
+impl Sender<'_> {
+    /// Whether the peer may speak as member `id`.
+    async fn is(&self, raft: &RaftMaster, id: u64) -> Result<(), Fail> {
+        match self.members {
+            Some(m) => m.check(raft, self.peer, id).await,
+            None => Ok(()),
+        }
+    }
+}
+
 /// Another master's probe: it reached this one.
-pub(super) fn probed(raft: &RaftMaster, frame: &Frame) -> Result<Reply, Fail> {
+pub(super) async fn probed(raft: &RaftMaster, from: Sender<'_>, frame: &Frame) -> Result<Reply, Fail> {
     let req: RaftProbe = frame.decode_body()?;
+    from.is(raft, req.from).await?;
     raft.probed_by(req.from);
     Ok(Reply::ok(frame.header().request_id, &RaftProbeOk { this: raft.node_id() }, Vec::new()))
 }
@@ -269,8 +295,9 @@ fn raft_fail(e: impl std::fmt::Display) -> Fail {
 
 /// A peer's AppendEntries, handed to the local node (refused while it learns the group's term
 /// after starting without files).
-pub(super) async fn append(raft: &RaftMaster, frame: &Frame) -> Result<Reply, Fail> {
+pub(super) async fn append(raft: &RaftMaster, from: Sender<'_>, frame: &Frame) -> Result<Reply, Fail> {
     let req: RaftAppend = frame.decode_body()?;
+    from.is(raft, req.vote.node).await?;
     let entries = decode_entries(frame.payload(), req.entries as usize)
         .map_err(|e| Fail::new(ErrorCode::Malformed, e.to_string()))?;
     let rpc = AppendEntriesRequest {
@@ -290,8 +317,9 @@ pub(super) async fn append(raft: &RaftMaster, frame: &Frame) -> Result<Reply, Fa
 }
 
 /// A peer's RequestVote (refused while this master catches up after starting without files).
-pub(super) async fn vote(raft: &RaftMaster, frame: &Frame) -> Result<Reply, Fail> {
+pub(super) async fn vote(raft: &RaftMaster, from: Sender<'_>, frame: &Frame) -> Result<Reply, Fail> {
     let req: RaftVoteReq = frame.decode_body()?;
+    from.is(raft, req.vote.node).await?;
     let rpc = VoteRequest { vote: from_wire_vote(&req.vote), last_log_id: req.last.as_ref().map(from_wire_id) };
     let resp = raft.vote(rpc).await.map_err(raft_fail)?;
     let ok = RaftVoteOk {
@@ -303,8 +331,9 @@ pub(super) async fn vote(raft: &RaftMaster, frame: &Frame) -> Result<Reply, Fail
 }
 
 /// One chunk of a peer's snapshot.
-pub(super) async fn snapshot(raft: &RaftMaster, frame: &Frame) -> Result<Reply, Fail> {
+pub(super) async fn snapshot(raft: &RaftMaster, from: Sender<'_>, frame: &Frame) -> Result<Reply, Fail> {
     let req: RaftSnapshot = frame.decode_body()?;
+    from.is(raft, req.vote.node).await?;
     let membership = decode_membership(&req.membership).map_err(|e| Fail::new(ErrorCode::Malformed, e.to_string()))?;
     let meta = SnapshotMeta {
         last_log_id: req.last.as_ref().map(from_wire_id),

@@ -127,7 +127,8 @@ impl MasterServer {
             RaftReads::Lease => ReadMode::Lease,
             RaftReads::ReadIndex => ReadMode::ReadIndex,
         };
-        let network = QuicNetwork::new(client.clone(), config.node.clone());
+        let members = Arc::new(super::raft_members::MemberCerts::new(client.clone(), config.node.clone()));
+        let network = QuicNetwork::new(client.clone(), config.node.clone(), members.clone());
         let started = RaftMaster::start(opts, config.master_config(), clock.clone(), network).await;
         let raft = match started {
             Ok(r) => Arc::new(r),
@@ -136,11 +137,16 @@ impl MasterServer {
                 return Err(e.into());
             }
         };
-        raft.start_probing(super::raft::QuicProber::new(client.clone(), config.node.clone(), config.node_id));
+        raft.start_probing(super::raft::QuicProber::new(
+            client.clone(),
+            config.node.clone(),
+            config.node_id,
+            members.clone(),
+        ));
         let exporter = Arc::new(Exporter::new(client.clone(), config.node.clone()));
         let core = raft.core().clone();
         tracing::info!(node_id = config.node_id, peers = config.peers.len(), "master in a raft group");
-        let server = Self::serve(config, core, endpoint, exporter, clock, Some(raft.clone()))?;
+        let server = Self::serve(config, core, endpoint, exporter, clock, Some((raft.clone(), members)))?;
         if raft.is_catching_up() {
             tokio::spawn(super::raft::catch_up(raft.clone(), client, config.node.clone()));
         }
@@ -162,8 +168,9 @@ impl MasterServer {
         endpoint: quinn::Endpoint,
         exporter: Arc<Exporter>,
         clock: Arc<dyn Clock>,
-        raft: Option<Arc<RaftMaster>>,
+        raft: Option<(Arc<RaftMaster>, Arc<super::raft_members::MemberCerts>)>,
     ) -> Result<MasterServer, ServerError> {
+        let (raft, members) = raft.unzip();
         let addr =
             endpoint.local_addr().map_err(|e| ServerError::new(ServerErrorKind::Net, format!("local addr: {e}")))?;
         let group =
@@ -173,7 +180,8 @@ impl MasterServer {
                 .checking_tails(config.check_tails)
                 .mounting(config.mounts.with_private(&config.journal_dir))
                 .capabilities(config.capability_lifetime.get(), group.as_ref())
-                .connections_per_identity(config.max_connections_per_identity),
+                .connections_per_identity(config.max_connections_per_identity)
+                .raft_members(members),
         );
         let ufs = service.ufs.clone();
         // Before serving, so the first opens after a restart find the tails and checks saved.

@@ -53,6 +53,8 @@ pub struct MasterService {
     /// Connected peers by certificate: revoked ones refused and cut off (`req_revoke.rs`),
     /// connections per identity capped.
     pub(super) peers: Arc<cv_net::peers::Peers>,
+    /// Under Raft: the certificate each member holds (`raft_members.rs`).
+    members: Option<Arc<super::raft_members::MemberCerts>>,
 }
 
 /// A new key every tenth of `lifetime`.
@@ -87,7 +89,14 @@ impl MasterService {
             deletes_now: Default::default(),
             caps: Mutex::new(key_schedule(Duration::from_secs(10 * 3600), None)),
             peers: Default::default(),
+            members: None,
         }
+    }
+
+    /// Under Raft: Raft messages are checked against the certificate each member holds.
+    pub(super) fn raft_members(mut self, members: Option<Arc<super::raft_members::MemberCerts>>) -> Self {
+        self.members = members;
+        self
     }
 
     /// At most `n` connections per client or admin certificate.
@@ -236,11 +245,12 @@ impl MasterService {
             Kind::RaftAppend | Kind::RaftVoteReq | Kind::RaftSnapshot | Kind::RaftProbe => {
                 super::raft::master_only(peer, frame.kind())?;
                 let master = self.raft_master(frame.kind())?;
+                let from = super::raft::Sender { peer, members: self.members.as_deref() };
                 match frame.kind() {
-                    Kind::RaftAppend => super::raft::append(master, frame).await,
-                    Kind::RaftVoteReq => super::raft::vote(master, frame).await,
-                    Kind::RaftProbe => super::raft::probed(master, frame),
-                    _ => super::raft::snapshot(master, frame).await,
+                    Kind::RaftAppend => super::raft::append(master, from, frame).await,
+                    Kind::RaftVoteReq => super::raft::vote(master, from, frame).await,
+                    Kind::RaftProbe => super::raft::probed(master, from, frame).await,
+                    _ => super::raft::snapshot(master, from, frame).await,
                 }
             }
             other => {
