@@ -22,16 +22,23 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// A connection failure; one the TLS handshake refused (a certificate not issued by the
 /// cluster's CA, on either side) is `Tls`, which no retry mends, the rest `Connect`.
 pub(crate) fn conn_err(what: &str, e: impl std::error::Error + Send + Sync + 'static) -> NetError {
-    if refused_by_tls(&e) {
-        let msg = format!("{what}: the TLS handshake was refused (a certificate of another CA, or of the wrong kind)");
+    if let Some(alert) = tls_alert(&e) {
+        let why = match alert {
+            // The TLS alerts a certificate check sends (RFC 8446, 6.2).
+            45 => "a certificate has expired (`cvctl doctor` shows which; issue a new one)",
+            44 => "a certificate was revoked",
+            48 => "a certificate of another CA",
+            _ => "a certificate of another CA, expired, or of the wrong kind",
+        };
+        let msg = format!("{what}: the TLS handshake was refused ({why})");
         return NetError::new(NetErrorKind::Tls, msg).with_source(e);
     }
     NetError::new(NetErrorKind::Connect, what.to_string()).with_source(e)
 }
 
-/// Whether `e` is a connection closed with a QUIC crypto error (0x100–0x1ff: a TLS alert),
-/// raised here or sent by the peer.
-fn refused_by_tls(e: &(dyn std::error::Error + 'static)) -> bool {
+/// The TLS alert of a connection closed with a QUIC crypto error (0x100–0x1ff), raised here or
+/// sent by the peer.
+fn tls_alert(e: &(dyn std::error::Error + 'static)) -> Option<u8> {
     let conn = if let Some(c) = e.downcast_ref::<quinn::ConnectionError>() {
         c
     } else if let Some(quinn::ReadError::ConnectionLost(c)) = e.downcast_ref::<quinn::ReadError>() {
@@ -39,14 +46,14 @@ fn refused_by_tls(e: &(dyn std::error::Error + 'static)) -> bool {
     } else if let Some(quinn::WriteError::ConnectionLost(c)) = e.downcast_ref::<quinn::WriteError>() {
         c
     } else {
-        return false;
+        return None;
     };
     let code = match conn {
         quinn::ConnectionError::TransportError(t) => u64::from(t.code),
         quinn::ConnectionError::ConnectionClosed(c) => u64::from(c.error_code),
-        _ => return false,
+        _ => return None,
     };
-    (0x100..0x200).contains(&code)
+    (0x100..0x200).contains(&code).then_some((code - 0x100) as u8)
 }
 
 fn read_err(e: quinn::ReadExactError) -> NetError {

@@ -98,3 +98,23 @@ async fn a_reloaded_ca_issues_what_the_original_trusts() {
     let other = ClusterCa::generate("other").unwrap();
     assert!(ClusterCa::from_pem(&ca.cert_pem(), &other.key_pem()).is_err(), "a foreign key passed as the CA's");
 }
+
+/// A certificate past its end is refused at the handshake; the one issued to renew it (same
+/// name, a new serial) is taken at once, by the same server, with no restart.
+#[tokio::test]
+async fn an_expired_certificate_is_refused_and_its_renewal_taken() {
+    let ca = ClusterCa::generate("t").unwrap();
+    let addr = common::serve_pings(&ca);
+    let dial = |lifetime: Duration| {
+        let issued = ca.issue_for("app", &CertRole::Client, &[], lifetime).unwrap();
+        let id = Identity::from_pem(&ca.cert_pem(), &issued.cert_pem, &issued.key_pem).unwrap();
+        let ep = rpc::client_endpoint(&id, &TransportSettings::default()).unwrap();
+        async move { Conn::connect(&ep, addr, Role::Client, "app", Limits::DEFAULT).await }
+    };
+    let short = dial(Duration::from_secs(1));
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    let e = short.await.unwrap_err();
+    assert_eq!(e.kind(), cv_net::NetErrorKind::Tls, "{e}");
+    assert!(e.to_string().contains("has expired"), "{e}");
+    dial(Duration::from_secs(3600)).await.unwrap();
+}
