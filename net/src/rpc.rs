@@ -53,7 +53,7 @@ fn tls_alert(e: &(dyn std::error::Error + 'static)) -> Option<u8> {
         quinn::ConnectionError::ConnectionClosed(c) => u64::from(c.error_code),
         _ => return None,
     };
-    (0x100..0x200).contains(&code).then_some((code - 0x100) as u8)
+    (0x100..0x200).contains(&code).then(|| (code - 0x100) as u8)
 }
 
 fn read_err(e: quinn::ReadExactError) -> NetError {
