@@ -56,6 +56,8 @@ pub struct ClusterOptions {
     /// How long a block capability the masters mint is good for (`[master]
     /// capability_lifetime`).
     pub capability_lifetime: Dur,
+    /// The worker records its block trace to this file (`[worker] trace`).
+    pub trace: Option<PathBuf>,
 }
 
 impl ClusterOptions {
@@ -79,6 +81,7 @@ impl ClusterOptions {
             raft_reads: RaftReads::Lease,
             check_tails: ServerConfig::default().check_tails,
             capability_lifetime: ServerConfig::default().capability_lifetime,
+            trace: None,
         }
     }
 }
@@ -208,6 +211,7 @@ impl LocalCluster {
             pin_cores: opts.pin_cores,
             spin_before_park: opts.spin_before_park,
             local_lease: opts.local_lease,
+            trace: opts.trace.clone(),
             ..WorkerSettings::default()
         };
         let mut cluster = LocalCluster {

@@ -130,6 +130,11 @@ pub struct WorkerSettings {
     /// refused `LimitExceeded` at the hello), so one identity cannot take every slot of
     /// `max_connections`. Worker and master certificates are not counted.
     pub max_connections_per_identity: u32,
+    /// Record every block request of every shard (block, range, hit or miss, time) to this
+    /// file, for `cvctl trace sim` (worker/TRACE-FORMAT.md). Off by default.
+    pub trace: Option<PathBuf>,
+    /// Records a trace holds at most (32 bytes each); recording stops there.
+    pub trace_max_records: u64,
 }
 
 impl Default for WorkerSettings {
@@ -163,6 +168,8 @@ impl Default for WorkerSettings {
             max_connections: 4096,
             retry_above: cv_net::quic::RETRY_ABOVE as u32,
             max_connections_per_identity: 2048,
+            trace: None,
+            trace_max_records: 10_000_000,
         }
     }
 }

@@ -26,6 +26,7 @@ mod local;
 mod server;
 mod shard;
 pub mod store;
+pub mod trace;
 
 pub use config::{DataDirSettings, WatermarkSettings, WorkerSettings};
 pub use error::{Result, WorkerError, WorkerErrorKind};

@@ -37,6 +37,8 @@ pub struct WorkerHandle {
     ufs_stats: Option<Arc<cv_ufs::UfsStats>>,
     /// The master's capability keys, shared by the shards (`cv_net::capability`).
     keys: crate::Keys,
+    /// The block trace's writer, when `[worker] trace` is on (ends once the shards stop).
+    trace: Option<JoinHandle<()>>,
 }
 
 impl WorkerServer {
@@ -94,6 +96,15 @@ impl WorkerServer {
 
         let local = local_serve(&settings);
         let keys = crate::Keys::default();
+        let (trace, trace_thread) = match &settings.trace {
+            Some(path) => {
+                let (sink, thread) = crate::trace::start(path, settings.trace_max_records).map_err(|e| {
+                    WorkerError::new(WorkerErrorKind::Config, format!("block trace {}", path.display())).with_source(e)
+                })?;
+                (Some(sink), Some(thread))
+            }
+            None => (None, None),
+        };
         let mut starting = Vec::with_capacity(usize::from(n));
         // Shards ask the control thread for an early heartbeat through it (capacity 1: one
         // pending request stands for any number).
@@ -116,6 +127,7 @@ impl WorkerServer {
                 report_soon: report_soon.clone(),
                 keys: keys.clone(),
                 per_identity: settings.max_connections_per_identity as usize,
+                trace: trace.clone(),
             };
             match shard::spawn(spec) {
                 Ok(s) => starting.push(s),
@@ -152,7 +164,9 @@ impl WorkerServer {
                 .inspect_err(|e| tracing::warn!(error = %e, "short-circuit reads not served"))
                 .ok()
         });
-        let mut handle = WorkerHandle { shards, addrs, routes, control: None, ufs, local, ufs_stats, keys };
+        drop(trace); // the shards hold the sinks now: the writer ends when they stop
+        let mut handle =
+            WorkerHandle { shards, addrs, routes, control: None, ufs, local, ufs_stats, keys, trace: trace_thread };
         if let Some(masters) = masters {
             let heartbeat = settings.heartbeat_interval.get();
             let spec = ControlSpec {
@@ -303,6 +317,10 @@ impl WorkerHandle {
         // After the shards: their last requests may still have been waiting on a fetch.
         if let Some(pool) = ufs {
             pool.stop();
+        }
+        // The shards dropped their sinks: the writer writes what it holds and ends.
+        if let Some(t) = self.trace.take() {
+            let _ = t.join();
         }
         first
     }

@@ -56,15 +56,21 @@ fn s3_options(s3: &S3Server) -> Vec<(String, String)> {
 }
 
 async fn rig() -> Rig {
-    rig_with(0, BLOCK, &[]).await
+    rig_with(0, BLOCK, &[], None).await
 }
 
 async fn rig_on_port(base_port: u16) -> Rig {
-    rig_with(base_port, BLOCK, &[]).await
+    rig_with(base_port, BLOCK, &[], None).await
 }
 
-/// A rig whose worker has blocks of `block_size` and whose mount has the extra `mount_options`.
-async fn rig_with(base_port: u16, block_size: u64, mount_options: &[(&str, &str)]) -> Rig {
+/// A rig whose worker has blocks of `block_size` and whose mount has the extra `mount_options`;
+/// with `trace`, the worker records its block trace there.
+async fn rig_with(
+    base_port: u16,
+    block_size: u64,
+    mount_options: &[(&str, &str)],
+    trace: Option<&std::path::Path>,
+) -> Rig {
     let pki = pki();
     let dir = scratch();
     let s3_dir = dir.path().join("s3");
@@ -95,6 +101,7 @@ async fn rig_with(base_port: u16, block_size: u64, mount_options: &[(&str, &str)
     settings.chunk_size = ByteSize::kib(16);
     settings.master = Some(master.local_addr().to_string());
     settings.base_port = base_port;
+    settings.trace = trace.map(std::path::Path::to_path_buf);
     let worker = start(&pki, &settings);
     let client = connect(&pki.client, worker.shard_addrs()).await;
     Rig { pki, dir, s3, master: Some(master), settings, worker: Some(worker), client }
@@ -376,6 +383,36 @@ async fn a_read_of_most_of_a_block_fetches_it_whole_and_a_failure_fetches_again(
     r.stop().await;
 }
 
+/// With `[worker] trace` on, every block request is recorded: the fill as a miss with the
+/// reader's range, reads after it as hits, a load as a zero-length request, and the file reads
+/// back after the worker stops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn block_requests_are_traced() {
+    use cv_worker::trace::format::{Access, read_all};
+    let out = scratch();
+    let path = out.path().join("trace.cvt");
+    let r = rig_with(0, BLOCK, &[], Some(&path)).await;
+    let size = BLOCK / 2;
+    let data = object_bytes(4, size as usize);
+    let obj = r.put("traced", &data).await;
+    let id = r.blocks(1).await[0];
+    let src = source(&obj, size, 0);
+    read_src(r.conn(id), id, 100, 4000, &src, false).await.unwrap();
+    wait_stored(&r, id).await;
+    read_src(r.conn(id), id, 100, 4000, &src, false).await.unwrap();
+    read_src(r.conn(id), id, 0, size, &src, true).await.unwrap();
+    r.stop().await;
+    let got = read_all(std::fs::File::open(&path).unwrap()).unwrap();
+    let seen: Vec<(u64, Access, u32, u32, u32)> =
+        got.iter().map(|t| (t.block, t.access, t.offset, t.len, t.block_len)).collect();
+    let s = size as u32;
+    assert_eq!(
+        seen,
+        [(id, Access::Miss, 100, 4000, s), (id, Access::DiskHit, 100, 4000, s), (id, Access::DiskHit, 0, 0, s)]
+    );
+    assert!(got.windows(2).all(|w| w[0].time_us <= w[1].time_us));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fill_only_caches_without_bytes_then_reads_are_warm() {
     let r = rig().await;
@@ -520,7 +557,7 @@ async fn a_cold_read_is_forwarded_while_the_store_still_delivers() {
     use cv_wire::{Flags, HEADER_LEN, Inbound, Limits};
     const BIG: u64 = 1 << 20;
     const STALL: Duration = Duration::from_secs(3);
-    let r = rig_with(0, BIG, &[]).await;
+    let r = rig_with(0, BIG, &[], None).await;
     let data = object_bytes(7, BIG as usize);
     let obj = r.put("slow", &data).await;
     let id = r.blocks(1).await[0];
@@ -574,7 +611,7 @@ async fn a_cold_read_is_forwarded_while_the_store_still_delivers() {
 async fn a_body_cut_midway_fails_the_read_retryably_and_stores_nothing() {
     const BIG: u64 = 1 << 20;
     // No retries: OpenDAL would otherwise resume the body with a GET of the rest.
-    let r = rig_with(0, BIG, &[("cv.retries", "0")]).await;
+    let r = rig_with(0, BIG, &[("cv.retries", "0")], None).await;
     let data = object_bytes(8, BIG as usize);
     let obj = r.put("cut", &data).await;
     let id = r.blocks(1).await[0];

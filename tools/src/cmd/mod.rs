@@ -13,6 +13,7 @@ pub mod master;
 pub mod mount;
 pub mod report;
 pub mod revoke;
+pub mod trace;
 pub mod up;
 pub mod worker;
 
@@ -50,6 +51,9 @@ pub enum Command {
     Master(master::MasterArgs),
     /// Run a worker (pinned shards serving blocks over QUIC) until Ctrl-C or SIGTERM.
     Worker(worker::WorkerArgs),
+    /// Block access traces: replay them against cache policies.
+    #[command(subcommand)]
+    Trace(trace::Trace),
 }
 
 /// Error of a subcommand: what failed, for the user.
@@ -78,6 +82,7 @@ impl Command {
             Command::Load(l) => l.run(),
             Command::Free(f) => f.run(),
             Command::Report(r) => r.run(),
+            Command::Trace(t) => t.run(),
             Command::Doctor(d) => d.run(),
             Command::Master(m) => m.run(),
             Command::Worker(w) => w.run(),

@@ -33,6 +33,9 @@ pub struct UpArgs {
     /// First worker shard UDP port (shard i listens on port + i).
     #[arg(long, default_value_t = 7100)]
     worker_port: u16,
+    /// Record the worker's block trace to this file, for `cvctl trace sim`.
+    #[arg(long)]
+    trace: Option<PathBuf>,
 }
 
 impl UpArgs {
@@ -56,6 +59,7 @@ impl UpArgs {
             worker_port: self.worker_port,
             sync_data: true,
             masters: self.masters,
+            trace: self.trace.clone(),
             ..ClusterOptions::ephemeral(&dir)
         };
         runtime()?.block_on(async move {

@@ -50,6 +50,17 @@ pub(crate) struct ShardCtx {
     /// Connected peers by certificate: revoked ones refused and cut off, connections per
     /// identity capped.
     pub(crate) peers: super::peers::ShardPeers,
+    /// Where block requests are recorded, when `[worker] trace` is on.
+    pub(crate) trace: Option<crate::trace::TraceSink>,
+}
+
+impl ShardCtx {
+    /// Records a block request in the trace, if one is kept.
+    pub(crate) fn traced(&self, block: u64, range: (u64, u64), block_len: u64, access: crate::trace::format::Access) {
+        if let Some(t) = &self.trace {
+            t.record(self.index, block, range, block_len, access);
+        }
+    }
 }
 
 impl ShardCtx {

@@ -137,6 +137,9 @@ struct Flight {
     /// A gap fill waits for the readers to be quiet.
     deferred: bool,
     waiters: Vec<Waiter>,
+    /// The span of the ranges readers asked for: read once already when the block is stored
+    /// (`BlockStore::note_read`), so only a later read of those bytes makes it look hot.
+    asked: (u64, u64),
 }
 
 impl Flight {
@@ -250,7 +253,11 @@ impl Fills {
                 completing: false,
                 deferred: false,
                 waiters: Vec::new(),
+                asked: (u64::MAX, 0),
             });
+            if let Want::Range(r) = &want {
+                flight.asked = (flight.asked.0.min(r.start), flight.asked.1.max(r.end));
+            }
             let start = flight.plan(&want);
             // A fill-only request does not wait for a deferred gap fill's turn.
             let now = (want == Want::Stored && flight.deferred && flight.fetching.is_empty() && !flight.completing)
@@ -371,6 +378,9 @@ impl Fills {
                         tracing::warn!(block = block_id, error = %e.message, "fetched block not cached");
                     }
                     let flight = fills.flights.borrow_mut().remove(&block_id);
+                    if let Some(f) = flight.as_ref().filter(|f| f.asked.0 < f.asked.1 && stored.is_ok()) {
+                        fills.store.note_read(block_id, f.asked.0, f.asked.1);
+                    }
                     // Range waiters have all their bytes already (the block is whole).
                     for w in flight.map(|f| f.waiters).unwrap_or_default() {
                         let _ = w.tx.send(stored.clone().map(|()| Bytes::new()));

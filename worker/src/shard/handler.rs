@@ -16,6 +16,7 @@ use super::fill::FillError;
 use super::frame_io::{ReadFail, read_payload};
 use super::reply::Reply;
 use crate::store::{ErrorKind, StoreError, Verify, clamp};
+use crate::trace::format::Access as TraceAccess;
 use cv_net::capability::{self, Access, now_ms, source_digest};
 use cv_net::identity::PeerCert;
 use cv_rt::quic::{RecvStream, VarInt};
@@ -168,13 +169,17 @@ async fn read_block(ctx: &ShardCtx, peer: &PeerCert, frame: &Frame) -> Result<Re
     if let Some(block) = held {
         let block_len = block.len();
         if fill_only {
+            ctx.traced(block_id, (0, 0), block_len, TraceAccess::DiskHit);
             return Ok(Reply::ok(request_id, &ReadBlockOk { block_len }));
         }
         // The reader checks chunks sent whole against their stored crcs (the frame crc) and
         // asks again with `verify` if that fails: checking them here too would hash them twice.
         let verify = if req.verify { Verify::Here } else { Verify::ByReader };
         match ctx.store.read_block(&block, offset, len, verify).await {
-            Ok(bytes) => return Ok(Reply::with_block(request_id, &ReadBlockOk { block_len }, bytes)),
+            Ok(bytes) => {
+                ctx.traced(block_id, (offset, len), block_len, TraceAccess::DiskHit);
+                return Ok(Reply::with_block(request_id, &ReadBlockOk { block_len }, bytes));
+            }
             Err(e) => {
                 if e.kind() == ErrorKind::Corrupt {
                     tracing::warn!(shard = ctx.index, block = block_id, error = %e, "corrupt block dropped");
@@ -191,6 +196,7 @@ async fn read_block(ctx: &ShardCtx, peer: &PeerCert, frame: &Frame) -> Result<Re
     };
     fill_allowed(peer, &req.cap, block_id, &source)?;
     let block_len = source.len;
+    ctx.traced(block_id, if fill_only { (0, 0) } else { (offset, len) }, block_len, TraceAccess::Miss);
     let refused = |e: FillError| Refusal::new(e.code, e.message);
     if fill_only {
         ctx.fills.load(&ctx.gate, block_id, source).await.map_err(refused)?;
@@ -369,7 +375,10 @@ async fn write_block(ctx: &ShardCtx, peer: &PeerCert, head: Inbound, recv: &mut 
         return Reply::error(id, ErrorCode::Malformed, &format!("{e}; block {block_id} not stored"), None);
     }
     match writer.commit().await {
-        Ok(stat) => Reply::ok(id, &WriteBlockOk { len: stat.len, crc32: data_crc }),
+        Ok(stat) => {
+            ctx.traced(block_id, (0, stat.len), stat.len, TraceAccess::Write);
+            Reply::ok(id, &WriteBlockOk { len: stat.len, crc32: data_crc })
+        }
         Err(e) => refuse(recv, e.into()),
     }
 }

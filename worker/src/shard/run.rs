@@ -47,6 +47,8 @@ pub(crate) struct ShardSpec {
     pub(crate) keys: crate::Keys,
     /// Connections one client or admin certificate may hold at this shard.
     pub(crate) per_identity: usize,
+    /// Where block requests are recorded, when `[worker] trace` is on.
+    pub(crate) trace: Option<crate::trace::TraceSink>,
 }
 
 pub(crate) fn thread_main(
@@ -113,6 +115,7 @@ async fn shard_main(
             report_soon: spec.report_soon,
             keys: spec.keys,
             peers: super::peers::ShardPeers::new(Default::default(), spec.per_identity),
+            trace: spec.trace,
         });
         if let Ok(task) = gate.spawn(accept_loop(ep.clone(), c.clone())) {
             task.detach();

@@ -4,6 +4,11 @@
 //! leave and are remembered in the ghost queue, so a one-pass scan only churns the small
 //! queue. A key re-inserted while remembered goes straight to main. Main is a FIFO with
 //! re-insertion of keys touched since their last pass (a CLOCK with a 2-bit counter).
+//!
+//! For blocks read in ranges, [`S3Fifo::touch_range`] counts only a read of bytes read before
+//! as a touch: a reader going through a block piece by piece (a scan, a column chunk) reads it
+//! once, however many requests that takes. Without it a one-pass scan read in pieces looks hot
+//! and fills main (`trace/sim.rs` measured it: no better than LRU).
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
@@ -13,6 +18,10 @@ struct Entry {
     weight: u64,
     freq: u8,
     in_main: bool,
+    /// The span of the bytes read since the key became resident (`touch_range`): everything
+    /// at first (a block written is as good as read), narrowed to what its first readers read
+    /// by [`S3Fifo::read_so_far`] (a fill).
+    seen: (u64, u64),
     // Queue slots carry the generation they were pushed with; older slots are stale.
     generation: u64,
 }
@@ -96,7 +105,29 @@ impl<K: Hash + Eq + Clone> S3Fifo<K> {
             self.small.push_back((key.clone(), generation));
             self.small_weight += weight;
         }
-        self.entries.insert(key, Entry { weight, freq: 0, in_main, generation });
+        self.entries.insert(key, Entry { weight, freq: 0, in_main, generation, seen: (0, u64::MAX) });
+    }
+
+    /// Says that of resident `key` only bytes `start..end` were read so far: a block filled for
+    /// its readers, whose later reads of other bytes are the same pass, not a re-use.
+    pub fn read_so_far(&mut self, key: &K, start: u64, end: u64) {
+        if let Some(e) = self.entries.get_mut(key) {
+            e.seen = (start, end);
+        }
+    }
+
+    /// Records a read of bytes `start..end` of `key`; returns whether `key` is resident. Only
+    /// bytes read before (overlapping the span read since it became resident) make it a
+    /// touch; a first read of other bytes widens the span.
+    pub fn touch_range(&mut self, key: &K, start: u64, end: u64) -> bool {
+        let Some(e) = self.entries.get_mut(key) else { return false };
+        let (lo, hi) = e.seen;
+        let again = start < hi && end > lo || (start == end && lo < hi);
+        if again {
+            e.freq = (e.freq + 1).min(MAX_FREQ);
+        }
+        e.seen = (lo.min(start), hi.max(end));
+        true
     }
 
     /// Records an access; returns whether `key` is resident.
@@ -251,6 +282,32 @@ mod tests {
             p.insert(k, 1);
         }
         assert!((0..8u64).all(|k| p.contains(&k)));
+    }
+
+    /// A scan reading each block in four pieces does not look hot; reading the same bytes
+    /// again does.
+    #[test]
+    fn pieces_of_one_pass_are_no_touch_and_a_second_read_is() {
+        let mut p = S3Fifo::new(16);
+        p.insert(1u64, 4);
+        p.read_so_far(&1, 0, 10); // the fill's reader read the first piece
+        for piece in 1..4 {
+            assert!(p.touch_range(&1, piece * 10, piece * 10 + 10));
+        }
+        p.insert(2u64, 4);
+        p.read_so_far(&2, 0, 10);
+        p.touch_range(&2, 0, 10); // read again
+        // Eviction: 1 was never touched again and leaves from small; 2 goes to main.
+        assert_eq!(p.evict(), Some((1, 4)));
+        assert!(p.contains(&2));
+        assert!(!p.touch_range(&3, 0, 1));
+        // A block written, not filled, is as good as read: its first read is a re-use.
+        p.insert(4u64, 4);
+        p.touch_range(&4, 100, 110);
+        p.insert(5u64, 4);
+        p.read_so_far(&5, 0, 1);
+        assert_eq!(p.evict(), Some((5, 4)));
+        assert!(p.contains(&4));
     }
 
     #[test]

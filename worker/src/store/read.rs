@@ -43,7 +43,7 @@ impl BlockStore {
     pub async fn read_block(&self, block: &BlockRef, offset: u64, len: u64, verify: Verify) -> Result<BlockBytes> {
         let (block_id, e) = (block.block_id, &block.entry);
         let Range { start: offset, end } = clamp(block_id, e.len, offset, len)?;
-        self.count_read(block)?;
+        self.count_read(block, offset, end)?;
         let mut out = BlockBytes::default();
         if offset == end {
             return Ok(out);
@@ -90,16 +90,24 @@ impl BlockStore {
         Ok(out)
     }
 
-    /// A read of `block` starts: a disk-tier hit if its incarnation is still the committed
-    /// one, else a miss and `NotFound`.
-    fn count_read(&self, block: &BlockRef) -> Result<()> {
+    /// Bytes `start..end` of `block_id` were read (by the readers of its fill): a later read
+    /// of them is a re-use, which keeps the block (`S3Fifo::touch_range`).
+    pub fn note_read(&self, block_id: u64, start: u64, end: u64) {
+        self.state().disk_policy.read_so_far(&block_id, start, end);
+    }
+
+    /// A read of bytes `start..end` of `block` starts: a disk-tier hit if its incarnation is
+    /// still the committed one, else a miss and `NotFound`. Only a read of bytes read before
+    /// counts as a re-use for eviction (a reader going through the block piece by piece reads
+    /// it once).
+    fn count_read(&self, block: &BlockRef, start: u64, end: u64) -> Result<()> {
         let mut st = self.state();
         if !block.is_live(&st) {
             st.disk_stats.misses += 1;
             return Err(not_found(block.block_id));
         }
         st.disk_stats.hits += 1;
-        st.disk_policy.touch(&block.block_id);
+        st.disk_policy.touch_range(&block.block_id, start, end);
         Ok(())
     }
 
