@@ -278,6 +278,8 @@ fn lease_block(ctx: &ShardCtx, peer: &PeerCert, frame: &Frame) -> Result<Reply, 
     allowed(ctx, peer, &req.cap, Access::Read, block_id)?;
     let local = local(ctx)?;
     let (stat, crcs) = ctx.store.lease(block_id, local.lease)?;
+    // The reader reads the block's file itself: the lease stands for its reads (whole block).
+    ctx.traced(block_id, (0, stat.len), stat.len, TraceAccess::DiskHit);
     let ok = LeaseBlockOk {
         dir: stat.dir,
         disk_offset: stat.disk_offset,

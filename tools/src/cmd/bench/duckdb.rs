@@ -3,7 +3,7 @@
 //! page cache dropped before every query (root; feature `embedded-s3`). The work is in
 //! `cv_benches::duckdb_tpch`; this file is the command line and the cluster.
 
-use super::engines::{check_runs, duckdb_tools, finish, tpch_cluster, work_dir};
+use super::engines::{check_runs, duckdb_tools, finish, tpch_cluster_with, work_dir};
 use crate::cmd::CmdResult;
 use crate::connect::runtime;
 use clap::Args;
@@ -45,6 +45,13 @@ pub struct DuckdbTpchArgs {
     /// are on by default), to compare the two.
     #[arg(long)]
     no_short_circuit: bool,
+    /// The worker's disk capacity (default: room for all the data); below the data's size the
+    /// passes run against a cache under pressure.
+    #[arg(long)]
+    capacity: Option<cv_net::config::ByteSize>,
+    /// Record the worker's block trace to this file (`cvctl trace sim` replays it).
+    #[arg(long)]
+    trace: Option<PathBuf>,
     /// Threads of the `cvctl fuse` process's runtime (`cvctl fuse --threads`).
     #[arg(long, default_value_t = 2)]
     fuse_threads: usize,
@@ -114,7 +121,7 @@ impl DuckdbTpchArgs {
             fuse_floor: self.fuse_floor,
         };
         let res: Result<(), BenchError> = runtime()?.block_on(async move {
-            let (cluster, client) = tpch_cluster(&dir, self.sf).await?;
+            let (cluster, client) = tpch_cluster_with(&dir, self.sf, self.capacity, self.trace.clone()).await?;
             let mut fuse_config = cluster.client_config().to_path_buf();
             if self.no_short_circuit {
                 fuse_config = dir.join("client-quic.toml");

@@ -56,11 +56,24 @@ pub async fn tpch_cluster(
     dir: &Path,
     sf: f64,
 ) -> Result<(crate::cluster::LocalCluster, cv_client::Client), BenchError> {
+    tpch_cluster_with(dir, sf, None, None).await
+}
+
+/// [`tpch_cluster`] with the worker's disk capacity given (a cache smaller than the data) and
+/// its block trace recorded to `trace`.
+pub async fn tpch_cluster_with(
+    dir: &Path,
+    sf: f64,
+    capacity: Option<cv_net::config::ByteSize>,
+    trace: Option<PathBuf>,
+) -> Result<(crate::cluster::LocalCluster, cv_client::Client), BenchError> {
     use cv_net::config::ByteSize;
     let cluster_dir = dir.join("cluster");
     let _ = std::fs::remove_dir_all(&cluster_dir);
+    let room = ByteSize((3.0 * sf * ByteSize::gib(1).bytes() as f64) as u64 + ByteSize::gib(1).bytes());
     let opts = crate::cluster::ClusterOptions {
-        capacity: ByteSize((3.0 * sf * ByteSize::gib(1).bytes() as f64) as u64 + ByteSize::gib(1).bytes()),
+        capacity: capacity.unwrap_or(room),
+        trace,
         ..crate::cluster::ClusterOptions::ephemeral(&cluster_dir)
     };
     let cluster = crate::cluster::LocalCluster::start(&opts).await?;
