@@ -10,6 +10,28 @@ use cv_wire::ErrorCode;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 
+/// Whether a peer proving `cert` may join a server whose admitted peers hold `live`: not if
+/// `revoked` refuses it, nor a client or admin certificate already holding `per_identity`
+/// connections (the code to answer with, and why). The master's registry and a shard's ask it.
+pub fn admit<'a>(
+    revoked: &Revoked,
+    cert: &PeerCert,
+    live: impl Iterator<Item = &'a PeerCert>,
+    per_identity: usize,
+) -> Result<(), (ErrorCode, String)> {
+    if let Some(why) = revoked.refuses(cert) {
+        return Err((ErrorCode::PermissionDenied, why));
+    }
+    if !cert.role.is_node() {
+        let held = live.filter(|c| c.serial == cert.serial).count();
+        if held >= per_identity {
+            let why = format!("{cert} holds {held} connections here, its limit; close some first");
+            return Err((ErrorCode::LimitExceeded, why));
+        }
+    }
+    Ok(())
+}
+
 /// Application close code of a connection whose certificate was revoked.
 pub const CLOSE_REVOKED: u32 = 3;
 
@@ -77,18 +99,7 @@ impl Peers {
     /// with, and the message).
     pub fn join(&self, cert: &PeerCert, conn: &quinn::Connection) -> Result<(), (ErrorCode, String)> {
         let mut live = self.live();
-        if let Some(why) = self.revoked().refuses(cert) {
-            return Err((ErrorCode::PermissionDenied, why));
-        }
-        if !cert.role.is_node() {
-            let held = live.values().filter(|(c, _)| c.serial == cert.serial).count();
-            if held >= self.per_identity {
-                return Err((
-                    ErrorCode::LimitExceeded,
-                    format!("{cert} holds {held} connections here, its limit; close some first"),
-                ));
-            }
-        }
+        admit(&self.revoked(), cert, live.values().map(|(c, _)| c), self.per_identity)?;
         live.insert(conn.stable_id(), (cert.clone(), conn.clone()));
         Ok(())
     }

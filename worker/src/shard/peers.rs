@@ -28,19 +28,8 @@ impl ShardPeers {
 
     /// Admits a connection whose hello proved `cert`, or says why not.
     pub(crate) fn join(&self, cert: &Rc<PeerCert>, conn: &Connection) -> Result<(), (ErrorCode, String)> {
-        if let Some(why) = self.revoked.borrow().refuses(cert) {
-            return Err((ErrorCode::PermissionDenied, why));
-        }
         let mut live = self.live.borrow_mut();
-        if !cert.role.is_node() {
-            let held = live.values().filter(|(c, _)| c.serial == cert.serial).count();
-            if held >= self.per_identity {
-                return Err((
-                    ErrorCode::LimitExceeded,
-                    format!("{cert} holds {held} connections to this shard, its limit; close some first"),
-                ));
-            }
-        }
+        cv_net::peers::admit(&self.revoked.borrow(), cert, live.values().map(|(c, _)| &**c), self.per_identity)?;
         live.insert(conn.stable_id(), (cert.clone(), conn.clone()));
         Ok(())
     }
