@@ -32,6 +32,19 @@ pub fn admit<'a>(
     Ok(())
 }
 
+/// A connection admitted by [`Peers::join`]; it leaves the registry when this drops.
+#[derive(Debug)]
+pub struct Admitted {
+    peers: Arc<Peers>,
+    id: usize,
+}
+
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        self.peers.live().remove(&self.id);
+    }
+}
+
 /// Application close code of a connection whose certificate was revoked.
 pub const CLOSE_REVOKED: u32 = 3;
 
@@ -96,17 +109,13 @@ impl Peers {
     }
 
     /// Admits a connection whose hello proved `cert`, or says why not (the code to answer
-    /// with, and the message).
-    pub fn join(&self, cert: &PeerCert, conn: &quinn::Connection) -> Result<(), (ErrorCode, String)> {
+    /// with, and the message). The connection counts until the returned guard drops: held by
+    /// the task serving it, so a hello abandoned half-way (its deadline) leaves nothing behind.
+    pub fn join(self: &Arc<Self>, cert: &PeerCert, conn: &quinn::Connection) -> Result<Admitted, (ErrorCode, String)> {
         let mut live = self.live();
         admit(&self.revoked(), cert, live.values().map(|(c, _)| c), self.per_identity)?;
         live.insert(conn.stable_id(), (cert.clone(), conn.clone()));
-        Ok(())
-    }
-
-    /// The connection is gone.
-    pub fn left(&self, conn: &quinn::Connection) {
-        self.live().remove(&conn.stable_id());
+        Ok(Admitted { peers: self.clone(), id: conn.stable_id() })
     }
 
     /// Live connections admitted.

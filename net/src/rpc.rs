@@ -483,8 +483,8 @@ pub async fn serve_admitting<S: Service>(
             };
             let hello = hello_as(&conn, role, &node, &limits, Some(&peers));
             let hello = tokio::time::timeout(crate::quic::HELLO_WITHIN, hello);
-            let peer = match hello.await {
-                Ok(Ok(p)) => Arc::new(p),
+            let (peer, _admitted) = match hello.await {
+                Ok(Ok((p, admitted))) => (Arc::new(p), admitted),
                 Err(_) => {
                     tracing::info!(%addr, within = ?crate::quic::HELLO_WITHIN, "no hello in time; closing");
                     conn.close(quinn::VarInt::from_u32(1), b"no hello in time");
@@ -501,7 +501,6 @@ pub async fn serve_admitting<S: Service>(
             stats.opened(&conn);
             serve_connection(&conn, peer, service, limits, &stats).await;
             stats.closed(&conn);
-            peers.left(&conn);
         });
     }
 }
@@ -581,19 +580,19 @@ async fn serve_connection<S: Service>(
 /// Server side of the hello: reads `Hello` on the first stream, answers
 /// `HelloOk` or a `VersionMismatch` error.
 pub async fn accept_hello(conn: &quinn::Connection, role: Role, node: &str, limits: &Limits) -> Result<Peer, NetError> {
-    hello_as(conn, role, node, limits, None).await
+    hello_as(conn, role, node, limits, None).await.map(|(peer, _)| peer)
 }
 
 /// [`accept_hello`], admitting the peer through `peers` when given: a revoked certificate is
 /// refused `PermissionDenied`, one past its connection cap `LimitExceeded`. An admitted
-/// connection is registered there (the caller calls `left` when it ends).
+/// connection is registered there until the returned guard drops.
 async fn hello_as(
     conn: &quinn::Connection,
     role: Role,
     node: &str,
     limits: &Limits,
-    peers: Option<&crate::peers::Peers>,
-) -> Result<Peer, NetError> {
+    peers: Option<&Arc<crate::peers::Peers>>,
+) -> Result<(Peer, Option<crate::peers::Admitted>), NetError> {
     let (mut send, mut recv) = conn.accept_bi().await.map_err(|e| conn_err("accept hello stream", e))?;
     let server = role_name(role);
     let frame = match read_frame(&mut recv, limits).await.and_then(|f| end_read(recv).map(|()| f)) {
@@ -633,17 +632,18 @@ async fn hello_as(
             return Err(NetError::remote(ErrorCode::PermissionDenied, msg, None));
         }
     };
-    if let Some(Err((code, msg))) = peers.map(|p| p.join(&cert, conn)) {
-        let _ = write_reply(&mut send, Reply::error(id, code, &msg, None)).await;
-        return Err(NetError::remote(code, msg, None));
-    }
+    let admitted = match peers.map(|p| p.join(&cert, conn)).transpose() {
+        Ok(a) => a,
+        Err((code, msg)) => {
+            let _ = write_reply(&mut send, Reply::error(id, code, &msg, None)).await;
+            return Err(NetError::remote(code, msg, None));
+        }
+    };
     let ok = HelloOk { version, role, node: node.into() };
     let reply = Reply::ok(id, &ok, Vec::new());
-    if let Err(e) = write_reply(&mut send, reply).await {
-        peers.inspect(|p| p.left(conn));
-        return Err(e);
-    }
-    Ok(Peer { addr: conn.remote_address(), role: hello.role, node: hello.node, conn: conn.stable_id(), cert })
+    write_reply(&mut send, reply).await?;
+    let peer = Peer { addr: conn.remote_address(), role: hello.role, node: hello.node, conn: conn.stable_id(), cert };
+    Ok((peer, admitted))
 }
 
 /// A hello refused for its version names the server and both versions: an operator reads

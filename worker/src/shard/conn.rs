@@ -83,8 +83,8 @@ pub(crate) async fn accept_loop(ep: Endpoint, ctx: Rc<ShardCtx>) {
 }
 
 async fn serve_conn(conn: Connection, ctx: Rc<ShardCtx>) {
-    let peer = match cv_rt::timeout(cv_net::quic::HELLO_WITHIN, hello(&conn, &ctx)).await {
-        Ok(Ok(peer)) => peer,
+    let (peer, _admitted) = match cv_rt::timeout(cv_net::quic::HELLO_WITHIN, hello(&conn, &ctx)).await {
+        Ok(Ok(admitted)) => admitted,
         Err(_) => {
             tracing::info!(shard = ctx.index, peer = %conn.remote_address(), "no hello in time; closing");
             conn.close(VarInt::from_u32(CODE_HELLO_FAILED), b"no hello in time");
@@ -115,7 +115,6 @@ async fn serve_conn(conn: Connection, ctx: Rc<ShardCtx>) {
         }
     }
     ctx.counters.conn_closed(&conn);
-    ctx.peers.left(&conn);
 }
 
 /// Reads the peer's `Hello` on the first stream and answers `HelloOk`, or refuses versions
@@ -123,7 +122,7 @@ async fn serve_conn(conn: Connection, ctx: Rc<ShardCtx>) {
 /// certificate does not allow with `PermissionDenied` (`cv_net::identity::hello_allowed`).
 /// A revoked certificate, or one past its connection cap, is refused (`peers.rs`).
 /// Returns what the certificate proves, which decides what the peer may ask.
-async fn hello(conn: &Connection, ctx: &ShardCtx) -> Result<Rc<PeerCert>, String> {
+async fn hello<'a>(conn: &Connection, ctx: &'a ShardCtx) -> Result<(Rc<PeerCert>, super::peers::Admitted<'a>), String> {
     let (mut send, mut recv) = conn.accept_bi().await.map_err(|e| format!("no hello stream: {e}"))?;
     let frame = match read_frame(&mut recv, &ctx.limits).await {
         Ok(f) => f,
@@ -167,17 +166,17 @@ async fn hello(conn: &Connection, ctx: &ShardCtx) -> Result<Rc<PeerCert>, String
         }
     };
     let cert = Rc::new(cert);
-    if let Err((code, msg)) = ctx.peers.join(&cert, conn) {
-        let _ = Reply::error(id, code, &msg, None).send(&mut send).await;
-        return Err(msg);
-    }
+    let admitted = match ctx.peers.join(&cert, conn) {
+        Ok(a) => a,
+        Err((code, msg)) => {
+            let _ = Reply::error(id, code, &msg, None).send(&mut send).await;
+            return Err(msg);
+        }
+    };
     let ok = HelloOk { version, role: Role::Worker, node: ctx.node.clone() };
-    if let Err(e) = Reply::ok(id, &ok).send(&mut send).await {
-        ctx.peers.left(conn);
-        return Err(format!("hello reply: {e}"));
-    }
+    Reply::ok(id, &ok).send(&mut send).await.map_err(|e| format!("hello reply: {e}"))?;
     tracing::debug!(shard = ctx.index, peer = %conn.remote_address(), role = ?hello.role, node = %hello.node, %cert, "hello");
-    Ok(cert)
+    Ok((cert, admitted))
 }
 
 /// Reads a request's header, reserves from `budget` what the request will buffer, then reads

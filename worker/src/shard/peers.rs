@@ -14,6 +14,19 @@ use cv_net::revoked::Revoked;
 use cv_rt::quic::{Connection, VarInt};
 use cv_wire::ErrorCode;
 
+/// A connection admitted by [`ShardPeers::join`]; it leaves when this drops.
+#[derive(Debug)]
+pub(crate) struct Admitted<'a> {
+    peers: &'a ShardPeers,
+    id: usize,
+}
+
+impl Drop for Admitted<'_> {
+    fn drop(&mut self) {
+        self.peers.live.borrow_mut().remove(&self.id);
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct ShardPeers {
     revoked: RefCell<Arc<Revoked>>,
@@ -26,16 +39,17 @@ impl ShardPeers {
         ShardPeers { revoked: RefCell::new(revoked), live: RefCell::default(), per_identity: per_identity.max(1) }
     }
 
-    /// Admits a connection whose hello proved `cert`, or says why not.
-    pub(crate) fn join(&self, cert: &Rc<PeerCert>, conn: &Connection) -> Result<(), (ErrorCode, String)> {
+    /// Admits a connection whose hello proved `cert`, or says why not. It counts until the
+    /// returned guard drops (a hello abandoned at its deadline leaves nothing behind).
+    pub(crate) fn join<'a>(
+        &'a self,
+        cert: &Rc<PeerCert>,
+        conn: &Connection,
+    ) -> Result<Admitted<'a>, (ErrorCode, String)> {
         let mut live = self.live.borrow_mut();
         cv_net::peers::admit(&self.revoked.borrow(), cert, live.values().map(|(c, _)| &**c), self.per_identity)?;
         live.insert(conn.stable_id(), (cert.clone(), conn.clone()));
-        Ok(())
-    }
-
-    pub(crate) fn left(&self, conn: &Connection) {
-        self.live.borrow_mut().remove(&conn.stable_id());
+        Ok(Admitted { peers: self, id: conn.stable_id() })
     }
 
     /// Puts `list` in force and closes the connections it revokes; returns how many.
