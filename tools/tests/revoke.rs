@@ -177,7 +177,7 @@ fn a_revoked_client_is_cut_off_mid_read_and_refused_and_others_read_on() {
             },
             failed_at.saturating_duration_since(revoked_at).as_millis(),
         );
-        // The worker hears of it with its next heartbeat (3 s in `cvctl up`), the master at once.
+        // The worker hears of it with its next heartbeat (every 500 ms in `cvctl up`), the master at once.
         assert!(
             last < revoked_at + Duration::from_secs(5),
             "alice read from the {path} {after:?} after the revocation"
