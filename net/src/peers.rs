@@ -117,14 +117,4 @@ impl Peers {
         live.insert(conn.stable_id(), (cert.clone(), conn.clone()));
         Ok(Admitted { peers: self.clone(), id: conn.stable_id() })
     }
-
-    /// Live connections admitted.
-    pub fn len(&self) -> usize {
-        self.live().len()
-    }
-
-    /// Whether none is.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }

@@ -1,43 +1,33 @@
 //! The revoked certificates, as every server checks them at the hello (docs/security.md,
 //! "Revocation"). The list lives in the masters' replicated state; a master reads its own, a
-//! worker fetches it after each heartbeat. An entry names one certificate by serial, or every
-//! certificate of a common name that was valid before a moment (a user's whole set; one issued
-//! after, a renewal, is not covered).
+//! worker fetches it after each heartbeat, both as the wire's `RevokedCert` entries. An entry
+//! names one certificate by serial, or every certificate of a common name that was valid before
+//! a moment (a user's whole set; one issued after, a renewal, is not covered).
 
 use crate::identity::{PeerCert, normalize_serial};
-use std::collections::HashMap;
-
-/// One entry of the list (the wire's `RevokedCert`, in owned, checked form).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Revocation {
-    /// Normalized serial ([`normalize_serial`]), or empty for an entry by name.
-    pub serial: String,
-    /// The common name (by name), or the name it was revoked under (by serial).
-    pub name: String,
-    /// By name: certificates valid from this second or earlier (Unix seconds).
-    pub issued_before: i64,
-}
+use cv_wire::msg::RevokedCert;
+use std::collections::{HashMap, HashSet};
 
 /// The list at one generation, indexed for the hello's check.
 #[derive(Clone, Debug, Default)]
 pub struct Revoked {
     generation: u64,
-    serials: HashMap<String, String>,
+    serials: HashSet<String>,
     /// Name → the latest `issued_before` recorded for it.
     names: HashMap<String, i64>,
 }
 
 impl Revoked {
-    /// The list at `generation`. An entry whose serial does not read as one is kept by its
-    /// name only if it has no serial (it cannot match anything else).
-    pub fn new(generation: u64, entries: impl IntoIterator<Item = Revocation>) -> Revoked {
+    /// The list at `generation`. An entry with a serial that does not read as one matches
+    /// nothing and is left out.
+    pub fn new<'a>(generation: u64, entries: impl IntoIterator<Item = &'a RevokedCert>) -> Revoked {
         let mut r = Revoked { generation, ..Default::default() };
         for e in entries {
             if e.serial.is_empty() {
-                let at = r.names.entry(e.name).or_insert(i64::MIN);
+                let at = r.names.entry(e.name.clone()).or_insert(i64::MIN);
                 *at = (*at).max(e.issued_before);
             } else if let Some(s) = normalize_serial(&e.serial) {
-                r.serials.insert(s, e.name);
+                r.serials.insert(s);
             }
         }
         r
@@ -60,7 +50,7 @@ impl Revoked {
 
     /// Why `cert` is refused, if it is revoked.
     pub fn refuses(&self, cert: &PeerCert) -> Option<String> {
-        if self.serials.contains_key(&cert.serial) {
+        if self.serials.contains(&cert.serial) {
             return Some(format!("{cert} is revoked"));
         }
         match self.names.get(&cert.name) {
@@ -81,15 +71,13 @@ mod tests {
         PeerCert { role: CertRole::Client, name: name.into(), serial: serial.into(), not_before, not_after: i64::MAX }
     }
 
+    fn entry(serial: &str, name: &str, issued_before: i64) -> RevokedCert {
+        RevokedCert { serial: serial.into(), name: name.into(), issued_before, at_ms: 0, by: String::new() }
+    }
+
     #[test]
     fn serials_and_names_issued_before_are_refused_and_renewals_are_not() {
-        let list = Revoked::new(
-            3,
-            [
-                Revocation { serial: "00:AB:cd".into(), name: "bob".into(), issued_before: 0 },
-                Revocation { serial: String::new(), name: "alice".into(), issued_before: 1000 },
-            ],
-        );
+        let list = Revoked::new(3, &[entry("00:AB:cd", "bob", 0), entry("", "alice", 1000)]);
         assert_eq!(list.generation(), 3);
         assert_eq!(list.len(), 2);
         assert!(list.refuses(&cert("bob", "abcd", 5000)).unwrap().contains("revoked"));

@@ -7,10 +7,10 @@ mod common;
 use common::PingService;
 use cv_net::identity::{CertRole, PeerCert};
 use cv_net::peers::Peers;
-use cv_net::revoked::{Revocation, Revoked};
+use cv_net::revoked::Revoked;
 use cv_net::rpc::{self, Conn};
 use cv_net::tls::{ClusterCa, Identity};
-use cv_wire::msg::{Ping, Pong, Role};
+use cv_wire::msg::{Ping, Pong, RevokedCert, Role};
 use cv_wire::{ErrorCode, Limits};
 use std::sync::Arc;
 use std::time::Duration;
@@ -64,8 +64,7 @@ async fn connections_per_identity_are_capped_and_revoked_ones_are_cut_off() {
     };
 
     // Revoked by serial: her live connections close, saying why, and a new hello is refused.
-    let list =
-        Revoked::new(1, [Revocation { serial: alice_cert.serial.clone(), name: String::new(), issued_before: 0 }]);
+    let list = Revoked::new(1, &[RevokedCert { serial: alice_cert.serial.clone(), ..Default::default() }]);
     assert_eq!(peers.update(list), 2);
     for c in [&a1, &a3] {
         let why = tokio::time::timeout(Duration::from_secs(5), c.quinn().closed()).await.unwrap();
@@ -79,7 +78,7 @@ async fn connections_per_identity_are_capped_and_revoked_ones_are_cut_off() {
         ping(n).await.unwrap();
     }
     // The same generation again changes nothing; a list without her lets her back.
-    assert_eq!(peers.update(Revoked::new(1, [])), 0);
-    peers.update(Revoked::new(2, []));
+    assert_eq!(peers.update(Revoked::new(1, &[])), 0);
+    peers.update(Revoked::new(2, &[]));
     ping(&dial(&alice, Role::Client).await.unwrap()).await.unwrap();
 }

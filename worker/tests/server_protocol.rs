@@ -235,8 +235,8 @@ async fn connections_per_identity_are_capped_and_a_revocation_cuts_them_off() {
         dial(&pki.master, Role::Master).await.unwrap();
     }
 
-    let entry = cv_net::revoked::Revocation { serial: alice_cert.serial, name: String::new(), issued_before: 0 };
-    worker.revoke(cv_net::revoked::Revoked::new(1, [entry]));
+    let entry = cv_wire::msg::RevokedCert { serial: alice_cert.serial, ..Default::default() };
+    worker.revoke(cv_net::revoked::Revoked::new(1, &[entry]));
     let why = tokio::time::timeout(std::time::Duration::from_secs(5), a1.quinn().closed()).await.unwrap();
     assert!(why.to_string().contains("certificate revoked"), "{why}");
     let e = dial(&alice, Role::Client).await.unwrap_err();

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use cv_master_core::journal::{decode_snapshot, encode_header, encode_record, encode_snapshot, scan};
-use cv_master_core::state::{MountMode, Mutation, State, UfsObject};
+use cv_master_core::state::{MountMode, Mutation, Revocation, State, UfsObject};
 
 fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
@@ -469,20 +469,20 @@ fn timed_block_records_round_trip_and_stamp_the_writers_progress() {
 /// version), and a v4 snapshot reads with an empty list.
 fn mutations_v5() -> Vec<Mutation> {
     let mut v = mutations_v4();
-    v.push(Mutation::Revoke {
+    v.push(Mutation::Revoke(Revocation {
         serial: "8f3a".into(),
         name: "stolen laptop".into(),
         issued_before: 0,
         at_ms: 1_764_960_000_000,
         by: "ops (serial 1c)".into(),
-    });
-    v.push(Mutation::Revoke {
+    }));
+    v.push(Mutation::Revoke(Revocation {
         serial: String::new(),
         name: "alice".into(),
         issued_before: 1_764_960_100,
         at_ms: 1_764_960_100_000,
         by: "ops (serial 1c)".into(),
-    });
+    }));
     v
 }
 
@@ -507,12 +507,14 @@ fn revoke_records_round_trip_and_move_the_generation_only_on_a_change() {
     assert_eq!(st.data().revoked_generation, 2);
     assert_eq!(st.data().revoked.len(), 2);
     // The same serial again changes nothing; a name revoked again moves its moment later.
-    let again = |serial: &str, issued_before| Mutation::Revoke {
-        serial: serial.into(),
-        name: if serial.is_empty() { "alice".into() } else { String::new() },
-        issued_before,
-        at_ms: 1,
-        by: "x".into(),
+    let again = |serial: &str, issued_before| {
+        Mutation::Revoke(Revocation {
+            serial: serial.into(),
+            name: if serial.is_empty() { "alice".into() } else { String::new() },
+            issued_before,
+            at_ms: 1,
+            by: "x".into(),
+        })
     };
     st.apply(&again("8f3a", 0)).unwrap();
     assert_eq!(st.data().revoked_generation, 2);

@@ -28,19 +28,14 @@ pub(super) async fn revoke(s: &MasterService, peer: &Peer, q: Req<'_, RevokeCert
             Fail::new(ErrorCode::InvalidArgument, format!("{text:?} is not a certificate serial number (hex)"))
         })?,
     };
-    let name = req.name.trim().to_string();
-    if serial.is_empty() == name.is_empty() {
-        return Err(Fail::new(
-            ErrorCode::InvalidArgument,
-            "revoke names a serial number or a common name, one of them",
-        ));
-    }
+    let name = req.name.trim();
     if !serial.is_empty() && serial == peer.cert.serial {
         return Err(Fail::new(ErrorCode::InvalidArgument, "this is the certificate making the request"));
     }
     let by = format!("{} (serial {})", peer.cert.name, peer.cert.serial);
     let backdate = cv_net::tls::NOT_BEFORE_BACKDATE.as_secs();
-    let entry = s.core.begin_revoke(&serial, &name, &by, backdate)?.wait_async().await?;
+    // The core refuses a request naming both or neither.
+    let entry = s.core.begin_revoke(&serial, name, &by, backdate)?.wait_async().await?;
     let generation = s.core.revoked_generation();
     tracing::warn!(serial = %entry.serial, name = %entry.name, %by, generation, "certificate revoked");
     // In force here at once; the other masters within `SYNC_EVERY` of applying it.
@@ -61,23 +56,14 @@ fn wire(r: Revocation) -> RevokedCert {
     RevokedCert { serial: r.serial, name: r.name, issued_before: r.issued_before, at_ms: r.at_ms, by: r.by }
 }
 
-/// The list as the hello checks it.
-pub fn in_force(generation: u64, entries: impl IntoIterator<Item = Revocation>) -> Revoked {
-    let entries = entries.into_iter().map(|r| cv_net::revoked::Revocation {
-        serial: r.serial,
-        name: r.name,
-        issued_before: r.issued_before,
-    });
-    Revoked::new(generation, entries)
-}
-
 /// Puts the state's list in force if it changed; closes the connections it revokes.
 fn sync_once(core: &MasterCore, peers: &Peers) {
     if core.revoked_generation() == peers.revoked().generation() {
         return;
     }
     let (generation, entries) = core.revoked();
-    let closed = peers.update(in_force(generation, entries));
+    let entries: Vec<RevokedCert> = entries.into_iter().map(wire).collect();
+    let closed = peers.update(Revoked::new(generation, &entries));
     if closed > 0 {
         tracing::warn!(closed, generation, "closed the connections of revoked certificates");
     }

@@ -229,16 +229,7 @@ impl MasterService {
                 super::req_revoke::revoke(self, peer, Req::of(frame)?).await
             }
             Kind::ListRevoked => {
-                if !(peer.cert.role.is_admin() || peer.cert.role.is_node()) {
-                    return Err(Fail::new(
-                        ErrorCode::PermissionDenied,
-                        format!(
-                            "{} is for workers, masters and admins; this peer holds a {}",
-                            frame.kind().name(),
-                            peer.cert
-                        ),
-                    ));
-                }
+                node_or_admin(peer, frame.kind())?;
                 super::req_revoke::list(self, Req::of(frame)?)
             }
             Kind::ListMasters => super::raft::list_masters(self.raft_master(frame.kind())?, frame),
@@ -269,6 +260,17 @@ fn worker_only(peer: &Peer, kind: Kind) -> Result<(), Fail> {
     Err(Fail::new(
         ErrorCode::PermissionDenied,
         format!("{} is for workers; this peer holds a {}", kind.name(), peer.cert),
+    ))
+}
+
+/// The revocation list: for the servers that enforce it and the operator, not for clients.
+fn node_or_admin(peer: &Peer, kind: Kind) -> Result<(), Fail> {
+    if peer.cert.role.is_admin() || peer.cert.role.is_node() {
+        return Ok(());
+    }
+    Err(Fail::new(
+        ErrorCode::PermissionDenied,
+        format!("{} is for workers, masters and admins; this peer holds a {}", kind.name(), peer.cert),
     ))
 }
 

@@ -90,23 +90,17 @@ impl RevokedArgs {
 
 fn describe(e: &RevokedCert) -> String {
     let what = if e.serial.is_empty() {
-        format!(
-            "every certificate of {:?} issued until then (valid from {} or earlier)",
-            e.name,
-            unix_s(e.issued_before)
-        )
+        format!("every certificate of {:?} issued until then (valid from {} or earlier)", e.name, day(e.issued_before))
     } else if e.name.is_empty() {
         format!("serial {}", e.serial)
     } else {
         format!("serial {} ({})", e.serial, e.name)
     };
-    format!("{what}; recorded {} by {}", unix_s((e.at_ms / 1000) as i64), e.by)
+    format!("{what}; recorded {} by {}", day((e.at_ms / 1000) as i64), e.by)
 }
 
-/// A Unix time as RFC 3339 (UTC).
-fn unix_s(s: i64) -> String {
-    time::OffsetDateTime::from_unix_timestamp(s)
-        .ok()
-        .and_then(|t| t.format(&time::format_description::well_known::Rfc3339).ok())
-        .unwrap_or_else(|| format!("{s} (Unix time)"))
+/// A Unix time as its day (UTC, the date `cvctl doctor` prints) and the second.
+fn day(s: i64) -> String {
+    let t = rustls_pki_types::UnixTime::since_unix_epoch(std::time::Duration::from_secs(s.max(0) as u64));
+    format!("{} ({s})", crate::doctor::certs::date(t))
 }

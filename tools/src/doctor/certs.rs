@@ -275,7 +275,7 @@ fn key_finding(
 }
 
 /// A UTC date, `2026-12-05`: enough to act on an expiry.
-fn date(t: UnixTime) -> String {
+pub(crate) fn date(t: UnixTime) -> String {
     // Days since 1970-01-01 to a civil date (Howard Hinnant's algorithm), to avoid a date crate
     // for one line of output.
     let days = (t.as_secs() / 86_400) as i64 + 719_468;

@@ -7,7 +7,7 @@
 //! One file per kind of check: `certs.rs`, `ports.rs`, `dirs.rs` (with the O_DIRECT probe in
 //! `direct_io.rs`), `clock.rs`.
 
-mod certs;
+pub(crate) mod certs;
 mod clock;
 mod direct_io;
 mod dirs;

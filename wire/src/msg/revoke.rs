@@ -9,7 +9,7 @@ use crate::limits::Limits;
 use rkyv::{Archive, Deserialize, Serialize};
 
 /// One revoked certificate, or every certificate of one name issued until a moment.
-#[derive(Archive, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Archive, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 #[rkyv(derive(Debug))]
 pub struct RevokedCert {
     /// The certificate's serial number: lowercase hex, no separators, no leading zeros

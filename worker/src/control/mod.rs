@@ -378,15 +378,10 @@ async fn refresh_revoked(spec: &ControlSpec, conn: &Conn, st: &mut State) {
                 return;
             }
         };
-    if !list.changed || list.generation == st.revoked {
+    if !list.changed {
         return;
     }
-    let entries = list.entries.into_iter().map(|e| cv_net::revoked::Revocation {
-        serial: e.serial,
-        name: e.name,
-        issued_before: e.issued_before,
-    });
-    let held = std::sync::Arc::new(cv_net::revoked::Revoked::new(list.generation, entries));
+    let held = std::sync::Arc::new(cv_net::revoked::Revoked::new(list.generation, &list.entries));
     tracing::info!(generation = list.generation, entries = held.len(), "revocation list");
     for s in &spec.shards {
         let _ = s.send(ShardCmd::Revoked(held.clone()));

@@ -29,13 +29,7 @@ impl MasterCore {
                 by: by.to_string(),
             };
             recorded = Some(r.clone());
-            Ok(Mutation::Revoke {
-                serial: r.serial,
-                name: r.name,
-                issued_before: r.issued_before,
-                at_ms: r.at_ms,
-                by: r.by,
-            })
+            Ok(Mutation::Revoke(r))
         })?;
         // `submit` ran the builder, or failed before it and returned above.
         let recorded = recorded.ok_or_else(|| Error::new(ErrorKind::Io, "revocation not recorded"))?;

@@ -186,13 +186,7 @@ impl State {
             Mutation::UfsFileShared { path, object, length, mtime, shares } => {
                 self.ufs_file_shared(&parse(path)?, object, *length, *mtime, *shares)
             }
-            Mutation::Revoke { serial, name, issued_before, at_ms, by } => Ok(self.revoke(Revocation {
-                serial: serial.clone(),
-                name: name.clone(),
-                issued_before: *issued_before,
-                at_ms: *at_ms,
-                by: by.clone(),
-            })),
+            Mutation::Revoke(r) => Ok(self.revoke(r)),
         }
     }
 }
@@ -200,14 +194,14 @@ impl State {
 impl State {
     /// Records a revocation; the list's generation moves only if it changed. A second
     /// revocation of a name moves its moment later (covering certificates issued since).
-    fn revoke(&mut self, r: Revocation) -> Applied {
+    fn revoke(&mut self, r: &Revocation) -> Applied {
         let key = r.key();
         let changed = match self.data.revoked.get(&key) {
             None => true,
             Some(old) => r.serial.is_empty() && r.issued_before > old.issued_before,
         };
         if changed {
-            self.data.revoked.insert(key, r);
+            self.data.revoked.insert(key, r.clone());
             self.data.revoked_generation += 1;
         }
         Applied::Done

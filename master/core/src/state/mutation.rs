@@ -245,16 +245,9 @@ pub enum Mutation {
         mtime: u64,
     },
     /// Records a revoked certificate (added at the end of format 4; the list is in snapshots
-    /// from format 5): by `serial` (normalized hex), or, with an empty serial, every
-    /// certificate of common name `name` valid from `issued_before` (Unix s) or earlier.
-    /// `at_ms` and `by` say when and by whom.
-    Revoke {
-        serial: String,
-        name: String,
-        issued_before: i64,
-        at_ms: u64,
-        by: String,
-    },
+    /// from format 5): by serial, or every certificate of a common name valid from a moment or
+    /// earlier ([`super::Revocation`]).
+    Revoke(super::Revocation),
 }
 
 impl Mutation {
@@ -289,7 +282,7 @@ impl Mutation {
             Mutation::CompleteIf { .. } => "complete_if",
             Mutation::Abandon { .. } => "abandon",
             Mutation::Compose { .. } => "compose",
-            Mutation::Revoke { .. } => "revoke",
+            Mutation::Revoke(_) => "revoke",
         }
     }
 
@@ -328,7 +321,7 @@ impl Mutation {
             | Mutation::AddBlockTimed { .. }
             | Mutation::ReplaceBlockTimed { .. }
             | Mutation::Drain { .. }
-            | Mutation::Revoke { .. }
+            | Mutation::Revoke(_)
             | Mutation::Abandon { .. } => false,
         }
     }
