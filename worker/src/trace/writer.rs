@@ -26,13 +26,15 @@ pub struct TraceSink {
 }
 
 impl TraceSink {
-    /// Records one request at `shard`.
-    pub fn record(&self, shard: u16, block: u64, range: (u64, u64), block_len: u64, access: Access) {
+    /// Records one request at `shard` for `len` bytes at `offset` (cut at the block's end, as
+    /// the read is: a reader may ask past it).
+    pub fn record(&self, shard: u16, block: u64, (offset, len): (u64, u64), block_len: u64, access: Access) {
+        let len = len.min(block_len.saturating_sub(offset));
         let r = Record {
             time_us: self.start.elapsed().as_micros() as u64,
             block,
-            offset: u32::try_from(range.0).unwrap_or(u32::MAX),
-            len: u32::try_from(range.1).unwrap_or(u32::MAX),
+            offset: u32::try_from(offset).unwrap_or(u32::MAX),
+            len: u32::try_from(len).unwrap_or(u32::MAX),
             block_len: u32::try_from(block_len).unwrap_or(u32::MAX),
             shard,
             access,
